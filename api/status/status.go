@@ -1,0 +1,93 @@
+package status
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Condition types rudder sets on every CR.
+const (
+	// Ready is True when the release is deployed from the current spec and chart and all of its
+	// objects are ready (kstatus Current). `kubectl wait --for=condition=Ready` waits for it.
+	TypeReady = "Ready"
+	// Reconciling is True while rudder is still working towards Ready (kstatus).
+	TypeReconciling = "Reconciling"
+	// Stalled is True when rudder cannot make progress without a change to the CR, the chart or
+	// the cluster (kstatus).
+	TypeStalled = "Stalled"
+	// Released says what happened to the Helm release last.
+	TypeReleased = "Released"
+	// ChartReady is False while the chart on disk fails to load or lint (the last good version
+	// stays in use).
+	TypeChartReady = "ChartReady"
+	// Paused is True while the rudder.dev/paused annotation stops all actions.
+	TypePaused = "Paused"
+)
+
+// Condition reasons.
+const (
+	ReasonInstallSucceeded    = "InstallSucceeded"
+	ReasonInstallFailed       = "InstallFailed"
+	ReasonUpgradeSucceeded    = "UpgradeSucceeded"
+	ReasonUpgradeFailed       = "UpgradeFailed"
+	ReasonRolledBack          = "RolledBack"
+	ReasonRollbackFailed      = "RollbackFailed"
+	ReasonUnlocked            = "Unlocked"
+	ReasonUpToDate            = "UpToDate"
+	ReasonDriftCorrected      = "DriftCorrected"
+	ReasonValuesInvalid       = "ValuesInvalid"
+	ReasonChartInvalid        = "ChartInvalid"
+	ReasonChartLoaded         = "ChartLoaded"
+	ReasonReleaseNameConflict = "ReleaseNameConflict"
+	ReasonPaused              = "Paused"
+	ReasonResumed             = "Resumed"
+	ReasonHookFailed          = "HookFailed"
+	ReasonHeld                = "Held"
+	ReasonProgressing         = "Progressing"
+	ReasonObjectsReady        = "ObjectsReady"
+	ReasonObjectFailed        = "ObjectFailed"
+	ReasonReconcileError      = "ReconcileError"
+	ReasonUninstallFailed     = "UninstallFailed"
+)
+
+// Common is the part of status rudder owns on every CR.
+type Common struct {
+	// Conditions: Ready, Reconciling, Stalled (kstatus), Released, ChartReady, Paused.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation of the spec the last completed pass acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Release is the Helm release that holds this CR's operands.
+	// +optional
+	Release *Release `json:"release,omitempty"`
+}
+
+// Release describes the Helm release of a CR.
+type Release struct {
+	// Name of the release (`helm history <name> -n <namespace>`).
+	Name string `json:"name"`
+	// Revision deployed (0 when none is).
+	// +optional
+	Revision int `json:"revision,omitempty"`
+	// Chart as name-version.
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// ChartDigest is the content digest of the chart the revision was made from.
+	// +optional
+	ChartDigest string `json:"chartDigest,omitempty"`
+	// ValuesDigest is the digest of the values the revision was made from.
+	// +optional
+	ValuesDigest string `json:"valuesDigest,omitempty"`
+	// Failed records the chart and values that failed to install or upgrade; rudder does not
+	// retry them until the spec or the chart changes.
+	// +optional
+	Failed *FailedRelease `json:"failed,omitempty"`
+}
+
+// FailedRelease is a (chart, values) pair that failed.
+type FailedRelease struct {
+	ChartDigest  string `json:"chartDigest"`
+	ValuesDigest string `json:"valuesDigest"`
+	// Message is Helm's error.
+	Message string `json:"message,omitempty"`
+}

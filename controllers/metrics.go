@@ -1,0 +1,62 @@
+package controllers
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// rudder's own metrics, beside controller-runtime's (reconcile totals, errors, queue depth, …).
+var (
+	releaseStates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rudder_release_state",
+		Help: "1 for the state each CR's release was last seen in (InSync, Stalled, Held, Paused).",
+	}, []string{"gvk", "namespace", "name", "state"})
+	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_release_actions_total",
+		Help: "Helm actions by kind, action (install, upgrade, rollback, uninstall, unlock) and result.",
+	}, []string{"gvk", "action", "result"})
+	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_status_writes_total",
+		Help: "Status patches sent; a pass that changes nothing sends none.",
+	}, []string{"gvk"})
+	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_drift_corrections_total",
+		Help: "Operands restored from their release manifest without a new revision.",
+	}, []string{"gvk"})
+	hookSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rudder_hook_duration_seconds",
+		Help:    "Duration of Go hooks by kind, phase (pre, post) and result.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
+	}, []string{"gvk", "phase", "result"})
+	passSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rudder_reconcile_pass_seconds",
+		Help:    "Duration of reconcile passes by kind and result.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+	}, []string{"gvk", "result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, passSeconds)
+}
+
+func gvkString(gvk schema.GroupVersionKind) string {
+	return gvk.Kind + "." + gvk.Group + "/" + gvk.Version
+}
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+func observeHook(gvk schema.GroupVersionKind, phase string, start time.Time, err error) {
+	hookSeconds.WithLabelValues(gvkString(gvk), phase, result(err)).Observe(time.Since(start).Seconds())
+}
+
+func observeReconcile(gvk schema.GroupVersionKind, start time.Time, err error) {
+	passSeconds.WithLabelValues(gvkString(gvk), result(err)).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,731 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/strvals"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// notReadyRequeue is how soon a pass looks again at objects that are not ready when no
+// dependent watch will announce their change.
+const notReadyRequeue = 5 * time.Second
+
+// pass is one reconcile of one CR. It edits the CR's status in memory; persist writes it once.
+type pass struct {
+	r    *Reconciler
+	obj  *unstructured.Unstructured
+	orig *unstructured.Unstructured
+	key  types.NamespacedName
+	gen  int64
+	st   rstatus.Common
+
+	snap     *chartsource.Snapshot
+	values   map[string]any
+	want     helm.Desired
+	relName  string
+	requeue  time.Duration
+	objects  []*unstructured.Unstructured
+	revision int
+	relState string
+}
+
+func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
+	p := &pass{r: r, obj: obj, orig: obj.DeepCopy(), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration()}
+	p.st.Conditions = conditionsOf(obj)
+	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {
+		var rel rstatus.Release
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &rel); err == nil {
+			p.st.Release = &rel
+		}
+	}
+	return p
+}
+
+func (p *pass) set(typ string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&p.st.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 4000), ObservedGeneration: p.gen,
+	})
+}
+
+func (p *pass) cond(typ string) *metav1.Condition {
+	return meta.FindStatusCondition(p.st.Conditions, typ)
+}
+
+// stall records a condition that only a change to the CR, chart or cluster can clear.
+func (p *pass) stall(reason, msg string) error {
+	p.set(rstatus.TypeReleased, metav1.ConditionFalse, reason, msg)
+	p.set(rstatus.TypeStalled, metav1.ConditionTrue, reason, msg)
+	p.set(rstatus.TypeReconciling, metav1.ConditionFalse, reason, msg)
+	p.set(rstatus.TypeReady, metav1.ConditionFalse, reason, msg)
+	p.st.ObservedGeneration = p.gen
+	p.setState("Stalled")
+	return fmt.Errorf("%w: %s: %s", errStalled, reason, msg)
+}
+
+// fail records a transient failure: the pass is retried with back-off.
+func (p *pass) fail(reason string, err error) error {
+	p.set(rstatus.TypeReady, metav1.ConditionFalse, reason, err.Error())
+	p.set(rstatus.TypeReconciling, metav1.ConditionTrue, reason, err.Error())
+	return err
+}
+
+func (p *pass) setState(s string) {
+	p.relState = s
+	p.r.recordState(p.key, s)
+}
+
+// persist writes the status with one merge patch, and only when something changed.
+func (p *pass) persist(ctx context.Context) error {
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.st)
+	if err != nil {
+		return err
+	}
+	cur, _, _ := unstructured.NestedMap(p.obj.Object, "status")
+	if cur == nil {
+		cur = map[string]any{}
+	}
+	for _, k := range []string{"conditions", "observedGeneration", "release"} {
+		if v, ok := st[k]; ok {
+			cur[k] = v
+		} else {
+			delete(cur, k)
+		}
+	}
+	p.obj.Object["status"] = cur
+	patch := client.MergeFrom(p.orig)
+	data, err := patch.Data(p.obj)
+	if err != nil {
+		return err
+	}
+	if string(data) == "{}" {
+		return nil
+	}
+	statusWrites.WithLabelValues(p.r.gvkLabel()).Inc()
+	if err := p.r.opts.Client.Status().Patch(ctx, p.obj, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// run is the state machine of one pass. A nil error with a Result means the pass completed.
+func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
+	r := p.r
+	log := logr.FromContextOrDiscard(ctx)
+
+	if p.obj.GetAnnotations()[AnnotationPaused] == "true" {
+		p.set(rstatus.TypePaused, metav1.ConditionTrue, rstatus.ReasonPaused,
+			AnnotationPaused+` is "true": no release actions until it is removed`)
+		p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonPaused, "paused")
+		p.setState("Paused")
+		return reconcile.Result{}, nil
+	}
+	if c := p.cond(rstatus.TypePaused); c != nil && c.Status == metav1.ConditionTrue {
+		p.set(rstatus.TypePaused, metav1.ConditionFalse, rstatus.ReasonResumed, AnnotationPaused+" removed")
+		r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again")
+	}
+
+	// Chart: always the last good snapshot; a broken chart on disk is shown, never used.
+	cs, _ := r.opts.Charts.Get(r.opts.Watch.ChartPath())
+	p.snap = cs.Current
+	if cs.Err != nil {
+		prev := p.cond(rstatus.TypeChartReady)
+		p.set(rstatus.TypeChartReady, metav1.ConditionFalse, rstatus.ReasonChartInvalid,
+			fmt.Sprintf("%v (still using the last good version, digest %s)", cs.Err, p.snap.ShortDigest()))
+		if prev == nil || prev.Status != metav1.ConditionFalse {
+			r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", "%v", cs.Err)
+		}
+	} else {
+		p.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
+			fmt.Sprintf("chart %s-%s, digest %s", p.snap.Chart.Name(), p.snap.Chart.Metadata.Version, p.snap.ShortDigest()))
+	}
+
+	var err error
+	if p.relName, err = r.releaseName(p.obj); err != nil {
+		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	overridden, err := p.buildValues()
+	if err != nil {
+		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
+	}
+
+	// Pre-release hooks may hold the release or change the values.
+	var held *hook.Decision
+	for _, h := range r.opts.Hooks.PreReleaseHooks(r.gvk) {
+		start := r.opts.Clock.Now()
+		d, err := h.PreRelease(ctx, p.obj, p.values)
+		observeHook(r.gvk, "pre", start, err)
+		if err != nil {
+			return reconcile.Result{}, p.hookFailed("pre-release", err)
+		}
+		if d.Hold {
+			held = &d
+			break
+		}
+	}
+
+	vd, err := helm.ValuesDigest(p.values)
+	if err != nil {
+		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.ShortDigest(p.snap.Digest), ValuesDigest: vd}
+
+	var rel *release.Release // decoded newest revision, when this pass needed it
+	var head *helm.Head
+	if held != nil {
+		p.set(rstatus.TypeReleased, condStatusOf(p.cond(rstatus.TypeReleased)), rstatus.ReasonHeld, held.Message)
+		if held.RequeueAfter > 0 {
+			p.requeueIn(held.RequeueAfter)
+		}
+		if head, rel, err = p.readRelease(ctx); err != nil {
+			return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
+		}
+		p.setState("Held")
+		if head == nil || head.OwnerUID != p.want.OwnerUID {
+			p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonHeld, held.Message)
+			p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonHeld, held.Message)
+			p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonHeld, held.Message)
+			head, rel = nil, nil
+		}
+	} else {
+		head, rel, err = p.ensureRelease(ctx, overridden)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		log.V(1).Info("release in sync", "release", p.relName, "revision", head.Revision)
+	}
+
+	if head != nil {
+		if err := p.loadObjects(ctx, head, rel); err != nil {
+			return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
+		}
+		if held == nil && r.opts.Dependents != nil && r.takeDrift(p.key, p.obj.GetUID()) {
+			if err := p.correctDrift(ctx, head); err != nil {
+				return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
+			}
+		}
+		if err := p.readiness(ctx); err != nil {
+			return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
+		}
+	}
+
+	var hrel *hook.Release
+	if head != nil {
+		hrel = &hook.Release{Name: p.relName, Namespace: p.key.Namespace, Revision: head.Revision, Status: head.Status, Objects: p.objects}
+	}
+	for _, h := range r.opts.Hooks.PostReleaseHooks(r.gvk) {
+		start := r.opts.Clock.Now()
+		d, err := h.PostRelease(ctx, p.obj, hrel, r.reader())
+		observeHook(r.gvk, "post", start, err)
+		if err != nil {
+			return reconcile.Result{}, p.hookFailed("post-release", err)
+		}
+		p.requeueIn(d)
+	}
+
+	p.st.ObservedGeneration = p.gen
+	p.requeueIn(jitter(r.reconcilePeriod()))
+	return reconcile.Result{RequeueAfter: p.requeue}, nil
+}
+
+func condStatusOf(c *metav1.Condition) metav1.ConditionStatus {
+	if c == nil {
+		return metav1.ConditionFalse
+	}
+	return c.Status
+}
+
+func (p *pass) requeueIn(d time.Duration) {
+	if d > 0 && (p.requeue == 0 || d < p.requeue) {
+		p.requeue = d
+	}
+}
+
+func (p *pass) hookFailed(which string, err error) error {
+	msg := fmt.Sprintf("%s hook: %v", which, err)
+	p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonHookFailed, msg)
+	p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonHookFailed, msg)
+	p.r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", "%s", msg)
+	return errors.New(msg)
+}
+
+// buildValues: the CR's spec, then the watch's overrides on top. It returns the override keys
+// that were applied.
+func (p *pass) buildValues() ([]string, error) {
+	spec, _, _ := unstructured.NestedMap(p.obj.Object, "spec") // a deep copy
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	ov, err := p.r.opts.Watch.Overrides(p.obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(ov))
+	for k := range ov {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		// Parsed like `helm --set`, with commas in the value kept literally.
+		v := strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(ov[k])
+		if err := strvals.ParseInto(k+"="+v, spec); err != nil {
+			return nil, fmt.Errorf("overrideValues.%s: %w", k, err)
+		}
+	}
+	p.values = spec
+	return keys, nil
+}
+
+// cachedHead reads the newest revision's Secret labels from the manager's cache (which holds
+// only release Secrets carrying rudder's owner label): no API call, no decoding.
+func (p *pass) cachedHead(ctx context.Context) *helm.Head {
+	var list corev1.SecretList
+	if err := p.r.opts.Client.List(ctx, &list, client.InNamespace(p.key.Namespace),
+		client.MatchingLabels{"owner": "helm", "name": p.relName}); err != nil {
+		return nil
+	}
+	var best *corev1.Secret
+	bestV := 0
+	for i := range list.Items {
+		v, err := strconv.Atoi(list.Items[i].Labels["version"])
+		if err == nil && v > bestV {
+			best, bestV = &list.Items[i], v
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	l := best.Labels
+	return &helm.Head{Revision: bestV, Status: release.Status(l["status"]), OwnerUID: l[helm.LabelOwnerUID],
+		ChartDigest: l[helm.LabelChartDigest], ValuesDigest: l[helm.LabelValuesDigest]}
+}
+
+// readRelease returns the newest revision, from the cache when it is ours, else from storage.
+func (p *pass) readRelease(ctx context.Context) (*helm.Head, *release.Release, error) {
+	if h := p.cachedHead(ctx); h != nil && h.OwnerUID == p.want.OwnerUID {
+		return h, nil, nil
+	}
+	rel, err := p.r.opts.Helm.Last(p.key.Namespace, p.relName)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading release %s: %w", p.relName, err)
+	}
+	return helm.HeadOf(rel), rel, nil
+}
+
+// stuck reports whether the desired (chart, values) already failed: not retried until one of
+// them changes.
+func (p *pass) stuck() bool {
+	f := p.st.Release
+	return f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest
+}
+
+func (p *pass) stuckError() error {
+	reason := rstatus.ReasonUpgradeFailed
+	if c := p.cond(rstatus.TypeReleased); c != nil && c.Status == metav1.ConditionFalse && c.Reason != rstatus.ReasonHeld {
+		reason = c.Reason
+	}
+	return p.stall(reason, fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
+		p.want.ChartDigest[:12], p.want.ValuesDigest[:12], p.st.Release.Failed.Message))
+}
+
+// ensureRelease brings the release to the desired state and returns its newest revision.
+func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
+	r := p.r
+	// Fast path: the cache says the release is deployed from exactly what is desired.
+	if h := p.cachedHead(ctx); h != nil && helm.DetermineState(h, p.want) == helm.StateInSync {
+		p.inSync(h)
+		return h, nil, nil
+	}
+	rel, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	if err != nil {
+		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
+	}
+	state := helm.DetermineState(helm.HeadOf(rel), p.want)
+	if state == helm.StateLocked {
+		prev := rel.Info.Status
+		if err := r.opts.Helm.Unlock(rel); err != nil {
+			return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("unlocking release %s: %w", p.relName, err))
+		}
+		releaseActions.WithLabelValues(r.gvkLabel(), "unlock", "ok").Inc()
+		msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
+		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", "%s", msg)
+		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonUnlocked, msg)
+		state = helm.StateFailed
+	}
+	switch state {
+	case helm.StateInSync:
+		p.inSync(helm.HeadOf(rel))
+		return helm.HeadOf(rel), rel, nil
+	case helm.StateConflict:
+		owner := rel.Labels[helm.LabelOwnerKind]
+		if owner == "" {
+			owner = "something other than rudder"
+		} else {
+			owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[helm.LabelOwnerUID])
+		}
+		return nil, nil, p.stall(rstatus.ReasonReleaseNameConflict, fmt.Sprintf(
+			"release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
+			p.relName, p.key.Namespace, owner))
+	case helm.StateAbsent:
+		if p.stuck() {
+			return nil, nil, p.stuckError()
+		}
+		return p.install(ctx, overridden)
+	case helm.StateFailed:
+		deployed, err := r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, rel.Version)
+		if err != nil {
+			return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
+		}
+		if deployed == nil {
+			// Never deployed: a failed install. Clean it up before installing again.
+			if err := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); err != nil {
+				return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("removing failed install of %s: %w", p.relName, err))
+			}
+			if p.stuck() {
+				return nil, nil, p.stuckError()
+			}
+			return p.install(ctx, overridden)
+		}
+		if p.stuck() {
+			return nil, nil, p.stuckError()
+		}
+		return p.upgrade(ctx, overridden)
+	default: // OutOfSync
+		if p.stuck() {
+			return nil, nil, p.stuckError()
+		}
+		return p.upgrade(ctx, overridden)
+	}
+}
+
+func (p *pass) inSync(h *helm.Head) {
+	p.setState("InSync")
+	if p.st.Release == nil || p.st.Release.Name != p.relName || p.st.Release.Revision != h.Revision {
+		chartName := ""
+		if p.st.Release != nil && p.st.Release.Revision == h.Revision {
+			chartName = p.st.Release.Chart
+		}
+		p.st.Release = &rstatus.Release{Name: p.relName, Revision: h.Revision, Chart: chartName,
+			ChartDigest: h.ChartDigest, ValuesDigest: h.ValuesDigest}
+	}
+	if p.st.Release.Chart == "" {
+		p.st.Release.Chart = p.snap.Chart.Name() + "-" + p.snap.Chart.Metadata.Version
+	}
+	p.st.Release.Failed = nil
+	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue {
+		p.set(rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonUpToDate,
+			fmt.Sprintf("revision %d is deployed from the current spec and chart", h.Revision))
+	}
+	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonUpToDate, "")
+}
+
+// validate checks the final values (chart defaults coalesced) against values.schema.json.
+func (p *pass) validate() error {
+	if len(p.snap.Chart.Schema) == 0 {
+		return nil
+	}
+	vals, err := chartutil.CoalesceValues(p.snap.Chart, p.values)
+	if err != nil {
+		return err
+	}
+	return chartutil.ValidateAgainstSchema(p.snap.Chart, vals)
+}
+
+func (p *pass) request(action string, overridden []string) (*helm.Request, error) {
+	ch, err := p.snap.Fresh()
+	if err != nil {
+		return nil, err
+	}
+	w := p.r.opts.Watch
+	desc := fmt.Sprintf("rudder %s: generation %d, chart %s-%s@%s, values %s", action, p.gen,
+		ch.Name(), ch.Metadata.Version, p.snap.ShortDigest(), p.want.ValuesDigest[:12])
+	if len(overridden) > 0 {
+		desc += ", overrides " + strings.Join(overridden, ",")
+	}
+	return &helm.Request{
+		Owner:        helm.Owner{GVK: p.r.gvk, Key: p.key, UID: p.obj.GetUID()},
+		ReleaseName:  p.relName,
+		Chart:        ch,
+		ChartDigest:  p.snap.Digest,
+		Values:       p.values,
+		ValuesDigest: p.want.ValuesDigest,
+		Confinement:  helm.Confinement{AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
+		MaxHistory:   w.History(),
+		Description:  truncate(desc, 250),
+	}, nil
+}
+
+// preflight runs the checks that need no cluster; their failure is permanent until a change.
+func (p *pass) preflight(overridden []string) error {
+	if err := p.validate(); err != nil {
+		return p.stall(rstatus.ReasonValuesInvalid, "values do not match the chart's values.schema.json: "+err.Error())
+	}
+	if len(overridden) > 0 {
+		p.r.event(p.obj, corev1.EventTypeNormal, "OverrideApplied", "Render",
+			"watches.yaml overrideValues set %s on top of the spec", strings.Join(overridden, ", "))
+	}
+	return nil
+}
+
+func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
+	r := p.r
+	if err := p.preflight(overridden); err != nil {
+		return nil, nil, err
+	}
+	req, err := p.request("install", overridden)
+	if err != nil {
+		return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
+	}
+	rel, err := r.opts.Helm.Install(ctx, req)
+	if err != nil {
+		releaseActions.WithLabelValues(r.gvkLabel(), "install", "failed").Inc()
+		if isTransient(err) {
+			return nil, nil, p.fail(rstatus.ReasonInstallFailed, fmt.Errorf("installing %s: %w", p.relName, err))
+		}
+		reason := rstatus.ReasonInstallFailed
+		if isChartError(err) {
+			reason = rstatus.ReasonChartInvalid
+		}
+		// A failed install leaves a failed revision (and maybe some objects): remove both.
+		if uerr := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); uerr != nil {
+			err = fmt.Errorf("%w (and removing the failed install: %v)", err, uerr)
+		}
+		p.recordFailure(err)
+		r.event(p.obj, corev1.EventTypeWarning, reason, "Install", "installing release %s: %v", p.relName, err)
+		return nil, nil, p.stall(reason, fmt.Sprintf("installing release %s: %v", p.relName, err))
+	}
+	releaseActions.WithLabelValues(r.gvkLabel(), "install", "ok").Inc()
+	msg := fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description)
+	r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonInstallSucceeded, "Install", "%s", msg)
+	p.succeeded(rel, rstatus.ReasonInstallSucceeded, msg)
+	return helm.HeadOf(rel), rel, nil
+}
+
+func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
+	r := p.r
+	if err := p.preflight(overridden); err != nil {
+		return nil, nil, err
+	}
+	req, err := p.request("upgrade", overridden)
+	if err != nil {
+		return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
+	}
+	rel, err := r.opts.Helm.Upgrade(ctx, req)
+	if err == nil {
+		releaseActions.WithLabelValues(r.gvkLabel(), "upgrade", "ok").Inc()
+		msg := fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description)
+		r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonUpgradeSucceeded, "Upgrade", "%s", msg)
+		p.succeeded(rel, rstatus.ReasonUpgradeSucceeded, msg)
+		return helm.HeadOf(rel), rel, nil
+	}
+	releaseActions.WithLabelValues(r.gvkLabel(), "upgrade", "failed").Inc()
+	if isTransient(err) {
+		return nil, nil, p.fail(rstatus.ReasonUpgradeFailed, fmt.Errorf("upgrading %s: %w", p.relName, err))
+	}
+	if isChartError(err) {
+		// Refused before anything was applied: the release is untouched.
+		p.recordFailure(err)
+		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
+		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
+	}
+	p.recordFailure(err)
+	r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "upgrading release %s: %v", p.relName, err)
+	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
+	if !r.opts.Watch.RollsBack() {
+		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+" (automatic rollback is off for this watch)")
+	}
+	last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	var deployed *release.Release
+	if lerr == nil && last != nil {
+		deployed, lerr = r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, last.Version)
+	}
+	if lerr != nil || deployed == nil {
+		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+"; no deployed revision to roll back to")
+	}
+	if rerr := r.opts.Helm.Rollback(p.key.Namespace, p.relName, deployed.Version, r.opts.Watch.History()); rerr != nil {
+		releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "failed").Inc()
+		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "rolling back %s to revision %d: %v", p.relName, deployed.Version, rerr)
+		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, deployed.Version, rerr))
+		return nil, nil, p.fail(rstatus.ReasonRollbackFailed, rerr)
+	}
+	releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "ok").Inc()
+	now, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	if err != nil || now == nil {
+		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release after rollback: %v", err))
+	}
+	rb := fmt.Sprintf("%s; rolled back to revision %d (now revision %d); not retried until the spec or the chart changes", msg, deployed.Version, now.Version)
+	r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", rb)
+	p.st.Release.Revision = now.Version
+	p.st.Release.Chart = now.Chart.Name() + "-" + now.Chart.Metadata.Version
+	p.st.Release.ChartDigest = now.Labels[helm.LabelChartDigest]
+	p.st.Release.ValuesDigest = now.Labels[helm.LabelValuesDigest]
+	p.set(rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, rb)
+	p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonRolledBack, rb)
+	p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonUpgradeFailed, rb)
+	p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonUpgradeFailed, rb)
+	p.st.ObservedGeneration = p.gen
+	p.setState("Stalled")
+	return nil, nil, fmt.Errorf("%w: %s", errStalled, rb)
+}
+
+func (p *pass) recordFailure(err error) {
+	if p.st.Release == nil {
+		p.st.Release = &rstatus.Release{Name: p.relName}
+	}
+	p.st.Release.Failed = &rstatus.FailedRelease{ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Message: truncate(err.Error(), 1000)}
+}
+
+func (p *pass) succeeded(rel *release.Release, reason, msg string) {
+	p.st.Release = &rstatus.Release{
+		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
+		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,
+	}
+	p.set(rstatus.TypeReleased, metav1.ConditionTrue, reason, msg)
+	p.set(rstatus.TypeStalled, metav1.ConditionFalse, reason, "")
+	p.setState("InSync")
+}
+
+// loadObjects gets the parsed manifest of the head revision and makes sure every kind in it
+// has a dependent watch.
+func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release) error {
+	p.revision = head.Revision
+	if objs, ok := p.r.cachedManifest(p.key, head.Revision); ok {
+		p.objects = objs
+		return nil
+	}
+	if rel == nil || rel.Version != head.Revision {
+		var err error
+		if rel, err = p.r.opts.Helm.Last(p.key.Namespace, p.relName); err != nil {
+			return err
+		}
+		if rel == nil {
+			return fmt.Errorf("release %s disappeared", p.relName)
+		}
+	}
+	objs, err := p.r.manifestObjects(p.key, rel)
+	if err != nil {
+		return err
+	}
+	p.objects = objs
+	for _, o := range objs {
+		if err := p.r.ensureWatch(o.GroupVersionKind()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
+	restored, err := helm.Reapply(ctx, p.objects, p.r.reader(), p.r.opts.Client)
+	if len(restored) > 0 {
+		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
+		msg := fmt.Sprintf("restored from revision %d without a new revision: %s", head.Revision, strings.Join(restored, ", "))
+		p.r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift", "%s", msg)
+		logr.FromContextOrDiscard(ctx).Info("drift corrected", "release", p.relName, "revision", head.Revision, "objects", restored)
+	}
+	return err
+}
+
+// readiness computes Ready/Reconciling/Stalled from the live objects with kstatus.
+func (p *pass) readiness(ctx context.Context) error {
+	if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionTrue {
+		return nil
+	}
+	var waiting, failed []string
+	for _, want := range p.objects {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live)
+		if apierrors.IsNotFound(err) {
+			waiting = append(waiting, helm.Describe(want)+": not found")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		res, err := status.Compute(live)
+		if err != nil {
+			return err
+		}
+		switch res.Status {
+		case status.CurrentStatus:
+		case status.FailedStatus:
+			failed = append(failed, helm.Describe(want)+": "+res.Message)
+		default:
+			waiting = append(waiting, helm.Describe(want)+": "+res.Message)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		msg := strings.Join(failed, "; ")
+		p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonObjectFailed, msg)
+		p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonObjectFailed, msg)
+		p.set(rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonObjectFailed, msg)
+	case len(waiting) > 0:
+		msg := "waiting for " + strings.Join(waiting, "; ")
+		p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonProgressing, msg)
+		p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonProgressing, msg)
+		if p.r.opts.Dependents == nil {
+			p.requeueIn(notReadyRequeue)
+		}
+	default:
+		msg := fmt.Sprintf("revision %d: %d objects ready", p.revision, len(p.objects))
+		p.set(rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady, msg)
+		p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonObjectsReady, msg)
+	}
+	return nil
+}
+
+// isChartError: the chart rendered objects outside its scope or of unknown kinds; nothing was
+// applied.
+func isChartError(err error) bool {
+	var ce *helm.ConfinementError
+	var ue *helm.UnknownKindError
+	return errors.As(err, &ce) || errors.As(err, &ue)
+}
+
+// isTransient: errors worth retrying as they are (the API server was briefly unreachable or
+// overloaded), as opposed to what the chart and values caused.
+func isTransient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,328 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// Annotations users set on CRs.
+const (
+	// AnnotationPaused: "true" stops every action on the CR's release (condition Paused), so
+	// that a person can `helm rollback` by hand. Removing it resumes.
+	AnnotationPaused = "rudder.dev/paused"
+	// Finalizer makes deletion wait for the release to be uninstalled.
+	Finalizer = "rudder.dev/uninstall-release"
+)
+
+// Options wire a Reconciler. Watch, Charts, Helm, Client and APIReader are required.
+type Options struct {
+	Watch  *watches.Watch
+	Charts *chartsource.Source
+	Helm   *helm.Client
+	Hooks  *hook.Registry
+
+	// Client reads CRs and release Secrets from the manager's cache and writes.
+	Client client.Client
+	// APIReader reads uncached (conflict checks, deletion).
+	APIReader client.Reader
+	// Dependents is a cache of rudder's operands (objects labelled rudder.dev/managed); nil
+	// when the watch turns watchDependentResources off.
+	Dependents cache.Cache
+	Recorder   events.EventRecorder
+	// Clock is injectable for tests (default: the real clock).
+	Clock clock.PassiveClock
+
+	// ReconcilePeriod and MaxConcurrentReconciles apply when the watch sets none.
+	ReconcilePeriod         time.Duration
+	MaxConcurrentReconciles int
+}
+
+// Reconciler reconciles the CRs of one watch: one Helm release per CR.
+type Reconciler struct {
+	opts Options
+	gvk  schema.GroupVersionKind
+	log  logr.Logger
+
+	mu sync.Mutex
+	// queue is the controller's work queue, known once the controller started; chart changes
+	// enqueue every CR of the kind through it.
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// dirty CRs had an operand changed or deleted by someone: check drift on the next pass.
+	dirty map[types.NamespacedName]bool
+	// verified CRs had their drift checked at least once by this process.
+	verified map[types.UID]bool
+	// manifests caches parsed release manifests by release key and revision.
+	manifests map[types.NamespacedName]parsedManifest
+	// watching is the set of operand kinds with a dependent watch.
+	watching map[schema.GroupVersionKind]bool
+	addWatch func(gvk schema.GroupVersionKind) error
+	// states is the last release state per CR, for the rudder_release_state gauge.
+	states map[types.NamespacedName]string
+}
+
+type parsedManifest struct {
+	revision int
+	objects  []*unstructured.Unstructured
+}
+
+// New validates opts and returns a Reconciler; SetupWithManager starts it.
+func New(opts Options) (*Reconciler, error) {
+	switch {
+	case opts.Watch == nil:
+		return nil, errors.New("reconciler: Watch is required")
+	case opts.Charts == nil:
+		return nil, errors.New("reconciler: Charts is required")
+	case opts.Helm == nil:
+		return nil, errors.New("reconciler: Helm is required")
+	case opts.Client == nil || opts.APIReader == nil:
+		return nil, errors.New("reconciler: Client and APIReader are required")
+	}
+	if _, ok := opts.Charts.Get(opts.Watch.ChartPath()); !ok {
+		return nil, fmt.Errorf("reconciler: chart %s of %s was not added to the chart source", opts.Watch.ChartPath(), opts.Watch)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = &events.FakeRecorder{}
+	}
+	return &Reconciler{
+		opts:      opts,
+		gvk:       opts.Watch.GroupVersionKind(),
+		log:       ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
+		dirty:     map[types.NamespacedName]bool{},
+		verified:  map[types.UID]bool{},
+		manifests: map[types.NamespacedName]parsedManifest{},
+		watching:  map[schema.GroupVersionKind]bool{},
+	}, nil
+}
+
+// errStalled marks passes that cannot make progress until the CR, the chart or the cluster
+// changes; the Stalled condition says why.
+var errStalled = errors.New("stalled")
+
+// Reconcile is thin: get → deletion → finalizer → pass → one status patch.
+//
+// If the returned error is non-nil the Result is ignored and the request is retried with
+// back-off; a reconcile.TerminalError is not retried (the CR says why on Stalled).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	log := r.log.WithValues("namespace", req.Namespace, "name", req.Name)
+	ctx = logr.NewContext(ctx, log)
+	start := r.opts.Clock.Now()
+	defer func() { observeReconcile(r.gvk, start, retErr) }()
+
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(r.gvk)
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if obj.GetDeletionTimestamp() != nil {
+		return r.finalize(ctx, obj)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		base := obj.DeepCopy()
+		controllerutil.AddFinalizer(obj, Finalizer)
+		if err := r.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	p := newPass(r, obj)
+	defer func() {
+		if err := p.persist(ctx); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	res, err := p.run(ctx)
+	if errors.Is(err, errStalled) {
+		// Permanent until the CR, the chart or the cluster changes; those changes are events.
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	return res, err
+}
+
+// finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
+func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	name, err := r.releaseName(obj)
+	if err != nil {
+		// Without a name there can be no release of ours (it could never install).
+		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
+	} else {
+		rel, err := r.opts.Helm.Last(obj.GetNamespace(), name)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
+		}
+		if rel != nil && rel.Labels[helm.LabelOwnerUID] == string(obj.GetUID()) {
+			if err := r.opts.Helm.Uninstall(obj.GetNamespace(), name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
+				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
+				releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "failed").Inc()
+				return reconcile.Result{}, fmt.Errorf("uninstalling release %s: %w", name, err)
+			}
+			releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "ok").Inc()
+			r.event(obj, corev1.EventTypeNormal, "Uninstalled", "Uninstall", "release %s uninstalled", name)
+			log.Info("release uninstalled", "release", name)
+		} else if rel != nil {
+			log.Info("release belongs to another owner; leaving it", "release", name)
+		}
+	}
+	base := obj.DeepCopy()
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.forget(client.ObjectKeyFromObject(obj))
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.dirty, key)
+	delete(r.manifests, key)
+	if old, ok := r.states[key]; ok {
+		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
+		delete(r.states, key)
+	}
+}
+
+// releaseName renders the watch's releaseName template (default: the CR name) and fits it into
+// Helm's 53 characters.
+func (r *Reconciler) releaseName(obj *unstructured.Unstructured) (string, error) {
+	name, err := r.opts.Watch.ReleaseNameFor(obj.Object)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		name = obj.GetName()
+	}
+	return helm.ReleaseName(name), nil
+}
+
+func (r *Reconciler) event(obj runtime.Object, typ, reason, action, note string, args ...any) {
+	r.opts.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
+}
+
+func (r *Reconciler) gvkLabel() string { return r.opts.Watch.String() }
+
+// jitter spreads periodic passes of many CRs over ±10% of the period.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+}
+
+func (r *Reconciler) reconcilePeriod() time.Duration {
+	if p := r.opts.Watch.ReconcilePeriod; p != nil && p.Duration > 0 {
+		return p.Duration
+	}
+	return r.opts.ReconcilePeriod
+}
+
+// markDirty asks the next pass of key to check drift.
+func (r *Reconciler) markDirty(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dirty[key] = true
+}
+
+// takeDrift reports (and clears) whether a pass must check drift: an operand changed, or this
+// process has not checked this CR yet.
+func (r *Reconciler) takeDrift(key types.NamespacedName, uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	need := r.dirty[key] || !r.verified[uid]
+	delete(r.dirty, key)
+	r.verified[uid] = true
+	return need
+}
+
+// manifestObjects parses a release manifest once per revision.
+func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release) ([]*unstructured.Unstructured, error) {
+	r.mu.Lock()
+	pm, ok := r.manifests[key]
+	r.mu.Unlock()
+	if ok && pm.revision == rel.Version {
+		return pm.objects, nil
+	}
+	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, r.opts.Client.RESTMapper())
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.manifests[key] = parsedManifest{revision: rel.Version, objects: objs}
+	r.mu.Unlock()
+	return objs, nil
+}
+
+// cachedManifest returns the parsed manifest of a revision if this process has it.
+func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*unstructured.Unstructured, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pm, ok := r.manifests[key]
+	if !ok || pm.revision != revision {
+		return nil, false
+	}
+	return pm.objects, true
+}
+
+// conditionsOf reads status.conditions of an unstructured CR.
+func conditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
+	raw, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if !ok {
+		return nil
+	}
+	var out []metav1.Condition
+	for _, c := range raw {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		var cond metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err == nil {
+			out = append(out, cond)
+		}
+	}
+	return out
+}
+
+// IsReady reports the Ready condition of a CR, for callers outside the reconciler.
+func IsReady(obj *unstructured.Unstructured) bool {
+	return meta.IsStatusConditionTrue(conditionsOf(obj), rstatus.TypeReady)
+}

@@ -1,0 +1,416 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rudder-operator/rudder/controllers"
+)
+
+const timeout = 60 * time.Second
+
+func TestInstallUpgradeAndHelmCLI(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	w := newCR(widgetGVK, ns, "w1", map[string]any{"message": "first"})
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "ObjectsReady", timeout)
+	if rev, _, _ := unstructuredInt(u, "status", "release", "revision"); rev != 1 {
+		t.Fatalf("status.release.revision = %d, want 1", rev)
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "w1"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["message"] != "first" || cm.Labels["rudder.dev/managed"] != "true" || len(cm.OwnerReferences) != 1 {
+		t.Fatalf("configmap: data %v labels %v owners %v", cm.Data, cm.Labels, cm.OwnerReferences)
+	}
+
+	// A spec change makes exactly one new revision.
+	u.Object["spec"] = map[string]any{"message": "second"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
+	h := history(t, ns, "w1")
+	if len(h) != 2 {
+		t.Fatalf("history has %d revisions, want 2", len(h))
+	}
+	if !strings.Contains(h[1].Info.Description, "rudder upgrade: generation 2, chart widget-0.1.0@") {
+		t.Errorf("upgrade description = %q", h[1].Info.Description)
+	}
+
+	// Plain helm sees the release and the values the CR asked for.
+	out, err := helmCLI(t, "history", "w1", "-n", ns)
+	if err != nil || !strings.Contains(out, "superseded") || !strings.Contains(out, "deployed") {
+		t.Fatalf("helm history: %v\n%s", err, out)
+	}
+	out, err = helmCLI(t, "get", "values", "w1", "-n", ns)
+	if err != nil || !strings.Contains(out, "message: second") {
+		t.Fatalf("helm get values: %v\n%s", err, out)
+	}
+}
+
+func unstructuredInt(u interface{ UnstructuredContent() map[string]any }, path ...string) (int64, bool, error) {
+	m := u.UnstructuredContent()
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return 0, false, nil
+		}
+		cur = mm[p]
+	}
+	switch v := cur.(type) {
+	case int64:
+		return v, true, nil
+	case float64:
+		return int64(v), true, nil
+	}
+	return 0, false, nil
+}
+
+func statusWrites(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "rudder_status_writes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "gvk" && l.GetValue() == "Widget.test.rudder.dev/v1" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+var _ = testutil.ToFloat64 // keep the import honest for readers looking for metric helpers
+
+func TestNoOpReconcilesWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "idle", map[string]any{"message": "x"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
+	time.Sleep(time.Second) // let trailing events settle
+	u, _ = get(ctx, widgetGVK, ns, "idle")
+	statusRV := statusManagedTime(u.GetManagedFields())
+	before := statusWrites(t)
+	for i := range 20 {
+		// Each annotation bump passes the CR predicate and forces a full pass.
+		u.SetAnnotations(map[string]string{"bump": fmt.Sprint(i)})
+		if err := k8s.Update(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		u, _ = get(ctx, widgetGVK, ns, "idle")
+	}
+	time.Sleep(time.Second)
+	if got := len(history(t, ns, "idle")); got != 1 {
+		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
+	}
+	if after := statusWrites(t); after != before {
+		t.Fatalf("status writes during no-op passes: %v", after-before)
+	}
+	u, _ = get(ctx, widgetGVK, ns, "idle")
+	if got := statusManagedTime(u.GetManagedFields()); got != statusRV {
+		t.Fatalf("status was written: managedFields time %s → %s", statusRV, got)
+	}
+}
+
+func statusManagedTime(mf []metav1.ManagedFieldsEntry) string {
+	for _, e := range mf {
+		if e.Subresource == "status" && e.Time != nil {
+			return e.Time.String()
+		}
+	}
+	return ""
+}
+
+func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "drift", map[string]any{"message": "keep", "replicas": 2})); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "drift", "Ready", metav1.ConditionTrue, "", timeout)
+
+	// Deleted → recreated.
+	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drift"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "configmap recreated", timeout, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm)
+		return err == nil && cm.Data["message"] == "keep", nil
+	})
+	// Edited → restored.
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["message"] = "tampered"
+	cm.Data["extra"] = "someone else's field"
+	if err := k8s.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Replicas = new(int32(5))
+	if err := k8s.Update(ctx, &dep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "edits reverted", timeout, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		var dep appsv1.Deployment
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
+			return false, err
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &dep); err != nil {
+			return false, err
+		}
+		return cm.Data["message"] == "keep" && *dep.Spec.Replicas == 2, nil
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["extra"] != "someone else's field" {
+		t.Errorf("a field the manifest does not set was removed: %v", cm.Data)
+	}
+	if got := len(history(t, ns, "drift")); got != 1 {
+		t.Fatalf("drift correction made a new revision: %d revisions", got)
+	}
+}
+
+func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "bad", map[string]any{"message": "ok"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
+	u.Object["spec"] = map[string]any{"message": "ok", "invalidService": true}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	u = waitCondition(t, widgetGVK, ns, "bad", "Stalled", metav1.ConditionTrue, "UpgradeFailed", timeout)
+	rel := condition(u, "Released")
+	if rel.Reason != "RolledBack" || !strings.Contains(rel.Message, "70000") {
+		t.Fatalf("Released condition = %+v", rel)
+	}
+	h := history(t, ns, "bad")
+	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || h[2].Info.Status != release.StatusDeployed {
+		t.Fatalf("history: %s", describe(h))
+	}
+	// No retry loop: the same broken (chart, values) is not tried again.
+	consistently(t, "no new revisions", 4*time.Second, func(ctx context.Context) (bool, error) {
+		return len(history(t, ns, "bad")) == 3, nil
+	})
+	// Fixing the spec recovers.
+	u, _ = get(ctx, widgetGVK, ns, "bad")
+	u.Object["spec"] = map[string]any{"message": "fixed"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
+	if h := history(t, ns, "bad"); len(h) != 4 {
+		t.Fatalf("history after fix: %s", describe(h))
+	}
+}
+
+func describe(h []*release.Release) string {
+	var b strings.Builder
+	for _, r := range h {
+		fmt.Fprintf(&b, "\n  %d %s %s", r.Version, r.Info.Status, r.Info.Description)
+	}
+	return b.String()
+}
+
+func TestPendingUpgradeIsUnlocked(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "locked", map[string]any{"message": "a"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
+	// Simulate an operator killed mid-upgrade: pause, leave a pending-upgrade revision, resume.
+	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
+	cfg := helmConfig(t, ns)
+	last, err := cfg.Releases.Last("locked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := *last
+	info := *last.Info
+	pending.Info = &info
+	pending.Version++
+	pending.Info.Status = release.StatusPendingUpgrade
+	pending.Info.Description = "killed mid-upgrade"
+	if err := cfg.Releases.Create(&pending); err != nil {
+		t.Fatal(err)
+	}
+	u, _ = get(ctx, widgetGVK, ns, "locked")
+	u.SetAnnotations(nil)
+	u.Object["spec"] = map[string]any{"message": "b"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
+	h := history(t, ns, "locked")
+	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
+		h[2].Info.Status != release.StatusDeployed {
+		t.Fatalf("history: %s", describe(h))
+	}
+}
+
+func TestReleaseNameConflictBetweenKinds(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "same", map[string]any{"message": "widget"})); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "same", "Ready", metav1.ConditionTrue, "", timeout)
+	if err := k8s.Create(ctx, newCR(gadgetGVK, ns, "same", map[string]any{"message": "gadget"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, gadgetGVK, ns, "same", "Stalled", metav1.ConditionTrue, "ReleaseNameConflict", timeout)
+	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, "Widget.test.rudder.dev") {
+		t.Errorf("conflict message does not name the owner: %s", msg)
+	}
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same"}, &cm); err != nil || cm.Data["message"] != "widget" {
+		t.Fatalf("the Widget's operand was touched: %v %v", err, cm.Data)
+	}
+	// Deleting the Gadget must not uninstall the Widget's release.
+	g, _ := get(ctx, gadgetGVK, ns, "same")
+	if err := k8s.Delete(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "gadget gone", timeout, func(ctx context.Context) (bool, error) {
+		_, err := get(ctx, gadgetGVK, ns, "same")
+		return apierrors.IsNotFound(err), nil
+	})
+	if h := history(t, ns, "same"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+		t.Fatalf("widget release changed: %s", describe(h))
+	}
+}
+
+func TestObjectsOutsideTheNamespaceAreRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	other := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "escape", map[string]any{"otherNamespace": other})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "escape", "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
+	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, other) || !strings.Contains(msg, `ConfigMap "escape"`) {
+		t.Errorf("message does not name the object: %s", msg)
+	}
+	var list corev1.ConfigMapList
+	if err := k8s.List(ctx, &list, client.InNamespace(other), client.MatchingLabels{"rudder.dev/managed": "true"}); err != nil || len(list.Items) != 0 {
+		t.Fatalf("objects were created in %s: %v %d", other, err, len(list.Items))
+	}
+	var dep appsv1.Deployment
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "escape"}, &dep); !apierrors.IsNotFound(err) {
+		t.Fatalf("nothing may be applied, but the Deployment exists (err=%v)", err)
+	}
+}
+
+func TestPauseAndResume(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "p", map[string]any{"message": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
+	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+	u.Object["spec"] = map[string]any{"message": "2"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
+	consistently(t, "paused release unchanged", 2*time.Second, func(ctx context.Context) (bool, error) {
+		return len(history(t, ns, "p")) == 1, nil
+	})
+	u, _ = get(ctx, widgetGVK, ns, "p")
+	u.SetAnnotations(nil)
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
+	waitCondition(t, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
+	if h := history(t, ns, "p"); len(h) != 2 {
+		t.Fatalf("history after resume: %s", describe(h))
+	}
+}
+
+func TestDeletionRemovesEverything(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "gone", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "gone", "Ready", metav1.ConditionTrue, "", timeout)
+	if err := k8s.Delete(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CR, release and operands gone", timeout, func(ctx context.Context) (bool, error) {
+		_, err := get(ctx, widgetGVK, ns, "gone")
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		var cm corev1.ConfigMap
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &cm); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		var dep appsv1.Deployment
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &dep); !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return len(history(t, ns, "gone")) == 0, nil
+	})
+}
+
+func TestValuesViolatingTheSchemaStall(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "schema", map[string]any{"replicas": -1})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "schema", "Stalled", metav1.ConditionTrue, "ValuesInvalid", timeout)
+	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, "replicas") {
+		t.Errorf("message does not name the field: %s", msg)
+	}
+	if len(history(t, ns, "schema")) != 0 {
+		t.Fatal("a release was made from invalid values")
+	}
+}

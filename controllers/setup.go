@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// ControllerName is the controller (and metrics) name of a watch: kind.group-version, lowercase.
+func ControllerName(gvk schema.GroupVersionKind) string {
+	return strings.ToLower(gvk.Kind + "." + gvk.Group + "-" + gvk.Version)
+}
+
+// SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
+// chart changes, and - once a release exists - the kinds of its objects.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.gvk)
+	max := r.opts.Watch.MaxConcurrentReconciles
+	if max <= 0 {
+		max = r.opts.MaxConcurrentReconciles
+	}
+	if max <= 0 {
+		max = 1
+	}
+	sel := r.opts.Watch.LabelSelector()
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName(r.gvk)).
+		For(u, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
+			crChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
+		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.mu.Lock()
+			r.queue = q
+			r.mu.Unlock()
+			return nil
+		})).
+		Build(r)
+	if err != nil {
+		return fmt.Errorf("controller for %s: %w", r.opts.Watch, err)
+	}
+	if r.opts.Dependents != nil {
+		h := r.dependentHandler()
+		r.addWatch = func(gvk schema.GroupVersionKind) error {
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(gvk)
+			return c.Watch(source.Kind[client.Object](r.opts.Dependents, obj, h))
+		}
+	}
+	path := r.opts.Watch.ChartPath()
+	r.opts.Charts.Subscribe(func(changed string) {
+		if changed == path {
+			go r.enqueueAll(context.Background(), mgr.GetCache())
+		}
+	})
+	return nil
+}
+
+// crChanged passes CR updates that can matter: spec (generation), labels and annotations
+// (selector, pause), deletion and finalizers. Status writes, including rudder's own, do not.
+func crChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		return o.GetGeneration() != n.GetGeneration() ||
+			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+			!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
+			len(o.GetFinalizers()) != len(n.GetFinalizers())
+	}}
+}
+
+// enqueueAll queues every CR of the kind (after a chart change).
+func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q == nil {
+		return
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := c.List(ctx, list, client.MatchingLabelsSelector{Selector: r.opts.Watch.LabelSelector()}); err != nil {
+		r.log.Error(err, "listing CRs after a chart change")
+		return
+	}
+	for i := range list.Items {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	r.log.Info("chart changed; queued every CR of the kind", "count", len(list.Items))
+}
+
+// ensureWatch starts watching an operand kind through the dependents cache, once.
+func (r *Reconciler) ensureWatch(gvk schema.GroupVersionKind) error {
+	if r.addWatch == nil {
+		return nil
+	}
+	r.mu.Lock()
+	if r.watching[gvk] {
+		r.mu.Unlock()
+		return nil
+	}
+	r.watching[gvk] = true
+	r.mu.Unlock()
+	if err := r.addWatch(gvk); err != nil {
+		r.mu.Lock()
+		delete(r.watching, gvk)
+		r.mu.Unlock()
+		return fmt.Errorf("watching %s: %w", gvk, err)
+	}
+	return nil
+}
+
+// dependentHandler maps an operand event to its CR (through the rudder.dev/owner annotation,
+// for this watch's kind only). Deletions and changes to what the manifest sets (generation,
+// labels, annotations) also ask for a drift check; status changes only re-evaluate readiness.
+func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+	owner := func(o client.Object) (types.NamespacedName, bool) {
+		gk, key, ok := helm.ParseOwnerAnnotation(o.GetAnnotations()[helm.AnnotationOwner])
+		return key, ok && gk == r.gvk.GroupKind()
+	}
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+			if key, ok := owner(e.Object); ok {
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+			key, ok := owner(e.ObjectNew)
+			if !ok {
+				return
+			}
+			o, n := e.ObjectOld, e.ObjectNew
+			if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
+				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+				r.markDirty(key)
+			}
+			q.Add(reconcile.Request{NamespacedName: key})
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+			if key, ok := owner(e.Object); ok {
+				r.markDirty(key)
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+	}
+}
+
+// reader reads operands: the dependents cache when there is one.
+func (r *Reconciler) reader() client.Reader {
+	if r.opts.Dependents != nil {
+		return r.opts.Dependents
+	}
+	return r.opts.APIReader
+}
+
+// recordState keeps the rudder_release_state gauge at one series per CR.
+func (r *Reconciler) recordState(key types.NamespacedName, state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.states == nil {
+		r.states = map[types.NamespacedName]string{}
+	}
+	old, ok := r.states[key]
+	if ok && old == state {
+		return
+	}
+	if ok {
+		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
+	}
+	r.states[key] = state
+	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
+}

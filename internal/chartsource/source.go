@@ -1,0 +1,429 @@
+package chartsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+)
+
+// Snapshot is one loaded, linted chart. It is immutable: never modify Chart.
+type Snapshot struct {
+	// Path is the chart directory as named in watches.yaml.
+	Path string
+	// Chart is the loaded chart. Shared between reconciles: read only.
+	Chart *chart.Chart
+	// Digest is a content hash of the chart's files ("sha256:…").
+	Digest string
+	// LoadedAt is when this snapshot was swapped in.
+	LoadedAt time.Time
+
+	files []*loader.BufferedFile
+}
+
+// Fresh loads a private copy of the chart, for a Helm action (Helm may modify the chart it is
+// given, e.g. when it processes dependencies).
+func (s *Snapshot) Fresh() (*chart.Chart, error) {
+	return loader.LoadFiles(s.files)
+}
+
+// ShortDigest is the first 12 hex digits of the digest, for messages and Helm descriptions.
+func (s *Snapshot) ShortDigest() string {
+	d := strings.TrimPrefix(s.Digest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return d
+}
+
+// State is what the source knows of one chart: the snapshot in use and, when the files on disk
+// are broken, why. A chart can be both served (Current) and failing (Err): the last good
+// snapshot stays in use.
+type State struct {
+	Current *Snapshot
+	// Err is the last load/lint failure for FailedDigest; nil once a good version loads.
+	Err          error
+	FailedDigest string
+}
+
+// Options configure a Source.
+type Options struct {
+	// Debounce is how long the files must be quiet before a reload (default 1s).
+	Debounce time.Duration
+	// Rescan is the period of a full rescan that catches changes no event announced (NFS, FUSE,
+	// subPath mounts, lost events). 0 disables it.
+	Rescan time.Duration
+	// Watch turns fsnotify on (the --chart-reload flag). Without it charts load once.
+	Watch bool
+	// Namespace used for lint rendering.
+	Namespace string
+	Log       logr.Logger
+}
+
+// Source owns a set of chart directories. Its methods are safe for concurrent use.
+type Source struct {
+	opts Options
+
+	mu     sync.RWMutex
+	charts map[string]*entry
+	subs   []func(path string)
+
+	// changed is signalled by the watcher; reload happens after Debounce of quiet.
+	changed chan string
+}
+
+type entry struct {
+	path   string
+	state  State
+	dirs   []string // real directories of the tree at the last read
+	seenAt time.Time
+}
+
+// New makes a Source; Add the charts, then Start it (or call Reload by hand in tests).
+func New(opts Options) *Source {
+	if opts.Debounce <= 0 {
+		opts.Debounce = time.Second
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	return &Source{opts: opts, charts: map[string]*entry{}, changed: make(chan string, 1024)}
+}
+
+// Add loads a chart directory. The first load must succeed: a chart that never loaded has no
+// snapshot to serve, and starting with it would only fail every CR of its kind.
+func (s *Source) Add(path string) error {
+	path = filepath.Clean(path)
+	s.mu.Lock()
+	if _, ok := s.charts[path]; ok {
+		s.mu.Unlock()
+		return nil
+	}
+	s.charts[path] = &entry{path: path}
+	s.mu.Unlock()
+	if _, err := s.Reload(path); err != nil {
+		s.mu.Lock()
+		delete(s.charts, path)
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Get returns the state of a chart added before.
+func (s *Source) Get(path string) (State, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.charts[filepath.Clean(path)]
+	if !ok {
+		return State{}, false
+	}
+	return e.state, true
+}
+
+// Subscribe registers fn, called (from the source's goroutine) after a chart's state changed:
+// a new snapshot was swapped in, or a load failed, or a failure cleared. fn must not block.
+func (s *Source) Subscribe(fn func(path string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.subs = append(s.subs, fn)
+}
+
+// Reload reads a chart now. It reports whether the state changed. An error means the files on
+// disk do not make a valid chart; the last good snapshot stays in use.
+func (s *Source) Reload(path string) (changed bool, err error) {
+	path = filepath.Clean(path)
+	s.mu.RLock()
+	e, ok := s.charts[path]
+	var prev State
+	if ok {
+		prev = e.state
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return false, fmt.Errorf("chart %s was never added", path)
+	}
+	start := time.Now()
+	files, dirs, rerr := readTree(path)
+	var d string
+	if rerr == nil {
+		d = digest(files)
+		if prev.Current != nil && d == prev.Current.Digest {
+			// Unchanged content: maybe a broken edit was reverted.
+			s.setDirs(path, dirs)
+			if prev.Err == nil {
+				return false, nil
+			}
+			s.swap(path, State{Current: prev.Current}, dirs)
+			reloadsTotal.WithLabelValues(path, "recovered").Inc()
+			s.opts.Log.Info("chart recovered", "chart", path, "digest", prev.Current.ShortDigest())
+			return true, nil
+		}
+		if prev.Err != nil && prev.FailedDigest == d {
+			s.setDirs(path, dirs)
+			return false, prev.Err
+		}
+	}
+	var snap *Snapshot
+	if rerr == nil {
+		snap, rerr = s.load(path, files, d)
+	}
+	if rerr != nil {
+		rerr = fmt.Errorf("chart %s: %w", path, rerr)
+		st := State{Current: prev.Current, Err: rerr, FailedDigest: d}
+		s.swap(path, st, dirs)
+		reloadsTotal.WithLabelValues(path, "failed").Inc()
+		s.opts.Log.Error(rerr, "chart rejected; keeping the last good version", "chart", path)
+		return true, rerr
+	}
+	snap.LoadedAt = time.Now()
+	s.swap(path, State{Current: snap}, dirs)
+	reloadsTotal.WithLabelValues(path, "ok").Inc()
+	chartInfo.DeletePartialMatch(map[string]string{"chart": path})
+	chartInfo.WithLabelValues(path, snap.Chart.Metadata.Version, snap.Digest).Set(1)
+	reloadSeconds.WithLabelValues(path).Observe(time.Since(start).Seconds())
+	if prev.Current != nil {
+		s.opts.Log.Info("chart reloaded", "chart", path, "version", snap.Chart.Metadata.Version,
+			"digest", snap.ShortDigest(), "previousDigest", prev.Current.ShortDigest())
+	}
+	return true, nil
+}
+
+// load lints the exact files read (from a private copy) and loads them.
+func (s *Source) load(path string, files []*loader.BufferedFile, d string) (*Snapshot, error) {
+	ch, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("loading: %w", err)
+	}
+	dir, err := materialize(files, ch.Name())
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(dir))
+	linter := lint.All(dir, nil, s.opts.Namespace, false)
+	var msgs []string
+	for _, m := range linter.Messages {
+		if m.Severity >= support.ErrorSev {
+			msgs = append(msgs, m.Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return nil, fmt.Errorf("lint: %s", strings.Join(msgs, "; "))
+	}
+	return &Snapshot{Path: path, Chart: ch, Digest: d, files: files}, nil
+}
+
+func (s *Source) setDirs(path string, dirs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.charts[path]; ok && dirs != nil {
+		e.dirs = dirs
+	}
+}
+
+func (s *Source) swap(path string, st State, dirs []string) {
+	s.mu.Lock()
+	e, ok := s.charts[path]
+	if ok {
+		e.state = st
+		if dirs != nil {
+			e.dirs = dirs
+		}
+	}
+	subs := append([]func(string){}, s.subs...)
+	s.mu.Unlock()
+	for _, fn := range subs {
+		fn(path)
+	}
+}
+
+// Paths lists the charts added.
+func (s *Source) Paths() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.charts))
+	for p := range s.charts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// NeedLeaderElection: every replica serves charts (reconcilers on a standby replica are idle,
+// but the source is cheap and keeps the snapshot warm for a fail-over).
+func (s *Source) NeedLeaderElection() bool { return false }
+
+// Start runs the watcher and the rescan until ctx ends. It implements manager.Runnable.
+func (s *Source) Start(ctx context.Context) error {
+	var rescan <-chan time.Time
+	if s.opts.Rescan > 0 {
+		t := time.NewTicker(s.opts.Rescan)
+		defer t.Stop()
+		rescan = t.C
+	}
+	var w *watcher
+	if s.opts.Watch {
+		var err error
+		if w, err = newWatcher(s); err != nil {
+			return err
+		}
+		defer func() { w.close() }()
+	}
+	pending := map[string]time.Time{} // chart → when the first unhandled event was seen
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w != nil {
+		events, errs = w.fs.Events, w.fs.Errors
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			for _, p := range s.chartsFor(ev.Name) {
+				if _, seen := pending[p]; !seen {
+					pending[p] = time.Now()
+				}
+			}
+			if len(pending) > 0 {
+				timer.Reset(s.opts.Debounce) // quiet period restarts with every event
+			}
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// Overflow or a broken watch: start over with a fresh watcher and read everything.
+			s.opts.Log.Error(err, "chart watcher failed; rebuilding it and rescanning")
+			watcherRestarts.Inc()
+			w.close()
+			nw, nerr := newWatcher(s)
+			if nerr != nil {
+				return nerr
+			}
+			w = nw
+			events, errs = w.fs.Events, w.fs.Errors
+			s.reloadAll(w)
+		case <-timer.C:
+			for p, seen := range pending {
+				if changed, err := s.Reload(p); changed && err == nil {
+					changeToSwapSeconds.WithLabelValues(p).Observe(time.Since(seen).Seconds())
+				}
+			}
+			clear(pending)
+			if w != nil {
+				w.sync()
+			}
+		case <-rescan:
+			s.reloadAll(w)
+		}
+	}
+}
+
+func (s *Source) reloadAll(w *watcher) {
+	for _, p := range s.Paths() {
+		_, _ = s.Reload(p)
+	}
+	if w != nil {
+		w.sync()
+	}
+}
+
+// chartsFor maps a changed file to the charts whose tree (or parent, where a ConfigMap's
+// ..data swap happens) contains it.
+func (s *Source) chartsFor(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for p, e := range s.charts {
+		if under(name, p) || under(name, filepath.Dir(p)) {
+			out = append(out, p)
+			continue
+		}
+		for _, d := range e.dirs {
+			if under(name, d) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func under(name, dir string) bool {
+	return name == dir || strings.HasPrefix(name, dir+string(filepath.Separator))
+}
+
+// watchedDirs: every chart's parent (the ..data swap of a volume holding several charts), root,
+// and the real directories of its tree.
+func (s *Source) watchedDirs() map[string]bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]bool{}
+	for p, e := range s.charts {
+		out[filepath.Dir(p)] = true
+		out[p] = true
+		for _, d := range e.dirs {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+// watcher wraps the one fsnotify watcher of the process. fsnotify is not recursive: sync adds
+// every directory of every chart tree and drops the ones that went away.
+type watcher struct {
+	s       *Source
+	fs      *fsnotify.Watcher
+	watched map[string]bool
+}
+
+func newWatcher(s *Source) (*watcher, error) {
+	fw, err := fsnotify.NewBufferedWatcher(256)
+	if err != nil {
+		return nil, fmt.Errorf("starting chart watcher: %w", err)
+	}
+	w := &watcher{s: s, fs: fw, watched: map[string]bool{}}
+	w.sync()
+	return w, nil
+}
+
+func (w *watcher) sync() {
+	want := w.s.watchedDirs()
+	for d := range want {
+		if w.watched[d] {
+			continue
+		}
+		if err := w.fs.Add(d); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				w.s.opts.Log.Error(err, "cannot watch chart directory; the periodic rescan still covers it", "dir", d)
+			}
+			continue
+		}
+		w.watched[d] = true
+	}
+	for d := range w.watched {
+		if !want[d] {
+			_ = w.fs.Remove(d)
+			delete(w.watched, d)
+		}
+	}
+}
+
+func (w *watcher) close() { _ = w.fs.Close() }

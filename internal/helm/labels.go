@@ -1,0 +1,97 @@
+package helm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels rudder puts on every release it makes (Helm stores them on the release Secret).
+const (
+	// LabelOwnerUID ties a release to exactly one CR; a release without it, or with another
+	// UID, is never taken over.
+	LabelOwnerUID = "rudder.dev/owner-uid"
+	// LabelOwnerKind is Kind.group of the owning CR (shortened with a hash when too long).
+	LabelOwnerKind = "rudder.dev/owner-kind"
+	// LabelChartDigest and LabelValuesDigest say what the revision was made from; when both
+	// match the desired ones and the release is deployed, nothing needs rendering.
+	LabelChartDigest  = "rudder.dev/chart-digest"
+	LabelValuesDigest = "rudder.dev/values-digest"
+
+	// LabelManaged marks every object a release renders, so that rudder's dependent cache
+	// holds only its own operands.
+	LabelManaged = "rudder.dev/managed"
+	// AnnotationOwner on every rendered object names the owning CR
+	// (group/Kind/namespace/name), for objects an owner reference cannot point from.
+	AnnotationOwner = "rudder.dev/owner"
+)
+
+// digestLen is how many hex digits of a sha256 go into a label value (max 63 characters).
+const digestLen = 40
+
+// ShortDigest cuts a "sha256:<hex>" (or bare hex) digest to what fits in a label.
+func ShortDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > digestLen {
+		d = d[:digestLen]
+	}
+	return d
+}
+
+// ValuesDigest hashes the final values. encoding/json sorts map keys, so equal values hash
+// equally whatever order they were built in.
+func ValuesDigest(values map[string]any) (string, error) {
+	b, err := json.Marshal(values)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:digestLen], nil
+}
+
+// KindLabel is the value of LabelOwnerKind for a GVK.
+func KindLabel(gvk schema.GroupKind) string {
+	v := gvk.Kind
+	if gvk.Group != "" {
+		v += "." + gvk.Group
+	}
+	return fitLabel(v)
+}
+
+func fitLabel(v string) string {
+	if len(v) <= 63 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return v[:50] + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// OwnerAnnotation is the value of AnnotationOwner.
+func OwnerAnnotation(gk schema.GroupKind, key types.NamespacedName) string {
+	return gk.Group + "/" + gk.Kind + "/" + key.Namespace + "/" + key.Name
+}
+
+// ParseOwnerAnnotation inverts OwnerAnnotation.
+func ParseOwnerAnnotation(v string) (schema.GroupKind, types.NamespacedName, bool) {
+	parts := strings.Split(v, "/")
+	if len(parts) != 4 || parts[1] == "" || parts[3] == "" {
+		return schema.GroupKind{}, types.NamespacedName{}, false
+	}
+	return schema.GroupKind{Group: parts[0], Kind: parts[1]}, types.NamespacedName{Namespace: parts[2], Name: parts[3]}, true
+}
+
+// ReleaseName is the release name for a CR name (or a rendered releaseName template): names of
+// up to 53 characters (Helm's limit) are kept; longer ones are cut and given a stable hash
+// suffix.
+func ReleaseName(name string) string {
+	const max = 53
+	if len(name) <= max {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:max-9], "-.") + "-" + hex.EncodeToString(sum[:])[:8]
+}

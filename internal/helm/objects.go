@@ -1,0 +1,146 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ParseManifest decodes a release manifest into objects, giving namespaced objects without a
+// namespace the release's namespace (as Helm does when it applies them).
+func ParseManifest(manifest, namespace string, mapper meta.RESTMapper) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("parsing release manifest: %w", err)
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		obj := &unstructured.Unstructured{Object: raw}
+		gvk := obj.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", gvk.Kind, obj.GetName(), err)
+		}
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			if obj.GetNamespace() == "" {
+				obj.SetNamespace(namespace)
+			}
+		} else {
+			obj.SetNamespace("")
+		}
+		out = append(out, obj)
+	}
+}
+
+// Describe names an object in messages: Kind/namespace/name.
+func Describe(obj client.Object) string {
+	k := obj.GetObjectKind().GroupVersionKind().Kind
+	if obj.GetNamespace() == "" {
+		return k + "/" + obj.GetName()
+	}
+	return k + "/" + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// Reapply restores the objects of a release from its manifest without a new revision: a
+// missing object is created; fields the manifest sets that someone changed are patched back with
+// a three-way merge (as kubectl apply does; the manifest is both the last-applied and the
+// desired state); fields others added are left alone. live is read first (a cache is fine: a
+// stale read costs one no-op patch or an AlreadyExists). It returns the objects it restored.
+func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer) ([]string, error) {
+	var restored []string
+	var errs []error
+	for _, want := range objs {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(want.GroupVersionKind())
+		err := live.Get(ctx, client.ObjectKeyFromObject(want), cur)
+		if apierrors.IsNotFound(err) {
+			obj := want.DeepCopy()
+			if err := w.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				errs = append(errs, fmt.Errorf("recreating %s: %w", Describe(want), err))
+				continue
+			} else if err == nil {
+				restored = append(restored, Describe(want)+" (recreated)")
+			}
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", Describe(want), err))
+			continue
+		}
+		if cur.GetDeletionTimestamp() != nil {
+			// Being deleted (by someone else or garbage collection): the next event recreates it.
+			continue
+		}
+		patch, pt, err := threeWayPatch(want, cur)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
+			continue
+		}
+		if patch == nil {
+			continue
+		}
+		if err := w.Patch(ctx, cur, client.RawPatch(pt, patch)); err != nil {
+			errs = append(errs, fmt.Errorf("restoring %s: %w", Describe(want), err))
+			continue
+		}
+		restored = append(restored, Describe(want)+" (reverted)")
+	}
+	return restored, errors.Join(errs...)
+}
+
+// threeWayPatch returns nil when the live object already has every field the manifest sets.
+func threeWayPatch(want, cur *unstructured.Unstructured) ([]byte, types.PatchType, error) {
+	desired, err := json.Marshal(want.Object)
+	if err != nil {
+		return nil, "", err
+	}
+	current, err := json.Marshal(cur.Object)
+	if err != nil {
+		return nil, "", err
+	}
+	var patch []byte
+	pt := types.StrategicMergePatchType
+	if typed, err := scheme.Scheme.New(want.GroupVersionKind()); err == nil {
+		meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
+		if err != nil {
+			return nil, "", err
+		}
+		patch, err = strategicpatch.CreateThreeWayMergePatch(desired, desired, current, meta, true)
+		if err != nil {
+			return nil, "", err
+		}
+	} else {
+		pt = types.MergePatchType
+		patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(desired, desired, current,
+			mergepatch.RequireKeyUnchanged("apiVersion"), mergepatch.RequireKeyUnchanged("kind"))
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	if len(bytes.TrimSpace(patch)) == 0 || string(bytes.TrimSpace(patch)) == "{}" {
+		return nil, "", nil
+	}
+	return patch, pt, nil
+}

@@ -1,0 +1,204 @@
+package operator
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
+	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
+	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/controllers/application"
+	"github.com/rudder-operator/rudder/controllers/at"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// Options configure rudder. The zero value of each field is a sensible default, except
+// WatchesFile.
+type Options struct {
+	WatchesFile string
+	// Watches, when set, are used instead of reading WatchesFile.
+	Watches []*watches.Watch
+	// WatchNamespaces limits every cache to these namespaces (empty: all).
+	WatchNamespaces []string
+
+	MetricsBindAddress     string // "0" disables
+	HealthProbeBindAddress string // "0" disables
+	LeaderElection         bool
+	LeaderElectionID       string
+	LeaderElectionNS       string
+
+	MaxConcurrentReconciles int
+	ReconcilePeriod         time.Duration
+
+	ChartReload   bool
+	ChartDebounce time.Duration
+	ChartRescan   time.Duration
+
+	// Clock for the hooks and reconcilers (tests inject a fake one).
+	Clock clock.PassiveClock
+	// Hooks replaces the built-in hook registry (nil: the built-in kinds' hooks).
+	Hooks *hook.Registry
+}
+
+// Scheme knows the built-in kinds and client-go's types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, operatorv1alpha1.AddToScheme, cnatv1alpha1.AddToScheme, appv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err) // static registration; cannot fail at run time
+		}
+	}
+	return s
+}
+
+// BuiltinHooks are the Go hooks of the built-in kinds (At, Application).
+func BuiltinHooks(c clock.PassiveClock) *hook.Registry {
+	r := hook.NewRegistry()
+	at.Register(r, c)
+	application.Register(r)
+	return r
+}
+
+// New builds a manager running one reconciler per watch. Start it with mgr.Start(ctx).
+func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, error) {
+	ws := opts.Watches
+	if ws == nil {
+		var err error
+		if ws, err = watches.Load(opts.WatchesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Hooks == nil {
+		opts.Hooks = BuiltinHooks(opts.Clock)
+	}
+	if opts.MetricsBindAddress == "" {
+		opts.MetricsBindAddress = "0"
+	}
+	if opts.HealthProbeBindAddress == "" {
+		opts.HealthProbeBindAddress = "0"
+	}
+	if opts.LeaderElectionID == "" {
+		opts.LeaderElectionID = "rudder.rudder.dev"
+	}
+	scheme := Scheme()
+
+	var namespaces map[string]cache.Config
+	if len(opts.WatchNamespaces) > 0 {
+		namespaces = map[string]cache.Config{}
+		for _, ns := range opts.WatchNamespaces {
+			namespaces[ns] = cache.Config{}
+		}
+	}
+	// Only rudder's own release Secrets are cached (memory does not grow with the cluster's
+	// Secrets); Helm's storage reads the rest uncached when an action needs them.
+	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			DefaultNamespaces: namespaces,
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Label: labels.NewSelector().Add(*ownedReleases)},
+			},
+		},
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.LeaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if opts.HealthProbeBindAddress != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	// Operands: one cache, filtered to objects rudder rendered, shared by every watch.
+	var dependents cache.Cache
+	for _, w := range ws {
+		if w.WatchesDependents() {
+			dependents, err = cache.New(cfg, cache.Options{
+				Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultNamespaces: namespaces,
+				DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := mgr.Add(dependents); err != nil {
+				return nil, nil, err
+			}
+			break
+		}
+	}
+
+	charts := chartsource.New(chartsource.Options{
+		Watch: opts.ChartReload, Debounce: opts.ChartDebounce, Rescan: opts.ChartRescan,
+		Log: ctrl.Log.WithName("charts"),
+	})
+	for _, w := range ws {
+		if err := charts.Add(w.ChartPath()); err != nil {
+			return nil, nil, fmt.Errorf("watch %s: %w", w, err)
+		}
+	}
+	if opts.ChartReload || opts.ChartRescan > 0 {
+		if err := mgr.Add(charts); err != nil {
+			return nil, nil, err
+		}
+	}
+	hc, err := helm.NewClient(cfg, mgr.GetRESTMapper(), ctrl.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range ws {
+		var dep cache.Cache
+		if w.WatchesDependents() {
+			dep = dependents
+		}
+		r, err := controllers.New(controllers.Options{
+			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
+			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock,
+			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return nil, nil, err
+		}
+	}
+	return mgr, charts, nil
+}

@@ -1,0 +1,229 @@
+package testcluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/rudder-operator/rudder/internal/testcluster"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) {
+	c, err := testcluster.Start(context.Background(), testcluster.All())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	if code != 0 {
+		c.DumpLogs(os.Stderr)
+	}
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+func clientset(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func tool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "bin", name), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
+		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func namespace(t *testing.T, cs *kubernetes.Clientset) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"}}
+	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func TestComponentsRunning(t *testing.T) {
+	for _, c := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
+		if !cluster.Running(c) {
+			t.Errorf("%s is not running", c)
+		}
+	}
+}
+
+func TestServerVersion(t *testing.T) {
+	out := tool(t, "kubectl", "version", "-o", "json")
+	if !strings.Contains(out, `"gitVersion": "v1.37.`) || strings.Count(out, `"gitVersion": "v1.37.`) < 2 {
+		t.Fatalf("kubectl version does not report client and server v1.37.x:\n%s", out)
+	}
+	nodes := tool(t, "kubectl", "get", "nodes")
+	if !strings.Contains(nodes, testcluster.NodeName) || !strings.Contains(nodes, " Ready ") {
+		t.Fatalf("kwok node not Ready:\n%s", nodes)
+	}
+}
+
+// TestDeploymentAvailable needs kube-controller-manager (ReplicaSet, Pods, status),
+// kube-scheduler (binding) and kwok (Running, Ready).
+func TestDeploymentAvailable(t *testing.T) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}
+	ctx := context.Background()
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "2 available replicas", 60*time.Second, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == 2 && d.Status.ReadyReplicas == 2, nil
+	})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 2 {
+		t.Fatalf("want 2 pods, got %d", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != testcluster.NodeName || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s: node %q phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+	}
+
+	// Garbage collection: deleting the Deployment removes its ReplicaSet and Pods.
+	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dependents garbage-collected", 60*time.Second, func(ctx context.Context) (bool, error) {
+		rs, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(rs.Items) == 0 && len(pods.Items) == 0, nil
+	})
+}
+
+func TestRunToCompletionPodSucceeds(t *testing.T) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "once", Namespace: ns},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sh", "-c", "true"}}}},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod Succeeded", 60*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "once", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, nil
+	})
+
+	// A chosen exit code fails the Pod (the stage the At tests use).
+	pod.Name = "fails"
+	pod.Annotations = map[string]string{"stage.rudder.dev/exit-code": "3"}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod Failed with exit code 3", 60*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "fails", metav1.GetOptions{})
+		if err != nil || p.Status.Phase != corev1.PodFailed || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		term := p.Status.ContainerStatuses[0].State.Terminated
+		return term != nil && term.ExitCode == 3, nil
+	})
+
+	// Deleted Pods go away (kwok's pod-delete stage plays the kubelet).
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "once", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod gone", 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "once", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// TestHelmSDKReleaseVisibleToCLI installs through the SDK and reads it back with bin/helm.
+func TestHelmSDKReleaseVisibleToCLI(t *testing.T) {
+	cs := clientset(t)
+	ns := namespace(t, cs)
+	settings := cli.New()
+	settings.KubeConfig = cluster.Kubeconfig
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load("testdata/smokechart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace = "smoke", ns
+	if _, err := in.Run(ch, map[string]any{"greeting": "hi"}); err != nil {
+		t.Fatalf("install (kubeVersion >=1.23 must accept the server's version): %v", err)
+	}
+	out := tool(t, "helm", "history", "smoke", "-n", ns)
+	if !strings.Contains(out, "deployed") || !strings.Contains(out, "smoke-0.1.0") {
+		t.Fatalf("helm history:\n%s", out)
+	}
+	if vals := tool(t, "helm", "get", "values", "smoke", "-n", ns); !strings.Contains(vals, "greeting: hi") {
+		t.Fatalf("helm get values:\n%s", vals)
+	}
+}

@@ -1,0 +1,254 @@
+package watches
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/Masterminds/sprig/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults applied to fields a watch leaves out.
+const (
+	DefaultMaxHistory = 10
+)
+
+// Watch is one entry of watches.yaml.
+type Watch struct {
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+	// Chart is the chart directory, relative to the watches file or absolute.
+	Chart string `json:"chart"`
+
+	// OverrideValues are set on top of the CR's spec (dotted paths, like helm --set keys).
+	// Values have $ENV / ${ENV} expanded at load time, then are rendered per CR as a Go
+	// template with sprig functions and the CR (as a map) as ".".
+	OverrideValues map[string]string `json:"overrideValues,omitempty"`
+	// Selector limits the watch to CRs whose labels match.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// ReconcilePeriod re-checks every CR this often (jittered); 0 uses the manager default.
+	ReconcilePeriod *metav1.Duration `json:"reconcilePeriod,omitempty"`
+	// MaxConcurrentReconciles of this kind's controller; 0 uses the manager default.
+	MaxConcurrentReconciles int `json:"maxConcurrentReconciles,omitempty"`
+	// WatchDependentResources watches the objects of every release and corrects drift
+	// (default true).
+	WatchDependentResources *bool `json:"watchDependentResources,omitempty"`
+	// ReleaseName is a sprig template over the CR; default: the CR's name.
+	ReleaseName string `json:"releaseName,omitempty"`
+	// MaxHistory caps the revisions Helm keeps per release (default 10).
+	MaxHistory *int `json:"maxHistory,omitempty"`
+	// RollbackOnFailure rolls a failed upgrade back to the last deployed revision (default true).
+	RollbackOnFailure *bool `json:"rollbackOnFailure,omitempty"`
+	// AllowedNamespaces are namespaces, besides the CR's own, that rendered objects may live in.
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// AllowClusterScoped lists the kinds ("Kind" or "Kind.group") of cluster-scoped objects a
+	// chart may render.
+	AllowClusterScoped []string `json:"allowClusterScoped,omitempty"`
+
+	// Set by Load.
+	gvk            schema.GroupVersionKind
+	chartPath      string
+	selector       labels.Selector
+	overrideTmpls  map[string]*template.Template
+	releaseNameTpl *template.Template
+}
+
+// GroupVersionKind of the watched CRs.
+func (w *Watch) GroupVersionKind() schema.GroupVersionKind { return w.gvk }
+
+// ChartPath is the absolute chart directory.
+func (w *Watch) ChartPath() string { return w.chartPath }
+
+// LabelSelector is the parsed Selector (labels.Everything() when unset).
+func (w *Watch) LabelSelector() labels.Selector { return w.selector }
+
+// WatchesDependents reports whether the release's objects are watched for drift.
+func (w *Watch) WatchesDependents() bool {
+	return w.WatchDependentResources == nil || *w.WatchDependentResources
+}
+
+// RollsBack reports whether a failed upgrade is rolled back automatically.
+func (w *Watch) RollsBack() bool { return w.RollbackOnFailure == nil || *w.RollbackOnFailure }
+
+// History is the number of revisions kept.
+func (w *Watch) History() int {
+	if w.MaxHistory == nil {
+		return DefaultMaxHistory
+	}
+	return *w.MaxHistory
+}
+
+// String names the watch in messages: Kind.group/version.
+func (w *Watch) String() string { return w.gvk.Kind + "." + w.gvk.Group + "/" + w.gvk.Version }
+
+var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Load reads and validates a watches file.
+func Load(path string) ([]*Watch, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading watches file: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := Parse(b, filepath.Dir(abs), os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, w := range ws {
+		fi, err := os.Stat(w.chartPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s: entry %d (%s): chart: %w", path, i, w, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("%s: entry %d (%s): chart: %s is not a directory", path, i, w, w.chartPath)
+		}
+	}
+	return ws, nil
+}
+
+// Parse validates watches.yaml content. baseDir resolves relative chart paths; lookupEnv
+// expands $ENV in overrideValues. It touches no files.
+func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) ([]*Watch, error) {
+	var ws []*Watch
+	if err := yaml.UnmarshalStrict(data, &ws); err != nil {
+		return nil, fmt.Errorf("parsing watches: %w", err)
+	}
+	if len(ws) == 0 {
+		return nil, errors.New("no watches: the file lists no group/version/kind")
+	}
+	seen := map[schema.GroupVersionKind]int{}
+	for i, w := range ws {
+		if w == nil {
+			return nil, fmt.Errorf("entry %d: empty entry", i)
+		}
+		if err := w.complete(baseDir, lookupEnv); err != nil {
+			return nil, fmt.Errorf("entry %d (%s/%s %s): %w", i, w.Group, w.Version, w.Kind, err)
+		}
+		if j, dup := seen[w.gvk]; dup {
+			return nil, fmt.Errorf("entry %d (%s): duplicate of entry %d: a kind can be watched once", i, w, j)
+		}
+		seen[w.gvk] = i
+	}
+	return ws, nil
+}
+
+func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) error {
+	if w.Group != "" {
+		if errs := validation.IsDNS1123Subdomain(w.Group); len(errs) > 0 {
+			return fmt.Errorf("group: %s", strings.Join(errs, "; "))
+		}
+	}
+	if !dns1123.MatchString(w.Version) || len(w.Version) > 63 {
+		return fmt.Errorf("version: %q must be a DNS label such as v1alpha1", w.Version)
+	}
+	if w.Kind == "" || !regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`).MatchString(w.Kind) {
+		return fmt.Errorf("kind: %q must be a CamelCase name such as MyApp", w.Kind)
+	}
+	w.gvk = schema.GroupVersionKind{Group: w.Group, Version: w.Version, Kind: w.Kind}
+	if w.Chart == "" {
+		return errors.New("chart: required")
+	}
+	w.chartPath = w.Chart
+	if !filepath.IsAbs(w.chartPath) {
+		w.chartPath = filepath.Join(baseDir, w.chartPath)
+	}
+	w.chartPath = filepath.Clean(w.chartPath)
+
+	w.selector = labels.Everything()
+	if w.Selector != nil {
+		s, err := metav1.LabelSelectorAsSelector(w.Selector)
+		if err != nil {
+			return fmt.Errorf("selector: %w", err)
+		}
+		w.selector = s
+	}
+	if w.ReconcilePeriod != nil && w.ReconcilePeriod.Duration < 0 {
+		return fmt.Errorf("reconcilePeriod: %s must not be negative", w.ReconcilePeriod.Duration)
+	}
+	if w.ReconcilePeriod != nil && w.ReconcilePeriod.Duration > 0 && w.ReconcilePeriod.Duration < time.Second {
+		return fmt.Errorf("reconcilePeriod: %s is below the 1s minimum", w.ReconcilePeriod.Duration)
+	}
+	if w.MaxConcurrentReconciles < 0 {
+		return fmt.Errorf("maxConcurrentReconciles: %d must not be negative", w.MaxConcurrentReconciles)
+	}
+	if w.MaxHistory != nil && *w.MaxHistory < 0 {
+		return fmt.Errorf("maxHistory: %d must not be negative (0 keeps every revision)", *w.MaxHistory)
+	}
+	for _, ns := range w.AllowedNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 && ns != "*" {
+			return fmt.Errorf("allowedNamespaces: %q: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	for _, k := range w.AllowClusterScoped {
+		if k == "" {
+			return errors.New("allowClusterScoped: empty kind")
+		}
+	}
+	w.overrideTmpls = map[string]*template.Template{}
+	for key, raw := range w.OverrideValues {
+		if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
+			return fmt.Errorf("overrideValues: key %q is not a dotted path such as image.tag", key)
+		}
+		expanded := os.Expand(raw, func(name string) string {
+			v, _ := lookupEnv(name)
+			return v
+		})
+		t, err := newTemplate("overrideValues."+key, expanded)
+		if err != nil {
+			return fmt.Errorf("overrideValues.%s: %w", key, err)
+		}
+		w.overrideTmpls[key] = t
+	}
+	if w.ReleaseName != "" {
+		t, err := newTemplate("releaseName", w.ReleaseName)
+		if err != nil {
+			return fmt.Errorf("releaseName: %w", err)
+		}
+		w.releaseNameTpl = t
+	}
+	return nil
+}
+
+func newTemplate(name, text string) (*template.Template, error) {
+	return template.New(name).Option("missingkey=error").Funcs(sprig.TxtFuncMap()).Parse(text)
+}
+
+// Overrides renders overrideValues for one CR (given as its unstructured content).
+func (w *Watch) Overrides(cr map[string]any) (map[string]string, error) {
+	out := make(map[string]string, len(w.overrideTmpls))
+	for key, t := range w.overrideTmpls {
+		var buf bytes.Buffer
+		if err := t.Execute(&buf, cr); err != nil {
+			return nil, fmt.Errorf("overrideValues.%s: %w", key, err)
+		}
+		out[key] = buf.String()
+	}
+	return out, nil
+}
+
+// ReleaseNameFor renders the release name template for one CR; "" when the watch has none.
+func (w *Watch) ReleaseNameFor(cr map[string]any) (string, error) {
+	if w.releaseNameTpl == nil {
+		return "", nil
+	}
+	var buf bytes.Buffer
+	if err := w.releaseNameTpl.Execute(&buf, cr); err != nil {
+		return "", fmt.Errorf("releaseName: %w", err)
+	}
+	return strings.TrimSpace(buf.String()), nil
+}

@@ -1,0 +1,60 @@
+// Command rudder is a hybrid Helm operator: every kind listed in watches.yaml gets one Helm
+// release per CR, rendered from a chart mounted from a volume and reloaded live.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/rudder-operator/rudder/internal/operator"
+)
+
+func main() {
+	var (
+		opts       operator.Options
+		namespaces string
+	)
+	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
+	flag.StringVar(&namespaces, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch; empty watches all.")
+	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8080", `Address of the Prometheus metrics endpoint; "0" disables it.`)
+	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader among replicas, so that only one reconciles.")
+	flag.StringVar(&opts.LeaderElectionID, "leader-election-id", "rudder.rudder.dev", "Name of the leader election Lease.")
+	flag.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the Lease (default: the one rudder runs in).")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers per kind, unless its watch sets maxConcurrentReconciles.")
+	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute, "How often every CR is re-checked (jittered), unless its watch sets reconcilePeriod; 0 disables.")
+	flag.BoolVar(&opts.ChartReload, "chart-reload", true, "Watch chart directories with fsnotify and roll changes out live.")
+	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
+	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	for _, ns := range strings.Split(namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "loading kubeconfig")
+		os.Exit(1)
+	}
+	mgr, _, err := operator.New(cfg, opts)
+	if err != nil {
+		log.Error(err, "setting up rudder")
+		os.Exit(1)
+	}
+	log.Info("starting rudder", "watches", opts.WatchesFile, "namespaces", opts.WatchNamespaces)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "rudder stopped")
+		os.Exit(1)
+	}
+}
