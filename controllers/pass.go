@@ -229,7 +229,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 				return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
 			}
 		}
-		if err := p.readiness(ctx); err != nil {
+		if err := p.readiness(ctx, held != nil); err != nil {
 			return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
 		}
 	}
@@ -642,6 +642,9 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 
 func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
 	restored, err := helm.Reapply(ctx, p.objects, p.r.reader(), p.r.opts.Client)
+	if err != nil {
+		p.r.markDirty(p.key) // the retry must check again
+	}
 	if len(restored) > 0 {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
 		msg := fmt.Sprintf("restored from revision %d without a new revision: %s", head.Revision, strings.Join(restored, ", "))
@@ -652,7 +655,9 @@ func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
 }
 
 // readiness computes Ready/Reconciling/Stalled from the live objects with kstatus.
-func (p *pass) readiness(ctx context.Context) error {
+// A held release (a hook said "not now") is reported as it is; nothing would restore a missing
+// object, so none is waited for.
+func (p *pass) readiness(ctx context.Context, held bool) error {
 	if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionTrue {
 		return nil
 	}
@@ -662,7 +667,13 @@ func (p *pass) readiness(ctx context.Context) error {
 		live.SetGroupVersionKind(want.GroupVersionKind())
 		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live)
 		if apierrors.IsNotFound(err) {
+			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
+			// let that pass restore it if it is really gone.
 			waiting = append(waiting, helm.Describe(want)+": not found")
+			if !held {
+				p.r.markDirty(p.key)
+				p.requeueIn(notReadyRequeue)
+			}
 			continue
 		}
 		if err != nil {

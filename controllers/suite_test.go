@@ -42,6 +42,7 @@ var (
 var (
 	widgetGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Widget"}
 	gadgetGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Gadget"}
+	gizmoGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Gizmo"}
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +86,11 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, string(out), err)
 			return 1
 		}
+	}
+	// gizmo: the widget chart laid out as a ConfigMap volume (see swapChart).
+	if err := swapChart(filepath.Join(tmp, "gizmo"), filepath.Join(tmp, "widget"), nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	wf := filepath.Join(tmp, "watches.yaml")
 	if err := os.WriteFile(wf, []byte(testWatches), 0o644); err != nil {
@@ -132,6 +138,7 @@ func zapLevel() int8 {
 const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: Widget, chart: widget}
 - {group: test.rudder.dev, version: v1, kind: Gadget, chart: widget}
+- {group: test.rudder.dev, version: v1, kind: Gizmo, chart: gizmo}
 - {group: operator.example.com, version: v1alpha1, kind: NginxOperator, chart: nginx}
 - {group: cnat.ishankhare.dev, version: v1alpha1, kind: At, chart: at}
 - {group: apps.sunstrider.cn, version: v1, kind: Application, chart: application}
@@ -270,4 +277,49 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+var swaps int
+
+// swapChart publishes a new version of a chart into vol the way the kubelet updates a ConfigMap
+// volume: the files go to a new timestamped directory, a ..data_tmp symlink to it is renamed
+// over ..data (atomic), the visible entries are symlinks through ..data, and the old directory is
+// removed. edit may change the files (relative path → content) before they are published.
+func swapChart(vol, src string, edit map[string]string) error {
+	swaps++
+	ts := fmt.Sprintf("..2026_11_29_10_00_%02d.000000001", swaps)
+	if err := os.MkdirAll(filepath.Join(vol, ts), 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.Command("cp", "-r", src+"/.", filepath.Join(vol, ts)).CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	for name, content := range edit {
+		if err := os.WriteFile(filepath.Join(vol, ts, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(vol, "..data"))
+	if err := os.Symlink(ts, filepath.Join(vol, "..data_tmp")); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(vol, "..data_tmp"), filepath.Join(vol, "..data")); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(filepath.Join(vol, ts))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		link := filepath.Join(vol, e.Name())
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", e.Name()), link); err != nil {
+				return err
+			}
+		}
+	}
+	if old != "" {
+		return os.RemoveAll(filepath.Join(vol, old))
+	}
+	return nil
 }

@@ -93,7 +93,10 @@ func (w *Watch) History() int {
 // String names the watch in messages: Kind.group/version.
 func (w *Watch) String() string { return w.gvk.Kind + "." + w.gvk.Group + "/" + w.gvk.Version }
 
-var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var (
+	dns1123  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	kindName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+)
 
 // Load reads and validates a watches file.
 func Load(path string) ([]*Watch, error) {
@@ -156,7 +159,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 	if !dns1123.MatchString(w.Version) || len(w.Version) > 63 {
 		return fmt.Errorf("version: %q must be a DNS label such as v1alpha1", w.Version)
 	}
-	if w.Kind == "" || !regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`).MatchString(w.Kind) {
+	if !kindName.MatchString(w.Kind) {
 		return fmt.Errorf("kind: %q must be a CamelCase name such as MyApp", w.Kind)
 	}
 	w.gvk = schema.GroupVersionKind{Group: w.Group, Version: w.Version, Kind: w.Kind}
@@ -225,7 +228,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 }
 
 func newTemplate(name, text string) (*template.Template, error) {
-	return template.New(name).Option("missingkey=error").Funcs(sprig.TxtFuncMap()).Parse(text)
+	return template.New(name).Funcs(sprig.TxtFuncMap()).Parse(text)
 }
 
 // Overrides renders overrideValues for one CR (given as its unstructured content).
@@ -236,7 +239,8 @@ func (w *Watch) Overrides(cr map[string]any) (map[string]string, error) {
 		if err := t.Execute(&buf, cr); err != nil {
 			return nil, fmt.Errorf("overrideValues.%s: %w", key, err)
 		}
-		out[key] = buf.String()
+		// As in Helm templates, a missing key renders as nothing.
+		out[key] = strings.ReplaceAll(buf.String(), "<no value>", "")
 	}
 	return out, nil
 }
@@ -250,5 +254,5 @@ func (w *Watch) ReleaseNameFor(cr map[string]any) (string, error) {
 	if err := w.releaseNameTpl.Execute(&buf, cr); err != nil {
 		return "", fmt.Errorf("releaseName: %w", err)
 	}
-	return strings.TrimSpace(buf.String()), nil
+	return strings.TrimSpace(strings.ReplaceAll(buf.String(), "<no value>", "")), nil
 }

@@ -1,0 +1,209 @@
+package chartsource
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+const chartYAML = "apiVersion: v2\nname: demo\nversion: 0.1.0\n"
+
+func cm(msg string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  msg: " + msg + "\n"
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func plainChart(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "demo")
+	write(t, filepath.Join(dir, "Chart.yaml"), chartYAML)
+	write(t, filepath.Join(dir, "values.yaml"), "a: 1\n")
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("one"))
+	return dir
+}
+
+// started runs a source with the chart and counts state changes.
+func started(t *testing.T, dir string, opts Options) (*Source, *atomic.Int32) {
+	t.Helper()
+	if opts.Debounce == 0 {
+		opts.Debounce = 200 * time.Millisecond
+	}
+	opts.Log = logr.Discard()
+	s := New(opts)
+	if err := s.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	s.Subscribe(func(string) { n.Add(1) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(100 * time.Millisecond) // watcher up
+	return s, &n
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func digestOf(s *Source, dir string) string {
+	st, _ := s.Get(dir)
+	return st.Current.Digest
+}
+
+func TestEditInTemplatesReloads(t *testing.T) {
+	dir := plainChart(t)
+	s, n := started(t, dir, Options{Watch: true})
+	d0 := digestOf(s, dir)
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("two"))
+	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
+	if n.Load() != 1 {
+		t.Fatalf("%d state changes, want 1", n.Load())
+	}
+}
+
+func TestNewSubdirectoryAfterStart(t *testing.T) {
+	dir := plainChart(t)
+	s, _ := started(t, dir, Options{Watch: true})
+	d0 := digestOf(s, dir)
+	write(t, filepath.Join(dir, "templates", "extra", "more.yaml"), "# a file in a new directory\n")
+	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
+	d1 := digestOf(s, dir)
+	time.Sleep(300 * time.Millisecond) // the new directory is now watched
+	write(t, filepath.Join(dir, "templates", "extra", "more.yaml"), "# edited\n")
+	waitFor(t, "reload of a file in the new directory", func() bool { return digestOf(s, dir) != d1 })
+}
+
+func TestEditorRenameSave(t *testing.T) {
+	dir := plainChart(t)
+	s, _ := started(t, dir, Options{Watch: true})
+	d0 := digestOf(s, dir)
+	tmp := filepath.Join(dir, "templates", ".cm.yaml.swp")
+	write(t, tmp, cm("renamed"))
+	if err := os.Rename(tmp, filepath.Join(dir, "templates", "cm.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
+	st, _ := s.Get(dir)
+	if string(st.Current.Chart.Templates[0].Data) != cm("renamed") {
+		t.Fatalf("template = %s", st.Current.Chart.Templates[0].Data)
+	}
+}
+
+func TestBurstOfWritesIsOneReload(t *testing.T) {
+	dir := plainChart(t)
+	s, n := started(t, dir, Options{Watch: true, Debounce: 500 * time.Millisecond})
+	d0 := digestOf(s, dir)
+	for i := range 50 {
+		write(t, filepath.Join(dir, "templates", "cm.yaml"), cm(fmt.Sprint("v", i)))
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
+	time.Sleep(800 * time.Millisecond)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d reloads for one burst, want 1", got)
+	}
+}
+
+func TestBrokenChartKeepsLastGoodAndRecovers(t *testing.T) {
+	dir := plainChart(t)
+	s, _ := started(t, dir, Options{Watch: true})
+	good := digestOf(s, dir)
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), "{{ .Values.a | nosuchfunc }}\n")
+	waitFor(t, "failure recorded", func() bool { st, _ := s.Get(dir); return st.Err != nil })
+	st, _ := s.Get(dir)
+	if st.Current.Digest != good {
+		t.Fatal("a broken chart replaced the last good one")
+	}
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("fixed"))
+	waitFor(t, "recovery", func() bool { st, _ := s.Get(dir); return st.Err == nil && st.Current.Digest != good })
+}
+
+// atomicWriterLayout builds a volume the way the kubelet does for a ConfigMap with items paths:
+// the files live in a timestamped directory, ..data points at it, and the visible names are
+// symlinks through ..data.
+func atomicWriterLayout(t *testing.T, vol string, files map[string]string, gen int) {
+	t.Helper()
+	ts := fmt.Sprintf("..2026_11_29_10_00_0%d.000000001", gen)
+	for name, content := range files {
+		write(t, filepath.Join(vol, ts, name), content)
+	}
+	tmp := filepath.Join(vol, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(vol, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	for _, top := range []string{"Chart.yaml", "templates"} {
+		link := filepath.Join(vol, top)
+		if _, err := os.Lstat(link); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", top), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if gen > 1 {
+		os.RemoveAll(filepath.Join(vol, fmt.Sprintf("..2026_11_29_10_00_0%d.000000001", gen-1)))
+	}
+}
+
+func TestConfigMapAtomicSwap(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "demo")
+	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("one")}, 1)
+	s, n := started(t, vol, Options{Watch: true})
+	st, _ := s.Get(vol)
+	if len(st.Current.Chart.Templates) != 1 || len(st.Current.Chart.Files) != 0 {
+		t.Fatalf("the ..data copies were loaded as chart files: %d templates, %d files", len(st.Current.Chart.Templates), len(st.Current.Chart.Files))
+	}
+	d0 := st.Current.Digest
+	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("two")}, 2)
+	waitFor(t, "reload after the swap", func() bool { return digestOf(s, vol) != d0 })
+	d1 := digestOf(s, vol)
+	time.Sleep(300 * time.Millisecond)
+	// A second swap still fires: the watch did not die with the first directory.
+	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("three")}, 3)
+	waitFor(t, "reload after the second swap", func() bool { return digestOf(s, vol) != d1 })
+	if n.Load() != 2 {
+		t.Fatalf("%d state changes, want 2", n.Load())
+	}
+}
+
+func TestRescanCatchesChangesWithoutEvents(t *testing.T) {
+	dir := plainChart(t)
+	s, _ := started(t, dir, Options{Watch: false, Rescan: 300 * time.Millisecond})
+	d0 := digestOf(s, dir)
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("unannounced"))
+	waitFor(t, "rescan", func() bool { return digestOf(s, dir) != d0 })
+}
+
+func TestAddRejectsAChartThatNeverLoaded(t *testing.T) {
+	dir := plainChart(t)
+	write(t, filepath.Join(dir, "Chart.yaml"), "name: [broken\n")
+	s := New(Options{Log: logr.Discard()})
+	if err := s.Add(dir); err == nil {
+		t.Fatal("a broken chart was accepted at start")
+	}
+}

@@ -1,0 +1,64 @@
+package helm
+
+import (
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+)
+
+func TestDetermineState(t *testing.T) {
+	want := Desired{OwnerUID: "u1", ChartDigest: "c1", ValuesDigest: "v1"}
+	head := func(s release.Status, uid, c, v string) *Head {
+		return &Head{Revision: 3, Status: s, OwnerUID: uid, ChartDigest: c, ValuesDigest: v}
+	}
+	cases := []struct {
+		name string
+		head *Head // newest revision; nil: none
+		want State
+	}{
+		{"no release", nil, StateAbsent},
+		{"other owner", head(release.StatusDeployed, "u2", "c1", "v1"), StateConflict},
+		{"not made by rudder", head(release.StatusDeployed, "", "", ""), StateConflict},
+		{"in sync", head(release.StatusDeployed, "u1", "c1", "v1"), StateInSync},
+		{"new values", head(release.StatusDeployed, "u1", "c1", "v2"), StateOutOfSync},
+		{"new chart", head(release.StatusDeployed, "u1", "c2", "v1"), StateOutOfSync},
+		{"pending install", head(release.StatusPendingInstall, "u1", "c1", "v1"), StateLocked},
+		{"pending upgrade", head(release.StatusPendingUpgrade, "u1", "c1", "v1"), StateLocked},
+		{"pending rollback", head(release.StatusPendingRollback, "u1", "c1", "v1"), StateLocked},
+		{"failed", head(release.StatusFailed, "u1", "c1", "v1"), StateFailed},
+		{"superseded as newest", head(release.StatusSuperseded, "u1", "c1", "v1"), StateFailed},
+		{"uninstalled, history kept", head(release.StatusUninstalled, "u1", "c1", "v1"), StateAbsent},
+	}
+	for _, tc := range cases {
+		if got := DetermineState(tc.head, want); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReleaseNameIsStableAndFits(t *testing.T) {
+	short := "my-app"
+	if ReleaseName(short) != short {
+		t.Fatalf("short names must be kept")
+	}
+	long := "a-very-long-custom-resource-name-that-goes-beyond-helms-fifty-three-character-limit"
+	a, b := ReleaseName(long), ReleaseName(long)
+	if a != b || len(a) > 53 {
+		t.Fatalf("got %q (%d chars), %q", a, len(a), b)
+	}
+	if ReleaseName(long+"x") == a {
+		t.Fatal("different names must not collide")
+	}
+}
+
+func TestOwnerAnnotationRoundTrip(t *testing.T) {
+	gk, key, ok := ParseOwnerAnnotation("apps.sunstrider.cn/Application/default/nginx-sample")
+	if !ok || gk.Kind != "Application" || gk.Group != "apps.sunstrider.cn" || key.Namespace != "default" || key.Name != "nginx-sample" {
+		t.Fatalf("got %v %v %v", gk, key, ok)
+	}
+	for _, bad := range []string{"", "a/b", "g/K/ns/", "g//ns/n"} {
+		if _, _, ok := ParseOwnerAnnotation(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

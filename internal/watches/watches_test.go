@@ -1,0 +1,98 @@
+package watches
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseErrorsNameEntryAndField(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       string // substring of the error
+	}{
+		{"unknown field", `- {group: a.io, version: v1, kind: A, chart: c, colour: red}`, "unknown field"},
+		{"no chart", `- {group: a.io, version: v1, kind: A}`, "entry 0 (a.io/v1 A): chart: required"},
+		{"bad kind", `- {group: a.io, version: v1, kind: lower, chart: c}`, "kind:"},
+		{"bad version", `- {group: a.io, version: V1, kind: A, chart: c}`, "version:"},
+		{"duplicate", "- {group: a.io, version: v1, kind: A, chart: c}\n- {group: a.io, version: v1, kind: A, chart: d}", "entry 1 (A.a.io/v1): duplicate of entry 0"},
+		{"bad template", `- {group: a.io, version: v1, kind: A, chart: c, overrideValues: {x: "{{ .spec"}}`, "overrideValues.x"},
+		{"bad release name", `- {group: a.io, version: v1, kind: A, chart: c, releaseName: "{{ nope }}"}`, "releaseName"},
+		{"bad selector", `- {group: a.io, version: v1, kind: A, chart: c, selector: {matchExpressions: [{key: a, operator: Foo}]}}`, "selector"},
+		{"negative history", `- {group: a.io, version: v1, kind: A, chart: c, maxHistory: -1}`, "maxHistory"},
+		{"tiny period", `- {group: a.io, version: v1, kind: A, chart: c, reconcilePeriod: 10ms}`, "reconcilePeriod"},
+		{"empty", ``, "no watches"},
+	}
+	for _, tc := range cases {
+		_, err := Parse([]byte(tc.yaml), "/base", env(nil))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParseDefaultsAndTemplates(t *testing.T) {
+	ws, err := Parse([]byte(`
+- group: a.io
+  version: v1
+  kind: App
+  chart: charts/app
+  releaseName: '{{ .metadata.name }}-{{ .metadata.namespace }}'
+  overrideValues:
+    image.tag: $TAG
+    owner: '{{ .metadata.labels.team | default "none" }}'
+`), "/base", env(map[string]string{"TAG": "1.2.3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ws[0]
+	if w.ChartPath() != "/base/charts/app" || !w.WatchesDependents() || !w.RollsBack() || w.History() != 10 {
+		t.Fatalf("defaults: %s %v %v %d", w.ChartPath(), w.WatchesDependents(), w.RollsBack(), w.History())
+	}
+	cr := map[string]any{"metadata": map[string]any{"name": "x", "namespace": "ns", "labels": map[string]any{}}}
+	ov, err := w.Overrides(cr)
+	if err != nil || ov["image.tag"] != "1.2.3" || ov["owner"] != "none" {
+		t.Fatalf("overrides %v %v", ov, err)
+	}
+	if n, err := w.ReleaseNameFor(cr); err != nil || n != "x-ns" {
+		t.Fatalf("release name %q %v", n, err)
+	}
+}
+
+func TestLoadChecksChartDirectory(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "watches.yaml")
+	os.WriteFile(f, []byte("- {group: a.io, version: v1, kind: A, chart: missing}\n"), 0o644)
+	if _, err := Load(f); err == nil || !strings.Contains(err.Error(), "entry 0 (A.a.io/v1): chart") {
+		t.Fatalf("got %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "missing"), 0o755)
+	if _, err := Load(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("- {group: a.io, version: v1, kind: A, chart: c}"))
+	f.Add([]byte("- {group: a.io, version: v1, kind: A, chart: c, overrideValues: {a.b: '{{ .spec.x }}'}, releaseName: '{{ .metadata.name }}'}"))
+	f.Add([]byte("- {kind: A, version: v1, chart: /abs, selector: {matchLabels: {a: b}}, maxHistory: 3}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ws, err := Parse(data, "/base", env(nil))
+		if err != nil {
+			return
+		}
+		for _, w := range ws {
+			if w.ChartPath() == "" || w.GroupVersionKind().Kind == "" || w.LabelSelector() == nil {
+				t.Fatalf("accepted an incomplete watch: %+v", w)
+			}
+			cr := map[string]any{"metadata": map[string]any{"name": "n"}, "spec": map[string]any{}}
+			_, _ = w.Overrides(cr) // must not panic
+			_, _ = w.ReleaseNameFor(cr)
+		}
+	})
+}
