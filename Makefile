@@ -50,10 +50,6 @@ lint-charts: tools ## helm lint --strict every chart.
 test: tools lint lint-charts ## Run unit and integration tests (real control plane from bin/).
 	go test -count=1 -timeout 25m ./...
 
-.PHONY: bench
-bench: tools ## Run the benchmarks and write docs/bench.md.
-	hack/bench.sh
-
 ##@ Build
 .PHONY: build
 build: ## Build bin/rudder.

@@ -130,6 +130,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 	cfg, err := env.Start()
 	if err != nil {
+		_ = env.Stop() // CRD installation can fail after etcd and the API server started
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w (logs in %s)", binDir, err, dir)
 	}
 	c.Config = cfg
