@@ -44,7 +44,7 @@ lint: vet ## Lint the code (go vet, gofmt; golangci-lint when bin/golangci-lint 
 
 .PHONY: lint-charts
 lint-charts: tools ## helm lint --strict every chart.
-	@for c in charts/*/; do $(BIN)/helm lint --strict "$$c" || exit 1; done
+	@for c in charts/*/Chart.yaml; do $(BIN)/helm lint --strict "$$(dirname $$c)" || exit 1; done
 
 .PHONY: test
 test: tools lint lint-charts ## Run unit and integration tests (real control plane from bin/).
