@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -105,8 +104,6 @@ func statusWrites(t *testing.T) float64 {
 	}
 	return total
 }
-
-var _ = testutil.ToFloat64 // keep the import honest for readers looking for metric helpers
 
 func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	ctx := context.Background()
