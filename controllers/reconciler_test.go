@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -28,7 +29,7 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := waitCondition(t, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "ObjectsReady", timeout)
-	if rev, _, _ := unstructuredInt(u, "status", "release", "revision"); rev != 1 {
+	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 1 {
 		t.Fatalf("status.release.revision = %d, want 1", rev)
 	}
 	var cm corev1.ConfigMap
@@ -62,25 +63,6 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 	if err != nil || !strings.Contains(out, "message: second") {
 		t.Fatalf("helm get values: %v\n%s", err, out)
 	}
-}
-
-func unstructuredInt(u interface{ UnstructuredContent() map[string]any }, path ...string) (int64, bool, error) {
-	m := u.UnstructuredContent()
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return 0, false, nil
-		}
-		cur = mm[p]
-	}
-	switch v := cur.(type) {
-	case int64:
-		return v, true, nil
-	case float64:
-		return int64(v), true, nil
-	}
-	return 0, false, nil
 }
 
 func statusWrites(t *testing.T) float64 {

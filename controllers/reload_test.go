@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -51,7 +51,7 @@ func TestLiveChartReload(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			d, _, _ := nestedString(u.Object, "status", "release", "chartDigest")
+			d, _, _ := unstructured.NestedString(u.Object, "status", "release", "chartDigest")
 			c := condition(u, "Ready")
 			return d != "" && strings.HasPrefix(strings.TrimPrefix(st.Current.Digest, "sha256:"), d) &&
 				c != nil && c.Status == metav1.ConditionTrue, nil
@@ -103,17 +103,4 @@ func TestLiveChartReload(t *testing.T) {
 			t.Fatalf("%s after the fix: %s", n, describe(h))
 		}
 	}
-}
-
-func nestedString(m map[string]any, path ...string) (string, bool, error) {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return "", false, fmt.Errorf("no %s", p)
-		}
-		cur = mm[p]
-	}
-	s, ok := cur.(string)
-	return s, ok, nil
 }

@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -279,47 +280,15 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
-var swaps int
-
-// swapChart publishes a new version of a chart into vol the way the kubelet updates a ConfigMap
-// volume: the files go to a new timestamped directory, a ..data_tmp symlink to it is renamed
-// over ..data (atomic), the visible entries are symlinks through ..data, and the old directory is
-// removed. edit may change the files (relative path → content) before they are published.
+// swapChart publishes the chart in src, with edit (relative path → content) applied, into vol
+// the way the kubelet updates a ConfigMap volume.
 func swapChart(vol, src string, edit map[string]string) error {
-	swaps++
-	ts := fmt.Sprintf("..2026_11_29_10_00_%02d.000000001", swaps)
-	if err := os.MkdirAll(filepath.Join(vol, ts), 0o755); err != nil {
-		return err
-	}
-	if out, err := exec.Command("cp", "-r", src+"/.", filepath.Join(vol, ts)).CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	for name, content := range edit {
-		if err := os.WriteFile(filepath.Join(vol, ts, name), []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	old, _ := os.Readlink(filepath.Join(vol, "..data"))
-	if err := os.Symlink(ts, filepath.Join(vol, "..data_tmp")); err != nil {
-		return err
-	}
-	if err := os.Rename(filepath.Join(vol, "..data_tmp"), filepath.Join(vol, "..data")); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(filepath.Join(vol, ts))
+	files, err := chartsourcetest.ReadDir(src)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		link := filepath.Join(vol, e.Name())
-		if _, err := os.Lstat(link); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", e.Name()), link); err != nil {
-				return err
-			}
-		}
+	for name, content := range edit {
+		files[name] = content
 	}
-	if old != "" {
-		return os.RemoveAll(filepath.Join(vol, old))
-	}
-	return nil
+	return chartsourcetest.PublishAtomic(vol, files)
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
@@ -26,7 +27,7 @@ func main() {
 	_ = os.Remove(filepath.Join(abs, "ready"))
 	opts := testcluster.All()
 	opts.Dir, opts.KeepDir = abs, true
-	opts.PodCompleteAfter = 3e9
+	opts.PodCompleteAfter = 3 * time.Second
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	c, err := testcluster.Start(ctx, opts)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 )
 
 const chartYAML = "apiVersion: v2\nname: demo\nversion: 0.1.0\n"
@@ -141,50 +143,28 @@ func TestBrokenChartKeepsLastGoodAndRecovers(t *testing.T) {
 	waitFor(t, "recovery", func() bool { st, _ := s.Get(dir); return st.Err == nil && st.Current.Digest != good })
 }
 
-// atomicWriterLayout builds a volume the way the kubelet does for a ConfigMap with items paths:
-// the files live in a timestamped directory, ..data points at it, and the visible names are
-// symlinks through ..data.
-func atomicWriterLayout(t *testing.T, vol string, files map[string]string, gen int) {
+func publish(t *testing.T, vol string, files map[string]string) {
 	t.Helper()
-	ts := fmt.Sprintf("..2026_11_29_10_00_0%d.000000001", gen)
-	for name, content := range files {
-		write(t, filepath.Join(vol, ts, name), content)
-	}
-	tmp := filepath.Join(vol, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
+	if err := chartsourcetest.PublishAtomic(vol, files); err != nil {
 		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(vol, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	for _, top := range []string{"Chart.yaml", "templates"} {
-		link := filepath.Join(vol, top)
-		if _, err := os.Lstat(link); os.IsNotExist(err) {
-			if err := os.Symlink(filepath.Join("..data", top), link); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if gen > 1 {
-		os.RemoveAll(filepath.Join(vol, fmt.Sprintf("..2026_11_29_10_00_0%d.000000001", gen-1)))
 	}
 }
 
 func TestConfigMapAtomicSwap(t *testing.T) {
 	vol := filepath.Join(t.TempDir(), "demo")
-	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("one")}, 1)
+	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("one")})
 	s, n := started(t, vol, Options{Watch: true})
 	st, _ := s.Get(vol)
 	if len(st.Current.Chart.Templates) != 1 || len(st.Current.Chart.Files) != 0 {
 		t.Fatalf("the ..data copies were loaded as chart files: %d templates, %d files", len(st.Current.Chart.Templates), len(st.Current.Chart.Files))
 	}
 	d0 := st.Current.Digest
-	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("two")}, 2)
+	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("two")})
 	waitFor(t, "reload after the swap", func() bool { return digestOf(s, vol) != d0 })
 	d1 := digestOf(s, vol)
 	time.Sleep(300 * time.Millisecond)
 	// A second swap still fires: the watch did not die with the first directory.
-	atomicWriterLayout(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("three")}, 3)
+	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("three")})
 	waitFor(t, "reload after the second swap", func() bool { return digestOf(s, vol) != d1 })
 	if n.Load() != 2 {
 		t.Fatalf("%d state changes, want 2", n.Load())
