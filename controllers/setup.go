@@ -166,10 +166,11 @@ func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object,
 	}
 }
 
-// reader reads operands: the dependents cache when there is one.
+// reader reads operands: the dependents cache when there is one, always through the
+// unstructured informers that the dependent watches use.
 func (r *Reconciler) reader() client.Reader {
 	if r.opts.Dependents != nil {
-		return r.opts.Dependents
+		return unstructuredReader{r: r.opts.Dependents, scheme: r.opts.Client.Scheme()}
 	}
 	return r.opts.APIReader
 }
