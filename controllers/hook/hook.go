@@ -50,8 +50,8 @@ type Release struct {
 }
 
 // PostRelease runs after the release is in the wanted state (also when a PreRelease hook held
-// it, with the release as it is, or nil when there is none). It reads operands with c (a cached
-// reader of rudder's operands and the API server) and edits obj's status in memory. If the
+// it, with the release as it is, or nil when there is none). It reads operands with c (rudder's
+// operand cache when the watch watches dependents, else the API server) and edits obj's status in memory. If the
 // error is non-nil the pass fails; edits made before the error are still persisted.
 // RequeueAfter asks for another pass (0: only on the next event).
 type PostRelease interface {
