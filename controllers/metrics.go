@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -42,10 +41,6 @@ func init() {
 	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, passSeconds)
 }
 
-func gvkString(gvk schema.GroupVersionKind) string {
-	return gvk.Kind + "." + gvk.Group + "/" + gvk.Version
-}
-
 func result(err error) string {
 	if err != nil {
 		return "error"
@@ -53,10 +48,12 @@ func result(err error) string {
 	return "ok"
 }
 
-func observeHook(gvk schema.GroupVersionKind, phase string, start time.Time, err error) {
-	hookSeconds.WithLabelValues(gvkString(gvk), phase, result(err)).Observe(time.Since(start).Seconds())
+// gvk labels are the watch's name (Watch.String), as on every rudder metric.
+
+func observeHook(gvk, phase string, start time.Time, err error) {
+	hookSeconds.WithLabelValues(gvk, phase, result(err)).Observe(time.Since(start).Seconds())
 }
 
-func observeReconcile(gvk schema.GroupVersionKind, start time.Time, err error) {
-	passSeconds.WithLabelValues(gvkString(gvk), result(err)).Observe(time.Since(start).Seconds())
+func observeReconcile(gvk string, start time.Time, err error) {
+	passSeconds.WithLabelValues(gvk, result(err)).Observe(time.Since(start).Seconds())
 }

@@ -179,7 +179,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	for _, h := range r.opts.Hooks.PreReleaseHooks(r.gvk) {
 		start := r.opts.Clock.Now()
 		d, err := h.PreRelease(ctx, p.obj, p.values)
-		observeHook(r.gvk, "pre", start, err)
+		observeHook(r.gvkLabel(), "pre", start, err)
 		if err != nil {
 			return reconcile.Result{}, p.hookFailed("pre-release", err)
 		}
@@ -241,7 +241,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	for _, h := range r.opts.Hooks.PostReleaseHooks(r.gvk) {
 		start := r.opts.Clock.Now()
 		d, err := h.PostRelease(ctx, p.obj, hrel, r.reader())
-		observeHook(r.gvk, "post", start, err)
+		observeHook(r.gvkLabel(), "post", start, err)
 		if err != nil {
 			return reconcile.Result{}, p.hookFailed("post-release", err)
 		}

@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	log := r.log.WithValues("namespace", req.Namespace, "name", req.Name)
 	ctx = logr.NewContext(ctx, log)
 	start := r.opts.Clock.Now()
-	defer func() { observeReconcile(r.gvk, start, retErr) }()
+	defer func() { observeReconcile(r.gvkLabel(), start, retErr) }()
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.gvk)
