@@ -22,8 +22,9 @@ tools: ## Build the pinned control plane and dev tools into bin/ (only what is m
 	@hack/tools/build.sh
 
 .PHONY: manifests
-manifests: tools ## Generate CRDs from api/ into config/crd/bases.
+manifests: tools ## Generate CRDs from api/ into config/crd/bases, and the charts/watches ConfigMaps of config/default.
 	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/genconfig
 
 .PHONY: generate
 generate: tools ## Generate DeepCopy methods for api/.
@@ -38,9 +39,9 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet ## Lint the code (go vet, gofmt; golangci-lint when bin/golangci-lint exists).
+lint: tools vet ## Lint the code: gofmt, go vet, golangci-lint (hack/golangci.yml).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@if [ -x $(BIN)/golangci-lint ]; then $(BIN)/golangci-lint run ./...; fi
+	$(BIN)/golangci-lint run --config hack/golangci.yml ./...
 
 .PHONY: lint-charts
 lint-charts: tools ## helm lint --strict every chart.
@@ -49,6 +50,10 @@ lint-charts: tools ## helm lint --strict every chart.
 .PHONY: test
 test: tools lint lint-charts ## Run unit and integration tests (real control plane from bin/).
 	go test -count=1 -timeout 25m ./...
+
+.PHONY: bench
+bench: tools ## Run the benchmarks (convergence, idle resync, memory, live reload) on a real control plane; report in bin/bench.txt.
+	go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/ | tee $(BIN)/bench.txt
 
 ##@ Build
 .PHONY: build

@@ -88,6 +88,18 @@ func (p *pass) stall(reason, msg string) error {
 	return fmt.Errorf("%w: %s: %s", errStalled, reason, msg)
 }
 
+// forbidden records an action the API server refused to rudder's identity (its ClusterRole
+// lacks a rule for something the chart renders). Unlike a chart error it is retried with
+// back-off, so granting the rule recovers without touching the CR.
+func (p *pass) forbidden(action string, err error) error {
+	msg := err.Error() + "; grant the missing rule in rudder's ClusterRole (config/rbac/role.yaml), the release is retried with back-off"
+	p.r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonForbidden, action, "%s", msg)
+	p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonForbidden, msg)
+	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonForbidden, "")
+	p.setState("Failed")
+	return p.fail(rstatus.ReasonForbidden, errors.New(msg))
+}
+
 // fail records a transient failure: the pass is retried with back-off.
 func (p *pass) fail(reason string, err error) error {
 	p.set(rstatus.TypeReady, metav1.ConditionFalse, reason, err.Error())
@@ -169,6 +181,8 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	if p.relName, err = r.releaseName(p.obj); err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
 	}
+	log = log.WithValues("release", p.relName)
+	ctx = logr.NewContext(ctx, log)
 	overridden, err := p.buildValues()
 	if err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
@@ -217,12 +231,16 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		log.V(1).Info("release in sync", "release", p.relName, "revision", head.Revision)
+		log.V(1).Info("release in sync", "revision", head.Revision)
 	}
 
 	if head != nil {
 		if err := p.loadObjects(ctx, head, rel); err != nil {
-			return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
+			reason := rstatus.ReasonReconcileError
+			if ae := (*AccessError)(nil); errors.As(err, &ae) {
+				reason = rstatus.ReasonForbidden
+			}
+			return reconcile.Result{}, p.fail(reason, err)
 		}
 		if held == nil && r.opts.Dependents != nil && r.takeDrift(p.key, p.obj.GetUID()) {
 			if err := p.correctDrift(ctx, head); err != nil {
@@ -513,7 +531,10 @@ func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *r
 		}
 		// A failed install leaves a failed revision (and maybe some objects): remove both.
 		if uerr := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); uerr != nil {
-			err = fmt.Errorf("%w (and removing the failed install: %v)", err, uerr)
+			err = fmt.Errorf("%w (and removing the failed install: %w)", err, uerr)
+		}
+		if apierrors.IsForbidden(err) {
+			return nil, nil, p.forbidden("Install", fmt.Errorf("installing release %s: %w", p.relName, err))
 		}
 		p.recordFailure(err)
 		r.event(p.obj, corev1.EventTypeWarning, reason, "Install", "installing release %s: %v", p.relName, err)
@@ -553,7 +574,10 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
 		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
 	}
-	p.recordFailure(err)
+	forbidden := apierrors.IsForbidden(err)
+	if !forbidden {
+		p.recordFailure(err)
+	}
 	r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "upgrading release %s: %v", p.relName, err)
 	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
 	if !r.opts.Watch.RollsBack() {
@@ -576,7 +600,11 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "ok").Inc()
 	now, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
 	if err != nil || now == nil {
-		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release after rollback: %v", err))
+		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release after rollback: %w", err))
+	}
+	if forbidden {
+		p.st.Release.Revision = now.Version
+		return nil, nil, p.forbidden("Upgrade", fmt.Errorf("%s; rolled back to revision %d (now revision %d)", msg, deployed.Version, now.Version))
 	}
 	rb := fmt.Sprintf("%s; rolled back to revision %d (now revision %d); not retried until the spec or the chart changes", msg, deployed.Version, now.Version)
 	r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", rb)
@@ -633,7 +661,7 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 	}
 	p.objects = objs
 	for _, o := range objs {
-		if err := p.r.ensureWatch(o.GroupVersionKind()); err != nil {
+		if err := p.r.ensureWatch(ctx, o.GroupVersionKind()); err != nil {
 			return err
 		}
 	}
@@ -649,7 +677,7 @@ func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
 		msg := fmt.Sprintf("restored from revision %d without a new revision: %s", head.Revision, strings.Join(restored, ", "))
 		p.r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift", "%s", msg)
-		logr.FromContextOrDiscard(ctx).Info("drift corrected", "release", p.relName, "revision", head.Revision, "objects", restored)
+		logr.FromContextOrDiscard(ctx).Info("drift corrected", "revision", head.Revision, "objects", restored)
 	}
 	return err
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// when the watch turns watchDependentResources off.
 	Dependents cache.Cache
 	Recorder   events.EventRecorder
+	// WatchAccess, when set, is asked before a dependent watch starts on a kind (see
+	// WatchAccess): a kind rudder may not list and watch fails the pass instead of waiting.
+	WatchAccess func(context.Context, schema.GroupVersionKind) error
 	// Clock is injectable for tests (default: the real clock).
 	Clock clock.PassiveClock
 
@@ -135,7 +138,9 @@ var errStalled = errors.New("stalled")
 // If the returned error is non-nil the Result is ignored and the request is retried with
 // back-off; a reconcile.TerminalError is not retried (the CR says why on Stalled).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	log := r.log.WithValues("namespace", req.Namespace, "name", req.Name)
+	// controller-runtime's logger names the controller, the CR and the reconcileID; the pass
+	// adds the release.
+	log := ctrl.LoggerFrom(ctx)
 	ctx = logr.NewContext(ctx, log)
 	start := r.opts.Clock.Now()
 	defer func() { observeReconcile(r.gvkLabel(), start, retErr) }()

@@ -93,9 +93,9 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "idle", map[string]any{"message": "x"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
+	waitCondition(t, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
 	time.Sleep(time.Second) // let trailing events settle
-	u, _ = get(ctx, widgetGVK, ns, "idle")
+	u, _ := get(ctx, widgetGVK, ns, "idle")
 	statusRV := statusManagedTime(u.GetManagedFields())
 	before := statusWrites(t)
 	for i := range 20 {

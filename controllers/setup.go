@@ -110,7 +110,7 @@ func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
 }
 
 // ensureWatch starts watching an operand kind through the dependents cache, once.
-func (r *Reconciler) ensureWatch(gvk schema.GroupVersionKind) error {
+func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	if r.addWatch == nil {
 		return nil
 	}
@@ -121,7 +121,14 @@ func (r *Reconciler) ensureWatch(gvk schema.GroupVersionKind) error {
 	}
 	r.watching[gvk] = true
 	r.mu.Unlock()
-	if err := r.addWatch(gvk); err != nil {
+	err := error(nil)
+	if r.opts.WatchAccess != nil {
+		err = r.opts.WatchAccess(ctx, gvk)
+	}
+	if err == nil {
+		err = r.addWatch(gvk)
+	}
+	if err != nil {
 		r.mu.Lock()
 		delete(r.watching, gvk)
 		r.mu.Unlock()

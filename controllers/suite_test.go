@@ -14,11 +14,9 @@ import (
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -156,20 +155,7 @@ func newNamespace(t *testing.T) string {
 
 func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var lastErr error
-	err := wait.PollUntilContextCancel(ctx, 150*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		if err != nil {
-			lastErr = err
-			return false, nil
-		}
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, lastErr)
-	}
+	crtest.Eventually(t, what, timeout, cond)
 }
 
 // consistently fails if cond turns false within d.
@@ -194,51 +180,16 @@ func newCR(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *u
 }
 
 func get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
-	return u, err
+	return crtest.Get(ctx, k8s, gvk, ns, name)
 }
 
 func condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, r := range raw {
-		m := r.(map[string]any)
-		c := metav1.Condition{}
-		c.Type, _ = m["type"].(string)
-		s, _ := m["status"].(string)
-		c.Status = metav1.ConditionStatus(s)
-		c.Reason, _ = m["reason"].(string)
-		c.Message, _ = m["message"].(string)
-		g, _ := m["observedGeneration"].(int64)
-		c.ObservedGeneration = g
-		conds = append(conds, c)
-	}
-	return meta.FindStatusCondition(conds, typ)
+	return crtest.Condition(u, typ)
 }
 
-// waitCondition waits until the CR's condition has the status (and reason, if given) for the
-// CR's current generation.
 func waitCondition(t *testing.T, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
-	var last *unstructured.Unstructured
-	eventually(t, fmt.Sprintf("%s %s/%s %s=%s %s", gvk.Kind, ns, name, typ, status, reason), timeout, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, gvk, ns, name)
-		if err != nil {
-			return false, err
-		}
-		last = u
-		c := condition(u, typ)
-		if c == nil {
-			return false, fmt.Errorf("no %s condition yet", typ)
-		}
-		if c.Status != status || (reason != "" && c.Reason != reason) || c.ObservedGeneration != u.GetGeneration() {
-			return false, fmt.Errorf("%s=%s reason %s gen %d/%d: %s", typ, c.Status, c.Reason, c.ObservedGeneration, u.GetGeneration(), c.Message)
-		}
-		return true, nil
-	})
-	return last
+	return crtest.WaitCondition(t, k8s, gvk, ns, name, typ, status, reason, timeout)
 }
 
 func helmConfig(t *testing.T, ns string) *action.Configuration {

@@ -45,6 +45,9 @@ const (
 	ReasonObjectFailed        = "ObjectFailed"
 	ReasonReconcileError      = "ReconcileError"
 	ReasonUninstallFailed     = "UninstallFailed"
+	// ReasonForbidden: rudder's identity may not act on an object the chart renders. Retried
+	// with back-off, so granting the missing rule recovers without touching the CR.
+	ReasonForbidden = "Forbidden"
 )
 
 // Common is the part of status rudder owns on every CR.

@@ -22,6 +22,7 @@ ETCD_VERSION=v3.7.3
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0
 CONTROLLER_TOOLS_VERSION=v0.23.0
+GOLANGCI_LINT_VERSION=v2.15.0
 
 k8s_ldflags() {
   local date
@@ -49,11 +50,13 @@ spec() {
       echo "helm|helm.sh/helm/v3/cmd/helm|$HELM_VERSION|-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     controller-gen)
       echo "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen|$CONTROLLER_TOOLS_VERSION|-s -w -X sigs.k8s.io/controller-tools/pkg/version.version=$CONTROLLER_TOOLS_VERSION" ;;
+    golangci-lint)
+      echo "golangci-lint|github.com/golangci/golangci-lint/v2/cmd/golangci-lint|$GOLANGCI_LINT_VERSION|-s -w -X main.version=${GOLANGCI_LINT_VERSION#v}" ;;
     *) echo "unknown tool: $1" >&2; return 1 ;;
   esac
 }
 
-ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm controller-gen)
+ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm controller-gen golangci-lint)
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=("${ALL[@]}")
 

@@ -84,10 +84,9 @@ type Source struct {
 }
 
 type entry struct {
-	path   string
-	state  State
-	dirs   []string // real directories of the tree at the last read
-	seenAt time.Time
+	path  string
+	state State
+	dirs  []string // real directories of the tree at the last read
 }
 
 // New makes a Source; Add the charts, then Start it (or call Reload by hand in tests).

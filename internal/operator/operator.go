@@ -191,6 +191,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
 			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock,
+			WatchAccess:     controllers.WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		})
 		if err != nil {

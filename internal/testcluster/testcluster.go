@@ -158,7 +158,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	certDir := api.CertDir
 	if opts.ControllerManager {
 		caFile := filepath.Join(dir, "apiserver-ca.crt")
-		if err := os.WriteFile(caFile, api.SecureServing.CA, 0o600); err != nil {
+		if err := os.WriteFile(caFile, api.CA, 0o600); err != nil {
 			return nil, err
 		}
 		if err := c.start("kube-controller-manager",

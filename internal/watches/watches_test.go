@@ -67,11 +67,15 @@ func TestParseDefaultsAndTemplates(t *testing.T) {
 func TestLoadChecksChartDirectory(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "watches.yaml")
-	os.WriteFile(f, []byte("- {group: a.io, version: v1, kind: A, chart: missing}\n"), 0o644)
+	if err := os.WriteFile(f, []byte("- {group: a.io, version: v1, kind: A, chart: missing}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(f); err == nil || !strings.Contains(err.Error(), "entry 0 (A.a.io/v1): chart") {
 		t.Fatalf("got %v", err)
 	}
-	os.Mkdir(filepath.Join(dir, "missing"), 0o755)
+	if err := os.Mkdir(filepath.Join(dir, "missing"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(f); err != nil {
 		t.Fatal(err)
 	}

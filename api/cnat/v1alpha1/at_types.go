@@ -75,7 +75,3 @@ type AtList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []At `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&At{}, &AtList{})
-}

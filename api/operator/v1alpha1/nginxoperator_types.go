@@ -55,7 +55,3 @@ type NginxOperatorList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NginxOperator `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&NginxOperator{}, &NginxOperatorList{})
-}

@@ -1,0 +1,342 @@
+// Package config_test checks the kustomize manifests against a real control plane: they
+// validate and apply, the manager Deployment lands on the kwok node, and the generated
+// ClusterRole is enough for the samples and refuses the rest with a clear condition.
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/operator"
+	"github.com/rudder-operator/rudder/internal/testcluster"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+const (
+	systemNS       = "rudder-system"
+	serviceAccount = "system:serviceaccount:rudder-system:rudder-manager"
+)
+
+var (
+	cluster *testcluster.Cluster
+	k8s     client.Client
+	root    string
+
+	nginxGVK  = schema.GroupVersionKind{Group: "operator.example.com", Version: "v1alpha1", Kind: "NginxOperator"}
+	atGVK     = schema.GroupVersionKind{Group: "cnat.ishankhare.dev", Version: "v1alpha1", Kind: "At"}
+	appGVK    = schema.GroupVersionKind{Group: "apps.sunstrider.cn", Version: "v1", Kind: "Application"}
+	widgetGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Widget"}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	var err error
+	if root, err = testcluster.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := testcluster.Start(context.Background(), testcluster.All())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
+		return 1
+	}
+	cluster = c
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	if k8s, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		c.DumpLogs(os.Stderr)
+	}
+	return code
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+var deployOnce = sync.OnceValue(func() error {
+	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), "apply", "--server-side", "-k", "config/default")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply -k config/default: %w\n%s", err, out)
+	}
+	return nil
+})
+
+// deploy applies config/default once for the whole package (the namespace first, so a server
+// dry run can validate every namespaced object too).
+func deploy(t *testing.T) {
+	t.Helper()
+	if err := deployOnce(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	crtest.Eventually(t, what, timeout, cond)
+}
+
+// TestKustomizeDefault: config/default (and the PVC overlay) validate on the API server, and a
+// real apply runs the manager Deployment on the kwok node with the config volume it expects.
+func TestKustomizeDefault(t *testing.T) {
+	ctx := context.Background()
+	kubectl(t, "apply", "--server-side", "-f", "config/default/namespace.yaml")
+	for _, dir := range []string{"config/default", "config/pvc"} {
+		out := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", dir)
+		if !strings.Contains(out, "deployment.apps/rudder-manager serverside-applied (server dry run)") {
+			t.Fatalf("dry run of %s did not validate the manager Deployment:\n%s", dir, out)
+		}
+	}
+	deploy(t)
+
+	var dep appsv1.Deployment
+	eventually(t, "the manager Deployment available", 90*time.Second, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "rudder-manager"}, &dep); err != nil {
+			return false, err
+		}
+		return dep.Status.AvailableReplicas == 1, nil
+	})
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(systemNS), client.MatchingLabels{"app.kubernetes.io/name": "rudder"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != testcluster.NodeName || pods.Items[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("manager pods: %+v", pods.Items)
+	}
+	pod := pods.Items[0]
+	if pod.Spec.ServiceAccountName != "rudder-manager" || pod.Spec.SecurityContext.RunAsNonRoot == nil || !*pod.Spec.SecurityContext.RunAsNonRoot {
+		t.Fatalf("pod identity: sa %q, securityContext %+v", pod.Spec.ServiceAccountName, pod.Spec.SecurityContext)
+	}
+	for _, m := range pod.Spec.Containers[0].VolumeMounts {
+		if m.Name == "config" && (m.MountPath != "/etc/rudder" || !m.ReadOnly) {
+			t.Fatalf("config mounted %+v, want read-only at /etc/rudder", m)
+		}
+	}
+
+	// The projected volume rebuilds the repository's layout: every chart file at its path.
+	var charts corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "rudder-charts"}, &charts); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != "config" || v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			for _, it := range s.ConfigMap.Items {
+				paths[it.Path] = it.Key
+			}
+		}
+	}
+	if paths["watches.yaml"] != "watches.yaml" {
+		t.Fatalf("watches.yaml not projected: %v", paths)
+	}
+	err := filepath.WalkDir(filepath.Join(root, "charts", "nginx"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(root), p)
+		key, ok := paths[rel]
+		if !ok {
+			return fmt.Errorf("%s is not in the config volume", rel)
+		}
+		want, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if charts.Data[key] != string(want) {
+			return fmt.Errorf("%s: ConfigMap key %s differs from the file", rel, key)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestManagerRBAC runs rudder in-process as the manager's ServiceAccount (impersonated), with
+// leader election in rudder-system: the three samples reconcile with the shipped ClusterRole,
+// and a chart rendering a kind outside it fails with a condition naming what is missing, and
+// recovers, without touching the CR, once the role grants it.
+func TestManagerRBAC(t *testing.T) {
+	deploy(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kubectl(t, "apply", "--server-side", "-f", "config/testdata/crds/widget.yaml", "-f", "config/testdata/widget-role.yaml")
+	kubectl(t, "wait", "--for=condition=Established", "crd/widgets.test.rudder.dev")
+
+	ws, err := watches.Load(filepath.Join(root, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra, err := watches.Load(filepath.Join(root, "config/testdata/watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceAccount,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNS, "system:authenticated"},
+	}
+	mgr, _, err := operator.New(cfg, operator.Options{
+		Watches: append(ws, extra...), LeaderElection: true, LeaderElectionNS: systemNS,
+		MaxConcurrentReconciles: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	kubectl(t, "apply", "-k", "config/samples")
+	waitCondition(t, nginxGVK, "nginx-operator-system", "nginxoperator-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
+	waitCondition(t, appGVK, "default", "nginx-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
+	eventually(t, "at-sample DONE", 120*time.Second, func(ctx context.Context) (bool, error) {
+		u, err := get(ctx, atGVK, "default", "at-sample")
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		return phase == "DONE", nil
+	})
+
+	// A Widget's chart renders a ConfigMap, which the role does not grant at all: Helm's create
+	// is refused, the failed install removed, and the CR says so.
+	w := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"message": "hi"}}}
+	w.SetGroupVersionKind(widgetGVK)
+	w.SetNamespace("default")
+	w.SetName("needs-configmaps")
+	if err := k8s.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
+	if msg := condition(u, "Released").Message; !strings.Contains(msg, "configmaps") || !strings.Contains(msg, "forbidden") {
+		t.Fatalf("Released message does not say what was refused: %s", msg)
+	}
+	if r := condition(u, "Ready"); r == nil || r.Status != metav1.ConditionFalse {
+		t.Fatalf("Ready: %+v", r)
+	}
+	expectEvent(t, "needs-configmaps", rstatus.ReasonForbidden)
+
+	// Granting everything but list/watch: the install goes through, and the dependent watch that
+	// would never sync is refused up front, naming the missing verbs.
+	grant(t, "rudder-manager-widgets-cm", "get", "create", "update", "patch", "delete")
+	eventually(t, "installed, and Ready=False naming the missing verbs", 60*time.Second, func(ctx context.Context) (bool, error) {
+		u, err := get(ctx, widgetGVK, "default", "needs-configmaps")
+		if err != nil {
+			return false, err
+		}
+		rel, ready := condition(u, "Released"), condition(u, "Ready")
+		if rel == nil || ready == nil || rel.Status != metav1.ConditionTrue || ready.Status != metav1.ConditionFalse {
+			return false, fmt.Errorf("Released %+v, Ready %+v", rel, ready)
+		}
+		return ready.Reason == rstatus.ReasonForbidden && strings.Contains(ready.Message, "may not list/watch configmaps cluster-wide"), nil
+	})
+
+	// The full rule: Ready, with nothing done to the CR.
+	grant(t, "rudder-manager-widgets-cm", "get", "list", "watch", "create", "update", "patch", "delete")
+	waitCondition(t, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &cm); err != nil || cm.Data["message"] != "hi" {
+		t.Fatalf("configmap: %v %v", err, cm.Data)
+	}
+}
+
+// grant (re)binds a ClusterRole with verbs on configmaps to the manager's ServiceAccount.
+func grant(t *testing.T, name string, verbs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, k8s, role, func() error {
+		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, k8s, binding, func() error {
+		binding.RoleRef = rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}
+		binding.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: "rudder-manager", Namespace: systemNS}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func expectEvent(t *testing.T, object, reason string) {
+	t.Helper()
+	eventually(t, "a "+reason+" event on "+object, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var evs corev1.EventList
+		if err := k8s.List(ctx, &evs, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == object && e.Reason == reason {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	return crtest.Get(ctx, k8s, gvk, ns, name)
+}
+
+func condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
+	return crtest.Condition(u, typ)
+}
+
+func waitCondition(t *testing.T, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	return crtest.WaitCondition(t, k8s, gvk, ns, name, typ, status, reason, timeout)
+}

@@ -1,0 +1,86 @@
+// Package crtest holds the helpers that integration tests share to wait on CRs and their
+// conditions against a real API server.
+package crtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Eventually polls cond until it returns true, failing the test after timeout with the last
+// error cond returned (an error means "not yet", not "stop").
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 150*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, lastErr)
+	}
+}
+
+// Get reads a CR as unstructured.
+func Get(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	return u, err
+}
+
+// Condition returns the CR's condition of type typ, or nil.
+func Condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	var conds []metav1.Condition
+	for _, r := range raw {
+		m, _ := r.(map[string]any)
+		var c metav1.Condition
+		c.Type, _ = m["type"].(string)
+		s, _ := m["status"].(string)
+		c.Status = metav1.ConditionStatus(s)
+		c.Reason, _ = m["reason"].(string)
+		c.Message, _ = m["message"].(string)
+		c.ObservedGeneration, _ = m["observedGeneration"].(int64)
+		conds = append(conds, c)
+	}
+	return meta.FindStatusCondition(conds, typ)
+}
+
+// WaitCondition waits until the CR's condition has the status (and reason, if given) for the
+// CR's current generation, and returns the CR as last read.
+func WaitCondition(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var last *unstructured.Unstructured
+	Eventually(t, fmt.Sprintf("%s %s/%s %s=%s %s", gvk.Kind, ns, name, typ, status, reason), timeout, func(ctx context.Context) (bool, error) {
+		u, err := Get(ctx, c, gvk, ns, name)
+		if err != nil {
+			return false, err
+		}
+		last = u
+		cond := Condition(u, typ)
+		if cond == nil {
+			return false, fmt.Errorf("no %s condition yet", typ)
+		}
+		if cond.Status != status || (reason != "" && cond.Reason != reason) || cond.ObservedGeneration != u.GetGeneration() {
+			return false, fmt.Errorf("%s=%s reason %s gen %d/%d: %s", typ, cond.Status, cond.Reason, cond.ObservedGeneration, u.GetGeneration(), cond.Message)
+		}
+		return true, nil
+	})
+	return last
+}
