@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,12 +38,13 @@ const notReadyRequeue = 5 * time.Second
 
 // pass is one reconcile of one CR. It edits the CR's status in memory; persist writes it once.
 type pass struct {
-	r    *Reconciler
-	obj  *unstructured.Unstructured
-	orig *unstructured.Unstructured
-	key  types.NamespacedName
-	gen  int64
-	st   rstatus.Common
+	r   *Reconciler
+	obj *unstructured.Unstructured
+	// origStatus is the CR's status as read, to patch only what the pass changed.
+	origStatus any
+	key        types.NamespacedName
+	gen        int64
+	st         rstatus.Common
 
 	snap     *chartsource.Snapshot
 	values   map[string]any
@@ -55,7 +57,7 @@ type pass struct {
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
-	p := &pass{r: r, obj: obj, orig: obj.DeepCopy(), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration()}
+	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration()}
 	p.st.Conditions = conditionsOf(obj)
 	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {
@@ -130,14 +132,19 @@ func (p *pass) persist(ctx context.Context) error {
 		}
 	}
 	p.obj.Object["status"] = cur
-	patch := client.MergeFrom(p.orig)
-	data, err := patch.Data(p.obj)
+	// Most passes change nothing: compare before marshalling anything.
+	if reflect.DeepEqual(p.origStatus, any(cur)) {
+		return nil
+	}
+	before := &unstructured.Unstructured{Object: map[string]any{"status": p.origStatus}}
+	data, err := client.MergeFrom(before).Data(&unstructured.Unstructured{Object: map[string]any{"status": cur}})
 	if err != nil {
 		return err
 	}
 	if string(data) == "{}" {
 		return nil
 	}
+	patch := client.RawPatch(types.MergePatchType, data)
 	statusWrites.WithLabelValues(p.r.gvkLabel()).Inc()
 	if err := p.r.opts.Client.Status().Patch(ctx, p.obj, patch); err != nil {
 		return client.IgnoreNotFound(err)
@@ -323,8 +330,9 @@ func (p *pass) buildValues() ([]string, error) {
 // only release Secrets carrying rudder's owner label): no API call, no decoding.
 func (p *pass) cachedHead(ctx context.Context) *helm.Head {
 	var list corev1.SecretList
+	// Read-only use of the labels: no copy of the cached Secrets and their release payloads.
 	if err := p.r.opts.Client.List(ctx, &list, client.InNamespace(p.key.Namespace),
-		client.MatchingLabels{"owner": "helm", "name": p.relName}); err != nil {
+		client.MatchingFields{ReleaseSecretIndex: p.relName}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var best *corev1.Secret
@@ -693,7 +701,8 @@ func (p *pass) readiness(ctx context.Context, held bool) error {
 	for _, want := range p.objects {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(want.GroupVersionKind())
-		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live)
+		// kstatus only reads the object: the cache's copy is enough.
+		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
 		if apierrors.IsNotFound(err) {
 			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
 			// let that pass restore it if it is really gone.

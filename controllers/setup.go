@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -77,7 +78,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // crChanged passes CR updates that can matter: spec (generation), labels and annotations
-// (selector, pause), deletion and finalizers. Status writes, including rudder's own, do not.
+// (selector, pause), deletion, and the loss of rudder's finalizer. Status writes, including rudder's own, do not.
 func crChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
@@ -85,7 +86,9 @@ func crChanged() predicate.Predicate {
 			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
 			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 			!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||
-			len(o.GetFinalizers()) != len(n.GetFinalizers())
+			// Someone removed rudder's finalizer (put it back). Its addition is rudder's own
+			// write in the middle of a pass, which needs no second pass.
+			(controllerutil.ContainsFinalizer(o, Finalizer) && !controllerutil.ContainsFinalizer(n, Finalizer))
 	}}
 }
 

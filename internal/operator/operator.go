@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -136,6 +137,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := controllers.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

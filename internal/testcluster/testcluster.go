@@ -173,6 +173,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			"--concurrent-deployment-syncs=10",
 			"--concurrent-replicaset-syncs=10",
 			"--concurrent-gc-syncs=20",
+			// The default 20 QPS would make the controller manager, not what is under test, the
+			// bottleneck as soon as a test or benchmark creates a few hundred Deployments.
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
 			"--node-monitor-grace-period=60s",
 		); err != nil {
 			return nil, err
