@@ -1,0 +1,578 @@
+// Package bench measures rudder against the real control plane of internal/testcluster, with
+// rudder in-process (its CPU and heap are this process's). Run with `make bench`, which passes
+// -benchtime 1x: each benchmark is one scenario, not a loop. docs/bench.md reports the figures.
+//
+//   - BenchmarkConverge300: 300 CRs of a Deployment+Service chart, from the first create to every
+//     release deployed, against the API server storing the same 600 objects directly;
+//   - BenchmarkIdleResync300: one reconcile period over those 300 idle CRs — API writes, Helm
+//     actions (every chart render happens in one), operator CPU per CR;
+//   - BenchmarkMemorySecrets: rudder's heap before and after 3000 unrelated Secrets appear;
+//   - BenchmarkChartReload: a chart file change (kubelet-style ..data swap) to all N CRs upgraded,
+//     N = 10 and 100.
+package bench_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/operator"
+	"github.com/rudder-operator/rudder/internal/testcluster"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+const (
+	fleet = 300
+	// workers is rudder's default --max-concurrent-reconciles, and the parallelism of the
+	// baseline client.
+	workers      = 4
+	resyncPeriod = 20 * time.Second
+)
+
+var (
+	cluster *testcluster.Cluster
+	k8s     client.Client
+	// crs is the harness's informer cache of the CRs: counting them from it costs no API
+	// request and no decoding per poll (a List of 300 CRs every 100 ms ate a core).
+	crs      cache.Cache
+	chartDir string
+	writes   atomic.Int64 // API requests rudder sent that are not reads
+
+	webGVK = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if flag.Lookup("test.bench").Value.String() == "" {
+		return m.Run() // `go test ./...` (make test): no benchmark, no control plane
+	}
+	ctrl.SetLogger(zap.New(zap.Level(zapcore.WarnLevel))) // warnings and errors only
+	c, err := testcluster.Start(context.Background(), func() testcluster.Options {
+		o := testcluster.All()
+		o.CRDDirectoryPaths = []string{"testdata/crds"}
+		return o
+	}())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	cluster = c
+	defer func() { _ = c.Stop() }()
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS = -1 // as ctrl.GetConfig: no client-side throttling, the API server's fairness rules
+	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	if crs, err = cache.New(cfg, cache.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	tmp, err := os.MkdirTemp("", "rudder-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	chartDir = tmp
+	web, err := chartsourcetest.ReadDir("testdata/charts/web")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Site10 and Site100 each get their own copy, laid out as a ConfigMap volume.
+	for _, d := range []string{"web", "site10", "site100"} {
+		if err := chartsourcetest.PublishAtomic(filepath.Join(tmp, d), web); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	wf := filepath.Join(tmp, "watches.yaml")
+	if err := os.WriteFile(wf, []byte(fmt.Sprintf(`
+- {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
+- {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
+- {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
+`, resyncPeriod)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ws, err := watches.Load(wf)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rcfg := rest.CopyConfig(cfg)
+	rcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt} })
+	mgr, _, err := operator.New(rcfg, operator.Options{
+		Watches: ws, MaxConcurrentReconciles: envInt("RUDDER_BENCH_WORKERS", workers),
+		ChartReload: true, ChartDebounce: time.Second, // the defaults of main.go
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	go func() { _ = crs.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		code = 1
+	}
+	return code
+}
+
+// countRequests counts the API requests rudder sends that change something (writes), and
+// tallies every request but watches by verb and resource (logged by BenchmarkConverge300).
+type countRequests struct{ rt http.RoundTripper }
+
+var (
+	requestsMu sync.Mutex
+	requestsBy = map[string]int{}
+)
+
+func (c countRequests) RoundTrip(r *http.Request) (*http.Response, error) {
+	verb := r.Method
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		writes.Add(1)
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" {
+			return c.rt.RoundTrip(r)
+		}
+	default:
+		return c.rt.RoundTrip(r)
+	}
+	// .../namespaces/<ns>/<resource>[/<name>[/<subresource>]] → "<resource>[/<subresource>]"
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	res := parts[len(parts)-1]
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			rest := parts[i+2:]
+			res = rest[0]
+			if len(rest) == 3 {
+				res += "/" + rest[2]
+			}
+			if verb == http.MethodGet && len(rest) == 1 {
+				verb = "LIST"
+			}
+			break
+		}
+	}
+	requestsMu.Lock()
+	requestsBy[verb+" "+res]++
+	requestsMu.Unlock()
+	return c.rt.RoundTrip(r)
+}
+
+func onlyOnce(b *testing.B) {
+	if b.N > 1 {
+		b.Fatal("each benchmark is one scenario: run with -benchtime 1x (make bench)")
+	}
+}
+
+// cpuTime is this process's user+system CPU time.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// metricSum adds up a counter (or a histogram's count) over the series whose labels contain
+// every label=value in match.
+func metricSum(b *testing.B, name string, match map[string]string) float64 {
+	fams, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range match {
+				if !strings.Contains(labels[k], v) {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func namespace(b *testing.B, name string) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// parallel runs f(0..n-1) on `workers` goroutines.
+func parallel(n int, f func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(envInt("RUDDER_BENCH_CLIENTS", workers))
+	for i := range n {
+		g.Go(func() error { return f(ctx, i) })
+	}
+	return g.Wait()
+}
+
+// count lists the CRs of gvk in ns and counts those for which ok holds.
+func count(b *testing.B, gvk schema.GroupVersionKind, ns string, ok func(u *unstructured.Unstructured) bool) int {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := crs.List(context.Background(), list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for i := range list.Items {
+		if ok(&list.Items[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitAll polls until n CRs satisfy ok and returns the time it took from start.
+func waitAll(b *testing.B, what string, start time.Time, timeout time.Duration, gvk schema.GroupVersionKind, ns string, n int, ok func(u *unstructured.Unstructured) bool) time.Duration {
+	deadline := start.Add(timeout)
+	for {
+		got := count(b, gvk, ns, ok)
+		if got >= n {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %d of %d after %s", what, got, n, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// condStatus reads a condition's status without copying the object (the harness polls 300
+// CRs every 100 ms; crtest.Condition's deep copies would be most of its CPU).
+func condStatus(u *unstructured.Unstructured, typ string) (status string, observedGeneration int64) {
+	st, _ := u.Object["status"].(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			g, _ := m["observedGeneration"].(int64)
+			return s, g
+		}
+	}
+	return "", 0
+}
+
+func released(revision int64) func(u *unstructured.Unstructured) bool {
+	return func(u *unstructured.Unstructured) bool {
+		st, _ := u.Object["status"].(map[string]any)
+		rel, _ := st["release"].(map[string]any)
+		rev, _ := rel["revision"].(int64)
+		s, _ := condStatus(u, "Released")
+		return rev == revision && s == "True"
+	}
+}
+
+func ready(u *unstructured.Unstructured) bool {
+	s, g := condStatus(u, "Ready")
+	return s == "True" && g == u.GetGeneration()
+}
+
+func newCR(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1), "port": int64(8080)}}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// renderWeb renders the web chart for release name in ns, as Helm would for a CR.
+func renderWeb(b *testing.B, name, ns string) []*unstructured.Unstructured {
+	ch, err := loader.Load("testdata/charts/web")
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst := action.NewInstall(&action.Configuration{})
+	inst.ClientOnly, inst.DryRun, inst.ReleaseName, inst.Namespace = true, true, name, ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	rel, err := inst.Run(ch, map[string]any{"replicas": 1, "port": 8080})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			b.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		u.SetNamespace(ns)
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// waitAvailable waits until n Deployments in ns are available, from start.
+func waitAvailable(b *testing.B, ns string, start time.Time, n int) time.Duration {
+	for {
+		var list appsv1.DeploymentList
+		if err := crs.List(context.Background(), &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for i := range list.Items {
+			if list.Items[i].Status.AvailableReplicas >= 1 {
+				got++
+			}
+		}
+		if got >= n {
+			return time.Since(start)
+		}
+		if time.Since(start) > 10*time.Minute {
+			b.Fatalf("%d of %d Deployments available in %s", got, n, ns)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var (
+	fleetOnce  sync.Once
+	fleetStats struct {
+		direct, directReady, released, ready time.Duration
+		writes                               int64
+	}
+)
+
+// ensureFleet converges the 300 Web CRs once per run (BenchmarkConverge300 measures it; the
+// benchmarks after it need the fleet).
+func ensureFleet(b *testing.B) {
+	fleetOnce.Do(func() {
+		// Baseline: the same 600 objects, rendered beforehand, stored by a plain client with
+		// rudder's parallelism.
+		namespace(b, "direct")
+		var objs []*unstructured.Unstructured
+		for i := range fleet {
+			objs = append(objs, renderWeb(b, fmt.Sprintf("web-%03d", i), "direct")...)
+		}
+		start := time.Now()
+		if err := parallel(len(objs), func(ctx context.Context, i int) error { return k8s.Create(ctx, objs[i]) }); err != nil {
+			b.Fatal(err)
+		}
+		fleetStats.direct = time.Since(start)
+		// The cluster's own time to run them (and to be idle again before rudder's turn).
+		fleetStats.directReady = waitAvailable(b, "direct", start, fleet)
+
+		// rudder: from the first CR create to every release deployed, then every CR Ready.
+		namespace(b, "fleet")
+		w0 := writes.Load()
+		requestsMu.Lock()
+		clear(requestsBy)
+		requestsMu.Unlock()
+		start = time.Now()
+		if err := parallel(fleet, func(ctx context.Context, i int) error {
+			return k8s.Create(ctx, newCR(webGVK, "fleet", fmt.Sprintf("web-%03d", i)))
+		}); err != nil {
+			b.Fatal(err)
+		}
+		fleetStats.released = waitAll(b, "releases deployed", start, 10*time.Minute, webGVK, "fleet", fleet, released(1))
+		fleetStats.ready = waitAll(b, "CRs Ready", start, 10*time.Minute, webGVK, "fleet", fleet, ready)
+		fleetStats.writes = writes.Load() - w0
+		requestsMu.Lock()
+		for _, k := range slices.Sorted(maps.Keys(requestsBy)) {
+			b.Logf("rudder's requests while converging: %5d %s", requestsBy[k], k)
+		}
+		requestsMu.Unlock()
+	})
+	if fleetStats.ready == 0 {
+		b.Fatal("the fleet did not converge")
+	}
+}
+
+func BenchmarkConverge300(b *testing.B) {
+	onlyOnce(b)
+	ensureFleet(b)
+	b.ReportMetric(fleetStats.direct.Seconds(), "s-direct-store")
+	b.ReportMetric(fleetStats.directReady.Seconds(), "s-direct-available")
+	b.ReportMetric(fleetStats.released.Seconds(), "s-all-released")
+	b.ReportMetric(fleetStats.ready.Seconds(), "s-all-ready")
+	b.ReportMetric(fleetStats.released.Seconds()/fleetStats.direct.Seconds(), "x-direct")
+	b.ReportMetric(float64(fleetStats.writes)/fleet, "api-writes/CR")
+	b.ReportMetric(0, "ns/op")
+}
+
+func BenchmarkIdleResync300(b *testing.B) {
+	onlyOnce(b)
+	ensureFleet(b)
+	time.Sleep(3 * time.Second) // let the last readiness passes settle
+	web := map[string]string{"gvk": "Web."}
+	ctrlName := map[string]string{"controller": "web.bench.rudder.dev"}
+	w0, a0 := writes.Load(), metricSum(b, "rudder_release_actions_total", web)
+	s0 := metricSum(b, "rudder_status_writes_total", web)
+	p0 := metricSum(b, "controller_runtime_reconcile_total", ctrlName)
+	c0 := cpuTime(b)
+	if path := os.Getenv("RUDDER_BENCH_IDLE_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	// One reconcile period plus its jitter (±10%): every CR is resynced at least once.
+	time.Sleep(resyncPeriod + resyncPeriod/5)
+	cpu := cpuTime(b) - c0
+	w, a := writes.Load()-w0, metricSum(b, "rudder_release_actions_total", web)-a0
+	s := metricSum(b, "rudder_status_writes_total", web) - s0
+	p := metricSum(b, "controller_runtime_reconcile_total", ctrlName) - p0
+
+	b.ReportMetric(p, "passes")
+	b.ReportMetric(float64(w), "api-writes")
+	b.ReportMetric(s, "status-writes")
+	b.ReportMetric(a, "helm-actions")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/fleet, "cpu-ms/CR")
+	b.ReportMetric(float64(cpu.Microseconds())/1000/p, "cpu-ms/pass")
+	b.ReportMetric(0, "ns/op")
+	if p < fleet {
+		b.Errorf("only %v passes in one reconcile period of %d CRs", p, fleet)
+	}
+	if w != 0 || a != 0 {
+		b.Errorf("an idle resync wrote: %d API writes, %v Helm actions", w, a)
+	}
+}
+
+func heapMB() float64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapAlloc) / (1 << 20)
+}
+
+func BenchmarkMemorySecrets(b *testing.B) {
+	onlyOnce(b)
+	ensureFleet(b)
+	const n, size = 3000, 4 << 10
+	before := heapMB()
+	namespace(b, "noise")
+	payload := []byte(strings.Repeat("x", size))
+	if err := parallel(n, func(ctx context.Context, i int) error {
+		return k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "noise", Name: fmt.Sprintf("s-%04d", i)},
+			Data:       map[string][]byte{"payload": payload},
+		})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	after := heapMB()
+	secretsMB := float64(n*size) / (1 << 20)
+	b.ReportMetric(before, "heap-MB-before")
+	b.ReportMetric(after, "heap-MB-after")
+	b.ReportMetric(secretsMB, "secrets-MB")
+	b.ReportMetric(0, "ns/op")
+	if after-before > secretsMB/2 {
+		b.Errorf("heap grew %.1f MB with %.1f MB of unrelated Secrets", after-before, secretsMB)
+	}
+}
+
+func BenchmarkChartReload(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			onlyOnce(b)
+			kind := fmt.Sprintf("Site%d", n)
+			gvk := webGVK.GroupVersion().WithKind(kind)
+			ns := strings.ToLower(kind)
+			namespace(b, ns)
+			if err := parallel(n, func(ctx context.Context, i int) error {
+				return k8s.Create(ctx, newCR(gvk, ns, fmt.Sprintf("site-%03d", i)))
+			}); err != nil {
+				b.Fatal(err)
+			}
+			waitAll(b, "installed", time.Now(), 5*time.Minute, gvk, ns, n, released(1))
+
+			files, err := chartsourcetest.ReadDir("testdata/charts/web")
+			if err != nil {
+				b.Fatal(err)
+			}
+			files["templates/deployment.yaml"] = strings.Replace(files["templates/deployment.yaml"],
+				"  name: {{ .Release.Name }}\n", "  name: {{ .Release.Name }}\n  annotations: {bench.rudder.dev/edited: \"true\"}\n", 1)
+			start := time.Now()
+			if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, ns), files); err != nil {
+				b.Fatal(err)
+			}
+			took := waitAll(b, "upgraded", start, 5*time.Minute, gvk, ns, n, released(2))
+			b.ReportMetric(took.Seconds(), "s-change-to-all-upgraded")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
