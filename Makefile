@@ -95,8 +95,8 @@ uninstall: ## Remove the CRDs.
 	$(BIN)/kubectl delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy rudder (config/default) to the cluster of $KUBECONFIG.
-	$(BIN)/kubectl apply --server-side -k config/default
+deploy: manifests ## Deploy rudder (config/default, image $IMG) to the cluster of $KUBECONFIG.
+	$(BIN)/kubectl kustomize config/default | sed 's|image: rudder:dev$$|image: $(IMG)|' | $(BIN)/kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove rudder's deployment.

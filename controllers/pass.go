@@ -42,9 +42,11 @@ type pass struct {
 	obj *unstructured.Unstructured
 	// origStatus is the CR's status as read, to patch only what the pass changed.
 	origStatus any
-	key        types.NamespacedName
-	gen        int64
-	st         rstatus.Common
+	// log names the CR (controller-runtime's keys) and, once known, the release.
+	log logr.Logger
+	key types.NamespacedName
+	gen int64
+	st  rstatus.Common
 
 	snap     *chartsource.Snapshot
 	values   map[string]any
@@ -90,12 +92,19 @@ func (p *pass) stall(reason, msg string) error {
 	return fmt.Errorf("%w: %s: %s", errStalled, reason, msg)
 }
 
+// event records an Event on the CR and logs the same line (with the CR and the release), so
+// that every release action and failure is in both.
+func (p *pass) event(typ, reason, action, note string, args ...any) {
+	p.r.event(p.obj, typ, reason, action, note, args...)
+	p.log.Info(fmt.Sprintf(note, args...), "event", typ, "reason", reason, "action", action)
+}
+
 // forbidden records an action the API server refused to rudder's identity (its ClusterRole
 // lacks a rule for something the chart renders). Unlike a chart error it is retried with
 // back-off, so granting the rule recovers without touching the CR.
 func (p *pass) forbidden(action string, err error) error {
 	msg := err.Error() + "; grant the missing rule in rudder's ClusterRole (config/rbac/role.yaml), the release is retried with back-off"
-	p.r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonForbidden, action, "%s", msg)
+	p.event(corev1.EventTypeWarning, rstatus.ReasonForbidden, action, "%s", msg)
 	p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonForbidden, msg)
 	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonForbidden, "")
 	p.setState("Failed")
@@ -156,6 +165,7 @@ func (p *pass) persist(ctx context.Context) error {
 func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	r := p.r
 	log := logr.FromContextOrDiscard(ctx)
+	p.log = log
 
 	if p.obj.GetAnnotations()[AnnotationPaused] == "true" {
 		p.set(rstatus.TypePaused, metav1.ConditionTrue, rstatus.ReasonPaused,
@@ -166,7 +176,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	}
 	if c := p.cond(rstatus.TypePaused); c != nil && c.Status == metav1.ConditionTrue {
 		p.set(rstatus.TypePaused, metav1.ConditionFalse, rstatus.ReasonResumed, AnnotationPaused+" removed")
-		r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again")
+		p.event(corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again")
 	}
 
 	// Chart: always the last good snapshot; a broken chart on disk is shown, never used.
@@ -177,7 +187,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		p.set(rstatus.TypeChartReady, metav1.ConditionFalse, rstatus.ReasonChartInvalid,
 			fmt.Sprintf("%v (still using the last good version, digest %s)", cs.Err, p.snap.ShortDigest()))
 		if prev == nil || prev.Status != metav1.ConditionFalse {
-			r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", "%v", cs.Err)
+			p.event(corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", "%v", cs.Err)
 		}
 	} else {
 		p.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
@@ -190,6 +200,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	}
 	log = log.WithValues("release", p.relName)
 	ctx = logr.NewContext(ctx, log)
+	p.log = log
 	overridden, err := p.buildValues()
 	if err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
@@ -295,7 +306,7 @@ func (p *pass) hookFailed(which string, err error) error {
 	msg := fmt.Sprintf("%s hook: %v", which, err)
 	p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonHookFailed, msg)
 	p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonHookFailed, msg)
-	p.r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", "%s", msg)
+	p.event(corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", "%s", msg)
 	return errors.New(msg)
 }
 
@@ -399,7 +410,7 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		}
 		releaseActions.WithLabelValues(r.gvkLabel(), "unlock", "ok").Inc()
 		msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
-		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", "%s", msg)
+		p.event(corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", "%s", msg)
 		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonUnlocked, msg)
 		state = helm.StateFailed
 	}
@@ -512,7 +523,7 @@ func (p *pass) preflight(overridden []string) error {
 		return p.stall(rstatus.ReasonValuesInvalid, "values do not match the chart's values.schema.json: "+err.Error())
 	}
 	if len(overridden) > 0 {
-		p.r.event(p.obj, corev1.EventTypeNormal, "OverrideApplied", "Render",
+		p.event(corev1.EventTypeNormal, "OverrideApplied", "Render",
 			"watches.yaml overrideValues set %s on top of the spec", strings.Join(overridden, ", "))
 	}
 	return nil
@@ -545,12 +556,12 @@ func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *r
 			return nil, nil, p.forbidden("Install", fmt.Errorf("installing release %s: %w", p.relName, err))
 		}
 		p.recordFailure(err)
-		r.event(p.obj, corev1.EventTypeWarning, reason, "Install", "installing release %s: %v", p.relName, err)
+		p.event(corev1.EventTypeWarning, reason, "Install", "installing release %s: %v", p.relName, err)
 		return nil, nil, p.stall(reason, fmt.Sprintf("installing release %s: %v", p.relName, err))
 	}
 	releaseActions.WithLabelValues(r.gvkLabel(), "install", "ok").Inc()
 	msg := fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description)
-	r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonInstallSucceeded, "Install", "%s", msg)
+	p.event(corev1.EventTypeNormal, rstatus.ReasonInstallSucceeded, "Install", "%s", msg)
 	p.succeeded(rel, rstatus.ReasonInstallSucceeded, msg)
 	return helm.HeadOf(rel), rel, nil
 }
@@ -568,7 +579,7 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	if err == nil {
 		releaseActions.WithLabelValues(r.gvkLabel(), "upgrade", "ok").Inc()
 		msg := fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description)
-		r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonUpgradeSucceeded, "Upgrade", "%s", msg)
+		p.event(corev1.EventTypeNormal, rstatus.ReasonUpgradeSucceeded, "Upgrade", "%s", msg)
 		p.succeeded(rel, rstatus.ReasonUpgradeSucceeded, msg)
 		return helm.HeadOf(rel), rel, nil
 	}
@@ -579,14 +590,14 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	if isChartError(err) {
 		// Refused before anything was applied: the release is untouched.
 		p.recordFailure(err)
-		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
+		p.event(corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
 		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
 	}
 	forbidden := apierrors.IsForbidden(err)
 	if !forbidden {
 		p.recordFailure(err)
 	}
-	r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "upgrading release %s: %v", p.relName, err)
+	p.event(corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "upgrading release %s: %v", p.relName, err)
 	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
 	if !r.opts.Watch.RollsBack() {
 		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+" (automatic rollback is off for this watch)")
@@ -601,7 +612,7 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	}
 	if rerr := r.opts.Helm.Rollback(p.key.Namespace, p.relName, deployed.Version, r.opts.Watch.History()); rerr != nil {
 		releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "failed").Inc()
-		r.event(p.obj, corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "rolling back %s to revision %d: %v", p.relName, deployed.Version, rerr)
+		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "rolling back %s to revision %d: %v", p.relName, deployed.Version, rerr)
 		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, deployed.Version, rerr))
 		return nil, nil, p.fail(rstatus.ReasonRollbackFailed, rerr)
 	}
@@ -615,7 +626,7 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 		return nil, nil, p.forbidden("Upgrade", fmt.Errorf("%s; rolled back to revision %d (now revision %d)", msg, deployed.Version, now.Version))
 	}
 	rb := fmt.Sprintf("%s; rolled back to revision %d (now revision %d); not retried until the spec or the chart changes", msg, deployed.Version, now.Version)
-	r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", rb)
+	p.event(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", rb)
 	p.st.Release.Revision = now.Version
 	p.st.Release.Chart = now.Chart.Name() + "-" + now.Chart.Metadata.Version
 	p.st.Release.ChartDigest = now.Labels[helm.LabelChartDigest]
@@ -684,8 +695,7 @@ func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
 	if len(restored) > 0 {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
 		msg := fmt.Sprintf("restored from revision %d without a new revision: %s", head.Revision, strings.Join(restored, ", "))
-		p.r.event(p.obj, corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift", "%s", msg)
-		logr.FromContextOrDiscard(ctx).Info("drift corrected", "revision", head.Revision, "objects", restored)
+		p.event(corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift", "%s", msg)
 	}
 	return err
 }

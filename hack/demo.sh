@@ -37,8 +37,11 @@ k get crd -o custom-columns=NAME:.metadata.name --no-headers | grep -E 'nginxope
 
 step "rudder from source, serving a live copy of charts/ ($live)"
 stop_rudder
-rm -rf "$live" && mkdir -p "$live"
-cp -r "$root/charts" "$root/watches.yaml" "$live/"
+rm -rf "$live" && mkdir -p "$live/charts"
+cp "$root/watches.yaml" "$live/"
+# Only the chart directories: charts/ also holds Go tests, whose copy under bin/ would become a
+# package of `go test ./...`.
+for c in "$root"/charts/*/Chart.yaml; do cp -r "$(dirname "$c")" "$live/charts/"; done
 cd "$live"
 nohup "$bin/rudder" --kubeconfig "$KUBECONFIG" --watches-file ./watches.yaml \
   --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
