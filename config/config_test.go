@@ -269,7 +269,7 @@ func TestManagerRBAC(t *testing.T) {
 
 	// Granting everything but list/watch: the install goes through, and the dependent watch that
 	// would never sync is refused up front, naming the missing verbs.
-	grant(t, "rudder-manager-widgets-cm", "get", "create", "update", "patch", "delete")
+	grant(t, "rudder-manager-widgets-cm", "configmaps", "get", "create", "update", "patch", "delete")
 	eventually(t, "installed, and Ready=False naming the missing verbs", 60*time.Second, func(ctx context.Context) (bool, error) {
 		u, err := get(ctx, widgetGVK, "default", "needs-configmaps")
 		if err != nil {
@@ -283,21 +283,64 @@ func TestManagerRBAC(t *testing.T) {
 	})
 
 	// The full rule: Ready, with nothing done to the CR.
-	grant(t, "rudder-manager-widgets-cm", "get", "list", "watch", "create", "update", "patch", "delete")
+	grant(t, "rudder-manager-widgets-cm", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete")
 	waitCondition(t, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
 	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &cm); err != nil || cm.Data["message"] != "hi" {
 		t.Fatalf("configmap: %v %v", err, cm.Data)
 	}
+
+	// An upgrade that adds a kind outside the role (a ServiceAccount) is refused before Helm
+	// records a revision: the release stays at revision 1 (no rollback revision per retry), the
+	// CR says why, and granting the kind lets the retry through.
+	w, err = get(ctx, widgetGVK, "default", "needs-configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(w.Object, true, "spec", "serviceAccount"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	u = waitCondition(t, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
+	if msg := condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, "stays at revision 1") {
+		t.Fatalf("Released message: %s", msg)
+	}
+	time.Sleep(2 * time.Second) // a few back-off retries
+	if out := helm(t, "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
+		t.Fatalf("retries of a refused upgrade changed the history:\n%s", out)
+	}
+	grant(t, "rudder-manager-widgets-sa", "serviceaccounts", "get", "list", "watch", "create", "update", "patch", "delete")
+	u = waitCondition(t, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
+	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
+		t.Fatalf("revision after the grant = %d, want 2", rev)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &corev1.ServiceAccount{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// grant (re)binds a ClusterRole with verbs on configmaps to the manager's ServiceAccount.
-func grant(t *testing.T, name string, verbs ...string) {
+// helm runs bin/helm against the test cluster.
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root, "bin", "helm"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
+		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// grant (re)binds a ClusterRole with verbs on a core resource to the manager's ServiceAccount.
+func grant(t *testing.T, name, resource string, verbs ...string) {
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, k8s, role, func() error {
-		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: verbs}}
+		role.Rules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{resource}, Verbs: verbs}}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

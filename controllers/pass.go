@@ -594,15 +594,28 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
 	}
 	forbidden := apierrors.IsForbidden(err)
+	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
 	if !forbidden {
 		p.recordFailure(err)
-	}
-	p.event(corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "upgrading release %s: %v", p.relName, err)
-	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
-	if !r.opts.Watch.RollsBack() {
-		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+" (automatic rollback is off for this watch)")
+		p.event(corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "%s", msg)
 	}
 	last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	if lerr == nil && last != nil && last.Info != nil && last.Info.Status == release.StatusDeployed {
+		// Helm refused before it recorded a revision (e.g. reading an object it would create
+		// was forbidden): nothing changed, so there is nothing to roll back — and a retry must
+		// not add a rollback revision each time.
+		unchanged := fmt.Sprintf("%s; nothing was changed, the release stays at revision %d", msg, last.Version)
+		if forbidden {
+			return nil, nil, p.forbidden("Upgrade", errors.New(unchanged))
+		}
+		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, unchanged+"; not retried until the spec or the chart changes")
+	}
+	if !r.opts.Watch.RollsBack() {
+		if forbidden {
+			return nil, nil, p.forbidden("Upgrade", errors.New(msg+" (automatic rollback is off for this watch)"))
+		}
+		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+" (automatic rollback is off for this watch)")
+	}
 	var deployed *release.Release
 	if lerr == nil && last != nil {
 		deployed, lerr = r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, last.Version)
