@@ -85,8 +85,8 @@ type Reconciler struct {
 	verified map[types.UID]bool
 	// manifests caches parsed release manifests by release key and revision.
 	manifests map[types.NamespacedName]parsedManifest
-	// watching is the set of operand kinds with a dependent watch.
-	watching map[schema.GroupVersionKind]bool
+	// watching holds the operand kinds with a dependent watch, started or being started.
+	watching map[schema.GroupVersionKind]*watchStart
 	addWatch func(gvk schema.GroupVersionKind) error
 	// states is the last release state per CR, for the rudder_release_state gauge.
 	states map[types.NamespacedName]string
@@ -125,7 +125,7 @@ func New(opts Options) (*Reconciler, error) {
 		dirty:     map[types.NamespacedName]bool{},
 		verified:  map[types.UID]bool{},
 		manifests: map[types.NamespacedName]parsedManifest{},
-		watching:  map[schema.GroupVersionKind]bool{},
+		watching:  map[schema.GroupVersionKind]*watchStart{},
 	}, nil
 }
 

@@ -78,7 +78,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // crChanged passes CR updates that can matter: spec (generation), labels and annotations
-// (selector, pause), deletion, and the loss of rudder's finalizer. Status writes, including rudder's own, do not.
+// (selector, pause), deletion, and the loss of rudder's finalizer. Status writes, including
+// rudder's own, do not.
 func crChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
@@ -112,32 +113,48 @@ func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
 	r.log.Info("chart changed; queued every CR of the kind", "count", len(list.Items))
 }
 
-// ensureWatch starts watching an operand kind through the dependents cache, once.
+// watchStart is one attempt to start a dependent watch; passes that need the same kind
+// meanwhile wait for its outcome instead of reading through a watch that is not there.
+type watchStart struct {
+	done chan struct{}
+	err  error
+}
+
+// ensureWatch starts watching an operand kind through the dependents cache, once. A failed
+// start (e.g. rudder may not list the kind) is forgotten, so that a later pass tries again.
 func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKind) error {
 	if r.addWatch == nil {
 		return nil
 	}
 	r.mu.Lock()
-	if r.watching[gvk] {
-		r.mu.Unlock()
-		return nil
+	w, started := r.watching[gvk]
+	if !started {
+		w = &watchStart{done: make(chan struct{})}
+		r.watching[gvk] = w
 	}
-	r.watching[gvk] = true
 	r.mu.Unlock()
-	err := error(nil)
+	if started {
+		select {
+		case <-w.done:
+			return w.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if r.opts.WatchAccess != nil {
-		err = r.opts.WatchAccess(ctx, gvk)
+		w.err = r.opts.WatchAccess(ctx, gvk)
 	}
-	if err == nil {
-		err = r.addWatch(gvk)
+	if w.err == nil {
+		w.err = r.addWatch(gvk)
 	}
-	if err != nil {
+	if w.err != nil {
+		w.err = fmt.Errorf("watching %s: %w", gvk, w.err)
 		r.mu.Lock()
 		delete(r.watching, gvk)
 		r.mu.Unlock()
-		return fmt.Errorf("watching %s: %w", gvk, err)
 	}
-	return nil
+	close(w.done)
+	return w.err
 }
 
 // dependentHandler maps an operand event to its CR (through the rudder.dev/owner annotation,
