@@ -42,7 +42,7 @@ type pass struct {
 	obj *unstructured.Unstructured
 	// origStatus is the CR's status as read, to patch only what the pass changed.
 	origStatus any
-	// log names the CR (controller-runtime's keys) and, once known, the release.
+	// log names the CR (controller-runtime's keys); lines add the release.
 	log logr.Logger
 	key types.NamespacedName
 	gen int64
@@ -96,7 +96,9 @@ func (p *pass) stall(reason, msg string) error {
 // that every release action and failure is in both.
 func (p *pass) event(typ, reason, action, note string, args ...any) {
 	p.r.event(p.obj, typ, reason, action, note, args...)
-	p.log.Info(fmt.Sprintf(note, args...), "event", typ, "reason", reason, "action", action)
+	// "release" is added per line, not with WithValues per pass: zap encodes WithValues eagerly,
+	// a cost every idle pass would pay for lines it rarely writes.
+	p.log.Info(fmt.Sprintf(note, args...), "release", p.relName, "event", typ, "reason", reason, "action", action)
 }
 
 // forbidden records an action the API server refused to rudder's identity (its ClusterRole
@@ -198,9 +200,6 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	if p.relName, err = r.releaseName(p.obj); err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	log = log.WithValues("release", p.relName)
-	ctx = logr.NewContext(ctx, log)
-	p.log = log
 	overridden, err := p.buildValues()
 	if err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
@@ -249,7 +248,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		log.V(1).Info("release in sync", "revision", head.Revision)
+		log.V(1).Info("release in sync", "release", p.relName, "revision", head.Revision)
 	}
 
 	if head != nil {

@@ -138,10 +138,8 @@ var errStalled = errors.New("stalled")
 // If the returned error is non-nil the Result is ignored and the request is retried with
 // back-off; a reconcile.TerminalError is not retried (the CR says why on Stalled).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	// controller-runtime's logger names the controller, the CR and the reconcileID; the pass
-	// adds the release.
-	log := ctrl.LoggerFrom(ctx)
-	ctx = logr.NewContext(ctx, log)
+	// ctx carries controller-runtime's logger, which names the controller, the CR and the
+	// reconcileID; lines about the release add it.
 	start := r.opts.Clock.Now()
 	defer func() { observeReconcile(r.gvkLabel(), start, retErr) }()
 

@@ -122,6 +122,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
+			// Nothing reads managedFields from the cache: not keeping them saves memory and the
+			// copying of every cached read.
+			DefaultTransform:  cache.TransformStripManagedFields(),
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Secret{}: {Label: labels.NewSelector().Add(*ownedReleases)},
@@ -156,6 +159,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		if w.WatchesDependents() {
 			dependents, err = cache.New(cfg, cache.Options{
 				Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultNamespaces: namespaces,
+				DefaultTransform:     cache.TransformStripManagedFields(),
 				DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
 			})
 			if err != nil {
