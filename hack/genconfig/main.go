@@ -67,7 +67,12 @@ func main() {
 type ChartFile struct {
 	Key  string // ConfigMap key: the path with "/" spelled "__"
 	Path string // relative to charts/
+	Size int64
 }
+
+// maxConfigMapData leaves room under the API server's 1 MiB object limit for the ConfigMap's
+// metadata and kubectl's bookkeeping.
+const maxConfigMapData = 900 << 10
 
 // ChartFiles lists every regular file of every chart under chartsDir (a directory holding
 // Chart.yaml), sorted by path.
@@ -99,7 +104,11 @@ func ChartFiles(chartsDir string) ([]ChartFile, error) {
 			if strings.Contains(rel, "__") {
 				return fmt.Errorf("%s: a chart file path may not contain \"__\" (it spells \"/\" in ConfigMap keys)", rel)
 			}
-			out = append(out, ChartFile{Key: strings.ReplaceAll(rel, "/", "__"), Path: rel})
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			out = append(out, ChartFile{Key: strings.ReplaceAll(rel, "/", "__"), Path: rel, Size: info.Size()})
 			return nil
 		})
 		if err != nil {
@@ -118,6 +127,9 @@ func Generate(root string) (map[string][]byte, error) {
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no chart under %s", filepath.Join(root, "charts"))
+	}
+	if err := fitsConfigMap(files); err != nil {
+		return nil, err
 	}
 	watchesYAML, err := os.ReadFile(filepath.Join(root, "watches.yaml"))
 	if err != nil {
@@ -175,4 +187,17 @@ configMapGenerator:
 		"config/default/config-volume.yaml": []byte(vol),
 		"config/default/watches.yaml":       append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
 	}, nil
+}
+
+// fitsConfigMap refuses chart trees that the rudder-charts ConfigMap cannot hold.
+func fitsConfigMap(files []ChartFile) error {
+	var total int64
+	for _, f := range files {
+		total += f.Size
+	}
+	if total > maxConfigMapData {
+		return fmt.Errorf("the charts hold %d KiB, more than a ConfigMap can carry (%d KiB here): deploy with config/pvc and put them on the volume",
+			total>>10, maxConfigMapData>>10)
+	}
+	return nil
 }

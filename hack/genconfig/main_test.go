@@ -60,3 +60,14 @@ func TestChartFiles(t *testing.T) {
 		t.Fatalf("a path with __ must be refused, got %v", err)
 	}
 }
+
+func TestChartsTooBigForAConfigMap(t *testing.T) {
+	small := []ChartFile{{Path: "a/Chart.yaml", Size: 100}, {Path: "a/values.yaml", Size: 200}}
+	if err := fitsConfigMap(small); err != nil {
+		t.Fatal(err)
+	}
+	big := append(small, ChartFile{Path: "a/files/blob", Size: 1 << 20})
+	if err := fitsConfigMap(big); err == nil || !strings.Contains(err.Error(), "config/pvc") {
+		t.Fatalf("got %v, want a pointer to config/pvc", err)
+	}
+}
