@@ -377,7 +377,23 @@ func (p *pass) readRelease(ctx context.Context) (*helm.Head, *release.Release, e
 // them changes.
 func (p *pass) stuck() bool {
 	f := p.st.Release
-	return f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest
+	if f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest {
+		return true
+	}
+	// The pass that failed may have written its status after this pass read the CR from the
+	// cache (events from the failed attempt's own objects wake passes that fast).
+	m, ok := p.r.failureOf(p.key)
+	if !ok || m.uid != p.obj.GetUID() || m.failed.ChartDigest != p.want.ChartDigest || m.failed.ValuesDigest != p.want.ValuesDigest {
+		return false
+	}
+	if p.st.Release == nil {
+		p.st.Release = &rstatus.Release{Name: p.relName}
+	}
+	p.st.Release.Failed = &m.failed
+	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionFalse {
+		p.set(rstatus.TypeReleased, metav1.ConditionFalse, m.reason, m.failed.Message)
+	}
+	return true
 }
 
 func (p *pass) stuckError() error {
@@ -418,15 +434,7 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		p.inSync(helm.HeadOf(rel))
 		return helm.HeadOf(rel), rel, nil
 	case helm.StateConflict:
-		owner := rel.Labels[helm.LabelOwnerKind]
-		if owner == "" {
-			owner = "something other than rudder"
-		} else {
-			owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[helm.LabelOwnerUID])
-		}
-		return nil, nil, p.stall(rstatus.ReasonReleaseNameConflict, fmt.Sprintf(
-			"release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
-			p.relName, p.key.Namespace, owner))
+		return nil, nil, p.conflict(rel)
 	case helm.StateAbsent:
 		if p.stuck() {
 			return nil, nil, p.stuckError()
@@ -473,6 +481,7 @@ func (p *pass) inSync(h *helm.Head) {
 		p.st.Release.Chart = p.snap.Chart.Name() + "-" + p.snap.Chart.Metadata.Version
 	}
 	p.st.Release.Failed = nil
+	p.r.forgetFailure(p.key)
 	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue {
 		p.set(rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonUpToDate,
 			fmt.Sprintf("revision %d is deployed from the current spec and chart", h.Revision))
@@ -528,6 +537,19 @@ func (p *pass) preflight(overridden []string) error {
 	return nil
 }
 
+// conflict stalls the CR on a release of its name that another owner made.
+func (p *pass) conflict(rel *release.Release) error {
+	owner := rel.Labels[helm.LabelOwnerKind]
+	if owner == "" {
+		owner = "something other than rudder"
+	} else {
+		owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[helm.LabelOwnerUID])
+	}
+	return p.stall(rstatus.ReasonReleaseNameConflict, fmt.Sprintf(
+		"release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
+		p.relName, p.key.Namespace, owner))
+}
+
 func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
 	r := p.r
 	if err := p.preflight(overridden); err != nil {
@@ -547,14 +569,24 @@ func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *r
 		if isChartError(err) {
 			reason = rstatus.ReasonChartInvalid
 		}
-		// A failed install leaves a failed revision (and maybe some objects): remove both.
-		if uerr := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); uerr != nil {
-			err = fmt.Errorf("%w (and removing the failed install: %w)", err, uerr)
+		// A failed install leaves a failed revision (and maybe some objects): remove both — but
+		// only a release this CR made. One that another owner created under the same name since
+		// this pass looked (Helm then refuses the name) is left alone: that is a conflict.
+		last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
+		switch {
+		case lerr != nil:
+			return nil, nil, p.fail(rstatus.ReasonInstallFailed, fmt.Errorf("installing %s: %w (and reading the release to clean up: %w)", p.relName, err, lerr))
+		case last != nil && last.Labels[helm.LabelOwnerUID] != p.want.OwnerUID:
+			return nil, nil, p.conflict(last)
+		case last != nil:
+			if uerr := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); uerr != nil {
+				err = fmt.Errorf("%w (and removing the failed install: %w)", err, uerr)
+			}
 		}
 		if apierrors.IsForbidden(err) {
 			return nil, nil, p.forbidden("Install", fmt.Errorf("installing release %s: %w", p.relName, err))
 		}
-		p.recordFailure(err)
+		p.recordFailure(reason, err)
 		p.event(corev1.EventTypeWarning, reason, "Install", "installing release %s: %v", p.relName, err)
 		return nil, nil, p.stall(reason, fmt.Sprintf("installing release %s: %v", p.relName, err))
 	}
@@ -588,14 +620,14 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	}
 	if isChartError(err) {
 		// Refused before anything was applied: the release is untouched.
-		p.recordFailure(err)
+		p.recordFailure(rstatus.ReasonChartInvalid, err)
 		p.event(corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
 		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
 	}
 	forbidden := apierrors.IsForbidden(err)
 	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
 	if !forbidden {
-		p.recordFailure(err)
+		p.recordFailure(rstatus.ReasonUpgradeFailed, err)
 		p.event(corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "%s", msg)
 	}
 	last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
@@ -652,14 +684,18 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	return nil, nil, fmt.Errorf("%w: %s", errStalled, rb)
 }
 
-func (p *pass) recordFailure(err error) {
+// recordFailure holds the desired (chart, values) back after it failed: in
+// status.release.failed, and in memory until the cache shows that status.
+func (p *pass) recordFailure(reason string, err error) {
 	if p.st.Release == nil {
 		p.st.Release = &rstatus.Release{Name: p.relName}
 	}
 	p.st.Release.Failed = &rstatus.FailedRelease{ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Message: truncate(err.Error(), 1000)}
+	p.r.rememberFailure(p.key, failure{uid: p.obj.GetUID(), reason: reason, failed: *p.st.Release.Failed})
 }
 
 func (p *pass) succeeded(rel *release.Release, reason, msg string) {
+	p.r.forgetFailure(p.key)
 	p.st.Release = &rstatus.Release{
 		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
 		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,

@@ -90,6 +90,34 @@ type Reconciler struct {
 	addWatch func(gvk schema.GroupVersionKind) error
 	// states is the last release state per CR, for the rudder_release_state gauge.
 	states map[types.NamespacedName]string
+	// failures are the (chart, values) held back per CR, as in status.release.failed; see
+	// pass.stuck.
+	failures map[types.NamespacedName]failure
+}
+
+type failure struct {
+	uid    types.UID
+	reason string
+	failed rstatus.FailedRelease
+}
+
+func (r *Reconciler) rememberFailure(key types.NamespacedName, f failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures[key] = f
+}
+
+func (r *Reconciler) failureOf(key types.NamespacedName) (failure, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, ok := r.failures[key]
+	return f, ok
+}
+
+func (r *Reconciler) forgetFailure(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failures, key)
 }
 
 type parsedManifest struct {
@@ -126,6 +154,7 @@ func New(opts Options) (*Reconciler, error) {
 		verified:  map[types.UID]bool{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
+		failures:  map[types.NamespacedName]failure{},
 	}, nil
 }
 
@@ -218,6 +247,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.dirty, key)
 	delete(r.manifests, key)
+	delete(r.failures, key)
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)

@@ -222,6 +222,36 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	}
 }
 
+// A failed install leaves nothing behind — no failed revision, no objects — and the same
+// (chart, values) is not retried; fixing the spec installs revision 1.
+func TestFailedInstallIsRemoved(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "badinstall", map[string]any{"message": "ok", "invalidService": true})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "badinstall", "Stalled", metav1.ConditionTrue, "InstallFailed", timeout)
+	if msg := condition(u, "Released").Message; !strings.Contains(msg, "70000") {
+		t.Fatalf("Released message: %s", msg)
+	}
+	consistently(t, "no release and no objects left", 3*time.Second, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
+		if h := history(t, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("history %s, configmap: %w", describe(h), err)
+		}
+		return true, nil
+	})
+	u, _ = get(ctx, widgetGVK, ns, "badinstall")
+	u.Object["spec"] = map[string]any{"message": "fixed"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
+	if h := history(t, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
+		t.Fatalf("history after fix: %s", describe(h))
+	}
+}
+
 func describe(h []*release.Release) string {
 	var b strings.Builder
 	for _, r := range h {
