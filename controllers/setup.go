@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,7 +66,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.addWatch = func(gvk schema.GroupVersionKind) error {
 			obj := &unstructured.Unstructured{}
 			obj.SetGroupVersionKind(gvk)
-			return c.Watch(source.Kind[client.Object](r.opts.Dependents, obj, h))
+			src := source.Kind[client.Object](r.opts.Dependents, obj, h)
+			if err := c.Watch(src); err != nil {
+				return err
+			}
+			// A started controller registers the handler asynchronously: wait until it is
+			// registered and has seen the informer's initial list. An operand deleted before
+			// that would otherwise never wake its CR (the informer already forgot it).
+			ctx, cancel := context.WithTimeout(context.Background(), watchSyncTimeout)
+			defer cancel()
+			return src.WaitForSync(ctx)
 		}
 	}
 	path := r.opts.Watch.ChartPath()
@@ -112,6 +122,10 @@ func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
 	}
 	r.log.Info("chart changed; queued every CR of the kind", "count", len(list.Items))
 }
+
+// watchSyncTimeout bounds the wait for a new dependent watch to be in place; rudder checked
+// beforehand that it may list and watch the kind, so this only trips on a sick API server.
+const watchSyncTimeout = 2 * time.Minute
 
 // watchStart is one attempt to start a dependent watch; passes that need the same kind
 // meanwhile wait for its outcome instead of reading through a watch that is not there.
