@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -82,22 +81,27 @@ func run(m *testing.M) int {
 	return code
 }
 
-func kubectl(t *testing.T, args ...string) string {
+// tool runs bin/<name> against the test cluster from the repository root, failing the test on
+// an error.
+func tool(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
+	cmd := cluster.Command(name, args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
 }
 
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	return tool(t, "kubectl", args...)
+}
+
 var deployOnce = sync.OnceValue(func() error {
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), "apply", "--server-side", "-k", "config/default")
+	cmd := cluster.Command("kubectl", "apply", "--server-side", "-k", "config/default")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl apply -k config/default: %w\n%s", err, out)
 	}
@@ -308,7 +312,7 @@ func TestManagerRBAC(t *testing.T) {
 		t.Fatalf("Released message: %s", msg)
 	}
 	time.Sleep(2 * time.Second) // a few back-off retries
-	if out := helm(t, "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
+	if out := tool(t, "helm", "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
 		t.Fatalf("retries of a refused upgrade changed the history:\n%s", out)
 	}
 	grant(t, "rudder-manager-widgets-sa", "serviceaccounts", "get", "list", "watch", "create", "update", "patch", "delete")
@@ -319,19 +323,6 @@ func TestManagerRBAC(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &corev1.ServiceAccount{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// helm runs bin/helm against the test cluster.
-func helm(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "bin", "helm"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
-		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // grant (re)binds a ClusterRole with verbs on a core resource to the manager's ServiceAccount.

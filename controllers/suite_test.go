@@ -216,18 +216,13 @@ func history(t *testing.T, ns, name string) []*release.Release {
 // helmCLI runs bin/helm against the test cluster.
 func helmCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "bin", "helm"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "HELM_CACHE_HOME="+t.TempDir(),
-		"HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	out, err := cmd.CombinedOutput()
+	out, err := cluster.Command("helm", args...).CombinedOutput()
 	return string(out), err
 }
 
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(root, "bin", "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig)
-	out, err := cmd.CombinedOutput()
+	out, err := cluster.Command("kubectl", args...).CombinedOutput()
 	return string(out), err
 }
 

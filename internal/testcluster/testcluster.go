@@ -384,6 +384,17 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Command runs one of the tools of BinDir (kubectl, helm, …) against the cluster: KUBECONFIG
+// is the admin kubeconfig, and helm's cache, config and data live under Dir, away from the
+// user's. Set the returned command's Dir for relative paths.
+func (c *Cluster) Command(tool string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(c.binDir, tool), args...)
+	helm := filepath.Join(c.Dir, "helm")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "HELM_CACHE_HOME="+filepath.Join(helm, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(helm, "config"), "HELM_DATA_HOME="+filepath.Join(helm, "data"))
+	return cmd
+}
+
 // DumpLogs writes the tail of every component's log to w: for a failing test.
 func (c *Cluster) DumpLogs(w io.Writer) {
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"} {
