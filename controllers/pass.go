@@ -60,7 +60,7 @@ type pass struct {
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
 	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration()}
-	p.st.Conditions = conditionsOf(obj)
+	p.st.Conditions = Conditions(obj)
 	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {
 		var rel rstatus.Release

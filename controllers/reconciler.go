@@ -12,7 +12,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -335,8 +334,8 @@ func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*
 	return pm.objects, true
 }
 
-// conditionsOf reads status.conditions of an unstructured CR.
-func conditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
+// Conditions reads status.conditions of an unstructured CR.
+func Conditions(obj *unstructured.Unstructured) []metav1.Condition {
 	raw, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	if !ok {
 		return nil
@@ -353,9 +352,4 @@ func conditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
 		}
 	}
 	return out
-}
-
-// IsReady reports the Ready condition of a CR, for callers outside the reconciler.
-func IsReady(obj *unstructured.Unstructured) bool {
-	return meta.IsStatusConditionTrue(conditionsOf(obj), rstatus.TypeReady)
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/controllers"
 )
 
 // Eventually polls cond until it returns true, failing the test after timeout with the last
@@ -44,22 +46,9 @@ func Get(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, 
 	return u, err
 }
 
-// Condition returns the CR's condition of type typ, or nil.
+// Condition returns the CR's condition of type typ, or nil, read as the reconciler reads it.
 func Condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	var conds []metav1.Condition
-	for _, r := range raw {
-		m, _ := r.(map[string]any)
-		var c metav1.Condition
-		c.Type, _ = m["type"].(string)
-		s, _ := m["status"].(string)
-		c.Status = metav1.ConditionStatus(s)
-		c.Reason, _ = m["reason"].(string)
-		c.Message, _ = m["message"].(string)
-		c.ObservedGeneration, _ = m["observedGeneration"].(int64)
-		conds = append(conds, c)
-	}
-	return meta.FindStatusCondition(conds, typ)
+	return meta.FindStatusCondition(controllers.Conditions(u), typ)
 }
 
 // WaitCondition waits until the CR's condition has the status (and reason, if given) for the
