@@ -56,6 +56,11 @@ type pass struct {
 	objects  []*unstructured.Unstructured
 	revision int
 	relState string
+	// applied: this pass installed or upgraded, so Helm has just applied every object of the
+	// head revision (creating missing ones, merging edited ones back).
+	applied bool
+	// preflighted: the values were validated (and overrides announced) by this pass.
+	preflighted bool
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
@@ -259,7 +264,13 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 			}
 			return reconcile.Result{}, p.fail(reason, err)
 		}
-		if held == nil && r.opts.Dependents != nil && r.takeDrift(p.key, p.obj.GetUID()) {
+		switch {
+		case held != nil || r.opts.Dependents == nil:
+		case p.applied:
+			// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
+			// mark for the pass its event causes.
+			r.markVerified(p.obj.GetUID())
+		case r.takeDrift(p.key, p.obj.GetUID()):
 			if err := p.correctDrift(ctx, head); err != nil {
 				return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
 			}
@@ -337,15 +348,16 @@ func (p *pass) buildValues() ([]string, error) {
 }
 
 // cachedHead reads the newest revision's Secret labels from the manager's cache (which holds
-// only release Secrets carrying rudder's owner label): no API call, no decoding.
+// only the metadata of release Secrets carrying rudder's owner label): no API call, no decoding.
 func (p *pass) cachedHead(ctx context.Context) *helm.Head {
-	var list corev1.SecretList
-	// Read-only use of the labels: no copy of the cached Secrets and their release payloads.
-	if err := p.r.opts.Client.List(ctx, &list, client.InNamespace(p.key.Namespace),
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(secretGVK.GroupVersion().WithKind("SecretList"))
+	// Read-only use of the labels: no copies.
+	if err := p.r.opts.Client.List(ctx, list, client.InNamespace(p.key.Namespace),
 		client.MatchingFields{ReleaseSecretIndex: p.relName}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	var best *corev1.Secret
+	var best *metav1.PartialObjectMetadata
 	bestV := 0
 	for i := range list.Items {
 		v, err := strconv.Atoi(list.Items[i].Labels["version"])
@@ -409,9 +421,24 @@ func (p *pass) stuckError() error {
 func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
 	r := p.r
 	// Fast path: the cache says the release is deployed from exactly what is desired.
-	if h := p.cachedHead(ctx); h != nil && helm.DetermineState(h, p.want) == helm.StateInSync {
+	h := p.cachedHead(ctx)
+	if h != nil && helm.DetermineState(h, p.want) == helm.StateInSync {
 		p.inSync(h)
 		return h, nil, nil
+	}
+	if h == nil && p.st.Release == nil {
+		// A new CR: neither the cache nor the status knows a release. Helm's install reads
+		// storage for the name itself before it writes anything, so nothing is read here. If the
+		// name is taken after all (the cache is behind, or the release is not rudder's), storage
+		// is read below and decides.
+		if p.stuck() {
+			return nil, nil, p.stuckError()
+		}
+		head, rel, err := p.install(ctx, overridden)
+		if !errors.Is(err, helm.ErrNameInUse) {
+			return head, rel, err
+		}
+		p.log.V(1).Info("release name in use although the cache has no revision; reading storage", "release", p.relName)
 	}
 	rel, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
 	if err != nil {
@@ -439,7 +466,12 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		if p.stuck() {
 			return nil, nil, p.stuckError()
 		}
-		return p.install(ctx, overridden)
+		head, rel, err := p.install(ctx, overridden)
+		if errors.Is(err, helm.ErrNameInUse) {
+			// Created since storage was read just now: decide again in a pass of its own.
+			return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
+		}
+		return head, rel, err
 	case helm.StateFailed:
 		deployed, err := r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, rel.Version)
 		if err != nil {
@@ -526,7 +558,12 @@ func (p *pass) request(action string, overridden []string) (*helm.Request, error
 }
 
 // preflight runs the checks that need no cluster; their failure is permanent until a change.
+// It runs once per pass, however many actions the pass tries.
 func (p *pass) preflight(overridden []string) error {
+	if p.preflighted {
+		return nil
+	}
+	p.preflighted = true
 	if err := p.validate(); err != nil {
 		return p.stall(rstatus.ReasonValuesInvalid, "values do not match the chart's values.schema.json: "+err.Error())
 	}
@@ -560,6 +597,10 @@ func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *r
 		return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
 	}
 	rel, err := r.opts.Helm.Install(ctx, req)
+	if errors.Is(err, helm.ErrNameInUse) {
+		// Nothing was written: not a failed install, and nothing of it to clean up.
+		return nil, nil, err
+	}
 	if err != nil {
 		releaseActions.WithLabelValues(r.gvkLabel(), "install", "failed").Inc()
 		if isTransient(err) {
@@ -695,6 +736,7 @@ func (p *pass) recordFailure(reason string, err error) {
 }
 
 func (p *pass) succeeded(rel *release.Release, reason, msg string) {
+	p.applied = true
 	p.r.forgetFailure(p.key)
 	p.st.Release = &rstatus.Release{
 		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
@@ -763,10 +805,13 @@ func (p *pass) readiness(ctx context.Context, held bool) error {
 		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
 		if apierrors.IsNotFound(err) {
 			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
-			// let that pass restore it if it is really gone.
+			// let that pass restore it if it is really gone. Right after Helm created it, the
+			// cache is simply behind: its create event brings the next pass.
 			waiting = append(waiting, helm.Describe(want)+": not found")
 			if !held {
-				p.r.markDirty(p.key)
+				if !p.applied {
+					p.r.markDirty(p.key)
+				}
 				p.requeueIn(notReadyRequeue)
 			}
 			continue

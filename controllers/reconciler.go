@@ -305,6 +305,14 @@ func (r *Reconciler) takeDrift(key types.NamespacedName, uid types.UID) bool {
 	return need
 }
 
+// markVerified records that the objects of uid's release are as the manifest says (Helm just
+// applied them), without clearing a drift mark an operand event set meanwhile.
+func (r *Reconciler) markVerified(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.verified[uid] = true
+}
+
 // manifestObjects parses a release manifest once per revision.
 func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release) ([]*unstructured.Unstructured, error) {
 	r.mu.Lock()

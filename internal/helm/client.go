@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -77,9 +78,21 @@ func (c *Client) config(ns string) (*action.Configuration, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("helm configuration for namespace %s: %w", ns, err)
 	}
+	if kc, ok := conf.KubeClient.(*kube.Client); ok {
+		conf.KubeClient = kubeClient{kc}
+	}
 	c.confs[ns] = conf
 	return conf, nil
 }
+
+// kubeClient is Helm's kube client without the reachability probe Helm runs before every
+// action (a GET /version each time): rudder's watches depend on the API server anyway, and an
+// unreachable one fails the action's first request with an error that says so. Every other
+// method, and every optional interface Helm asserts (three-way merge, deletion propagation,
+// …), is Helm's own.
+type kubeClient struct{ *kube.Client }
+
+func (kubeClient) IsReachable() error { return nil }
 
 // Last is the newest revision of a release, or nil when there is none.
 func (c *Client) Last(ns, name string) (*release.Release, error) {
@@ -136,7 +149,16 @@ func (c *Client) History(ns, name string) ([]*release.Release, error) {
 	return hist, err
 }
 
+// ErrNameInUse: Install found a release of that name in storage and wrote nothing.
+var ErrNameInUse = errors.New("a release of that name exists")
+
+// helmNameInUse is the message of the error Helm's install returns when its own (uncached)
+// look at storage finds the name taken; it has no typed error for it.
+const helmNameInUse = "cannot re-use a name that is still in use"
+
 // Install installs a new release. It does not wait for readiness: the reconciler reports it.
+// When storage already holds a release of that name (Helm checks before it writes anything),
+// the error wraps ErrNameInUse and nothing was changed.
 func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
 	conf, err := c.config(req.Owner.Key.Namespace)
 	if err != nil {
@@ -149,7 +171,13 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.Description = req.Description
 	in.PostRenderer = &postRenderer{owner: req.Owner, conf: req.Confinement, mapper: c.mapper}
 	in.DisableOpenAPIValidation = skipClientValidation
-	return in.RunWithContext(ctx, req.Chart, req.Values)
+	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
+	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
+		// The second: the name check read nothing (Helm goes on when its read fails) and
+		// storing revision 1 found it there.
+		return nil, fmt.Errorf("%w: %w", ErrNameInUse, err)
+	}
+	return rel, err
 }
 
 // skipClientValidation turns off Helm's client-side "OpenAPI validation". Against an API server

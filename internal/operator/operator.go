@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -113,8 +114,9 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			namespaces[ns] = cache.Config{}
 		}
 	}
-	// Only rudder's own release Secrets are cached (memory does not grow with the cluster's
-	// Secrets); Helm's storage reads the rest uncached when an action needs them.
+	// Only the metadata of rudder's own release Secrets is cached (memory does not grow with the
+	// cluster's Secrets, nor with the size of releases); Helm's storage reads releases uncached
+	// when an action needs them.
 	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
 	if err != nil {
 		return nil, nil, err
@@ -124,10 +126,10 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		Cache: cache.Options{
 			// Nothing reads managedFields from the cache: not keeping them saves memory and the
 			// copying of every cached read.
-			DefaultTransform:  cache.TransformStripManagedFields(),
+			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Label: labels.NewSelector().Add(*ownedReleases)},
+				controllers.ReleaseSecret(): {Label: labels.NewSelector().Add(*ownedReleases)},
 			},
 		},
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -159,7 +161,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		if w.WatchesDependents() {
 			dependents, err = cache.New(cfg, cache.Options{
 				Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultNamespaces: namespaces,
-				DefaultTransform:     cache.TransformStripManagedFields(),
+				DefaultTransform:     stripManagedFields,
 				DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
 			})
 			if err != nil {
@@ -210,4 +212,20 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		}
 	}
 	return mgr, charts, nil
+}
+
+// stripManagedFields drops managedFields from what the caches keep: nothing reads them, and
+// not keeping them saves memory and the copying of every cached read. It is
+// cache.TransformStripManagedFields without the round trip through the typed form that
+// Unstructured.GetManagedFields makes (a JSON marshal per watch event).
+func stripManagedFields(in any) (any, error) {
+	switch o := in.(type) {
+	case *unstructured.Unstructured:
+		if md, ok := o.Object["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+		}
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return in, nil
 }

@@ -1,0 +1,38 @@
+package operator
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestStripManagedFields(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "a", "managedFields": []any{map[string]any{"manager": "x"}}, "labels": map[string]any{"k": "v"}},
+		"data":     map[string]any{"k": "v"},
+	}}
+	if _, err := stripManagedFields(u); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields"); found {
+		t.Error("unstructured: managedFields kept")
+	}
+	if u.GetName() != "a" || u.GetLabels()["k"] != "v" || u.Object["data"] == nil {
+		t.Errorf("unstructured: more than managedFields removed: %v", u.Object)
+	}
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
+	if _, err := stripManagedFields(cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.ManagedFields != nil || cm.Name != "b" {
+		t.Errorf("typed: %+v", cm.ObjectMeta)
+	}
+	// Anything else (a tombstone, say) passes through untouched.
+	if out, err := stripManagedFields("x"); err != nil || out != "x" {
+		t.Errorf("other: %v %v", out, err)
+	}
+}
