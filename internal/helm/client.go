@@ -12,10 +12,12 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -73,11 +75,19 @@ func (c *Client) config(ns string) (*action.Configuration, error) {
 	conf := new(action.Configuration)
 	getter := &restClientGetter{cfg: c.cfg, namespace: ns, mapper: c.mapper, discovery: c.disc}
 	log := c.log.WithName("helm").WithValues("namespace", ns)
-	if err := conf.Init(getter, ns, "secret", func(format string, v ...any) {
-		log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...)))
-	}); err != nil {
+	debug := func(format string, v ...any) { log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
+	if err := conf.Init(getter, ns, "secret", debug); err != nil {
 		return nil, fmt.Errorf("helm configuration for namespace %s: %w", ns, err)
 	}
+	// Helm's Secret storage, with rudder's encoder (see secretsDriver).
+	cs, err := kubernetes.NewForConfig(c.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("helm storage for namespace %s: %w", ns, err)
+	}
+	d := newSecretsDriver(cs.CoreV1().Secrets(ns))
+	d.Log = debug
+	conf.Releases = storage.Init(d)
+	conf.Releases.Log = debug
 	if kc, ok := conf.KubeClient.(*kube.Client); ok {
 		conf.KubeClient = kubeClient{kc}
 	}

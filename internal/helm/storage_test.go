@@ -1,0 +1,83 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func testRelease(version int, status release.Status) *release.Release {
+	return &release.Release{
+		Name: "web", Namespace: "ns", Version: version,
+		Info:     &release.Info{Status: status, Description: "rudder install"},
+		Chart:    &chart.Chart{Metadata: &chart.Metadata{Name: "web", Version: "0.1.0"}, Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
+		Config:   map[string]any{"replicas": 2},
+		Manifest: "---\nkind: ConfigMap\n",
+		Labels:   map[string]string{LabelOwnerUID: "uid-1", LabelValuesDigest: "abc"},
+	}
+}
+
+// rudder's records must be exactly what Helm's own driver writes, so that helm (and every
+// other tool that reads Helm's storage) sees no difference.
+func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
+	ctx := context.Background()
+	ours, theirs := fake.NewClientset(), fake.NewClientset()
+	od := newSecretsDriver(ours.CoreV1().Secrets("ns"))
+	hd := driver.NewSecrets(theirs.CoreV1().Secrets("ns"))
+	const key = "sh.helm.release.v1.web.v1"
+
+	for i, step := range []func(d driver.Driver) error{
+		func(d driver.Driver) error { return d.Create(key, testRelease(1, release.StatusPendingInstall)) },
+		func(d driver.Driver) error { return d.Update(key, testRelease(1, release.StatusDeployed)) },
+	} {
+		if err := step(od); err != nil {
+			t.Fatalf("step %d, rudder: %v", i, err)
+		}
+		if err := step(hd); err != nil {
+			t.Fatalf("step %d, helm: %v", i, err)
+		}
+		o, err := ours.CoreV1().Secrets("ns").Get(ctx, key, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := theirs.CoreV1().Secrets("ns").Get(ctx, key, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Type != h.Type || !bytes.Equal(o.Data["release"], h.Data["release"]) || len(o.Data) != len(h.Data) {
+			t.Errorf("step %d: type %q vs %q; payloads equal: %v", i, o.Type, h.Type, bytes.Equal(o.Data["release"], h.Data["release"]))
+		}
+		for _, l := range []map[string]string{o.Labels, h.Labels} {
+			delete(l, "createdAt") // seconds since the epoch: may tick between the two writes
+			delete(l, "modifiedAt")
+		}
+		if len(o.Labels) != len(h.Labels) {
+			t.Errorf("step %d: labels %v vs %v", i, o.Labels, h.Labels)
+		}
+		for k, v := range h.Labels {
+			if o.Labels[k] != v {
+				t.Errorf("step %d: label %s = %q, helm wrote %q", i, k, o.Labels[k], v)
+			}
+		}
+	}
+
+	// Helm reads rudder's record back.
+	got, err := driver.NewSecrets(ours.CoreV1().Secrets("ns")).Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Info.Status != release.StatusDeployed || got.Config["replicas"] != float64(2) || got.Labels[LabelOwnerUID] != "uid-1" {
+		t.Errorf("read back: status %s config %v labels %v", got.Info.Status, got.Config, got.Labels)
+	}
+	// A second create of the same revision is refused the way Helm's storage expects.
+	if err := od.Create(key, testRelease(1, release.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
+		t.Errorf("second create: %v, want ErrReleaseExists", err)
+	}
+}
