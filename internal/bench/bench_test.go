@@ -3,7 +3,9 @@
 // -benchtime 1x: each benchmark is one scenario, not a loop. docs/bench.md reports the figures.
 //
 //   - BenchmarkConverge300: 300 CRs of a Deployment+Service chart, from the first create to every
-//     release deployed, against the API server storing the same 600 objects directly;
+//     release deployed, against the API server storing the same 600 objects directly, and
+//     against the protocol floor (the requests rudder sends, sent by a plain client: floor_test.go),
+//     with the CPU time of every process of the control plane in each phase;
 //   - BenchmarkIdleResync300: one reconcile period over those 300 idle CRs — API writes, Helm
 //     actions (every chart render happens in one), operator CPU per CR;
 //   - BenchmarkMemorySecrets: rudder's heap before and after 3000 unrelated Secrets appear;
@@ -13,8 +15,10 @@ package bench_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -35,9 +39,11 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -222,6 +228,105 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// childCPU is the CPU time (user+system) each descendant process of this one has used so far,
+// by command name: the control plane's components, to show where the cores went.
+func childCPU(b *testing.B) map[string]time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type stat struct {
+		comm string
+		ppid int
+		cpu  time.Duration
+	}
+	procs := map[int]stat{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid … utime(14) stime(15), counted after the closing parenthesis.
+		s := string(raw)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(s[closing+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		procs[pid] = stat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / 100} // USER_HZ
+	}
+	self := os.Getpid()
+	out := map[string]time.Duration{}
+	for _, p := range procs {
+		for a := p.ppid; a > 1; a = procs[a].ppid {
+			if a == self {
+				out[p.comm] += p.cpu
+				break
+			}
+			if _, ok := procs[a]; !ok {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// apiserverProfile starts a CPU profile of kube-apiserver (its /debug/pprof endpoint) for d and
+// returns a function that waits for it and writes it to path.
+func apiserverProfile(b *testing.B, path string, d time.Duration) (wait func()) {
+	hc, err := rest.HTTPClientFor(cluster.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cluster.Config.Host, "/"), int(d.Seconds())))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		done <- errors.Join(err, f.Close())
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("kube-apiserver profile: %v", err)
+		}
+	}
+}
+
+// cpuSnapshot is childCPU plus this process's own CPU time under "bench" (rudder and the harness).
+func cpuSnapshot(b *testing.B) map[string]time.Duration {
+	m := childCPU(b)
+	m["bench"] = cpuTime(b)
+	return m
+}
+
+// cpuDelta is after − before, per process name.
+func cpuDelta(before, after map[string]time.Duration) map[string]time.Duration {
+	d := map[string]time.Duration{}
+	for k, v := range after {
+		d[k] = v - before[k]
+	}
+	return d
+}
+
 // metricSum adds up a counter (or a histogram's count) over the series whose labels contain
 // every label=value in match.
 func metricSum(b *testing.B, name string, match map[string]string) float64 {
@@ -262,6 +367,27 @@ func namespace(b *testing.B, name string) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Create(context.Background(), ns); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// deleteNamespace deletes a namespace and waits until it and everything in it is gone.
+func deleteNamespace(b *testing.B, name string) {
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Delete(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	for start := time.Now(); ; time.Sleep(250 * time.Millisecond) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("namespace %s still there after 5 minutes", name)
+		}
 	}
 }
 
@@ -352,8 +478,9 @@ func newCR(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructu
 	return u
 }
 
-// renderWeb renders the web chart for release name in ns, as Helm would for a CR.
-func renderWeb(b *testing.B, name, ns string) []*unstructured.Unstructured {
+// renderWeb renders the web chart for release name in ns, as Helm would for a CR: the release
+// and its objects.
+func renderWeb(b *testing.B, name, ns string) (*release.Release, []*unstructured.Unstructured) {
 	ch, err := loader.Load("testdata/charts/web")
 	if err != nil {
 		b.Fatal(err)
@@ -377,7 +504,7 @@ func renderWeb(b *testing.B, name, ns string) []*unstructured.Unstructured {
 		u.SetNamespace(ns)
 		objs = append(objs, u)
 	}
-	return objs
+	return rel, objs
 }
 
 // waitAvailable waits until n Deployments in ns are available, from start.
@@ -408,6 +535,11 @@ var (
 	fleetStats struct {
 		direct, directReady, released, ready time.Duration
 		writes                               int64
+		passes                               float64 // reconcile passes, until all Ready
+		// CPU used by each process while the direct client stored its objects, and while
+		// rudder converged the fleet (until every release was deployed).
+		cpuDirect, cpuFloor, cpuRudder map[string]time.Duration
+		floor                          time.Duration
 	}
 )
 
@@ -420,13 +552,16 @@ func ensureFleet(b *testing.B) {
 		namespace(b, "direct")
 		var objs []*unstructured.Unstructured
 		for i := range fleet {
-			objs = append(objs, renderWeb(b, fmt.Sprintf("web-%03d", i), "direct")...)
+			_, o := renderWeb(b, fmt.Sprintf("web-%03d", i), "direct")
+			objs = append(objs, o...)
 		}
+		cpu0 := cpuSnapshot(b)
 		start := time.Now()
 		if err := parallel(len(objs), func(ctx context.Context, i int) error { return k8s.Create(ctx, objs[i]) }); err != nil {
 			b.Fatal(err)
 		}
 		fleetStats.direct = time.Since(start)
+		fleetStats.cpuDirect = cpuDelta(cpu0, cpuSnapshot(b))
 		// The cluster's own time to run them (and to be idle again before rudder's turn).
 		fleetStats.directReady = waitAvailable(b, "direct", start, fleet)
 		// The harness's own Deployment informer is done: it would otherwise decode every
@@ -434,13 +569,41 @@ func ensureFleet(b *testing.B) {
 		if err := crs.RemoveInformer(context.Background(), &appsv1.Deployment{}); err != nil {
 			b.Fatal(err)
 		}
+		// rudder's turn starts from the same cluster as the baseline's: without the baseline's
+		// 300 Deployments, ReplicaSets, Pods and Services, which would otherwise make every
+		// component (and the API server's heap) busier for whichever measurement runs second.
+		deleteNamespace(b, "direct")
+
+		// The protocol floor: rudder's requests without rudder (see protocolFloor).
+		namespace(b, "floor")
+		reqs := prepareFloor(b, "floor")
+		cpu0 = cpuSnapshot(b)
+		fleetStats.floor = protocolFloor(b, "floor", reqs)
+		fleetStats.cpuFloor = cpuDelta(cpu0, cpuSnapshot(b))
+		releaseFloor(b, reqs)
+		deleteNamespace(b, "floor")
 
 		// rudder: from the first CR create to every release deployed, then every CR Ready.
 		namespace(b, "fleet")
 		w0 := writes.Load()
+		p0 := metricSum(b, "controller_runtime_reconcile_total", map[string]string{"controller": "web.bench.rudder.dev"})
 		requestsMu.Lock()
 		clear(requestsBy)
 		requestsMu.Unlock()
+		if path := os.Getenv("RUDDER_BENCH_CONVERGE_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+		if path := os.Getenv("RUDDER_BENCH_APISERVER_PROFILE"); path != "" {
+			defer apiserverProfile(b, path, 15*time.Second)()
+		}
+		cpu0 = cpuSnapshot(b)
 		start = time.Now()
 		if err := parallel(fleet, func(ctx context.Context, i int) error {
 			return k8s.Create(ctx, newCR(webGVK, "fleet", fmt.Sprintf("web-%03d", i)))
@@ -448,11 +611,23 @@ func ensureFleet(b *testing.B) {
 			b.Fatal(err)
 		}
 		fleetStats.released = waitAll(b, "releases deployed", start, 10*time.Minute, webGVK, "fleet", fleet, released(1))
+		fleetStats.cpuRudder = cpuDelta(cpu0, cpuSnapshot(b))
+		if path := os.Getenv("RUDDER_BENCH_ALLOCS_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
 		fleetStats.ready = waitAll(b, "CRs Ready", start, 10*time.Minute, webGVK, "fleet", fleet, ready)
 		fleetStats.writes = writes.Load() - w0
+		fleetStats.passes = metricSum(b, "controller_runtime_reconcile_total", map[string]string{"controller": "web.bench.rudder.dev"}) - p0
 		requestsMu.Lock()
 		for _, k := range slices.Sorted(maps.Keys(requestsBy)) {
-			b.Logf("rudder's requests while converging: %5d %s", requestsBy[k], k)
+			fmt.Printf("rudder's requests while converging: %5d %s\n", requestsBy[k], k)
 		}
 		requestsMu.Unlock()
 	})
@@ -469,7 +644,28 @@ func BenchmarkConverge300(b *testing.B) {
 	b.ReportMetric(fleetStats.released.Seconds(), "s-all-released")
 	b.ReportMetric(fleetStats.ready.Seconds(), "s-all-ready")
 	b.ReportMetric(fleetStats.released.Seconds()/fleetStats.direct.Seconds(), "x-direct")
+	b.ReportMetric(fleetStats.floor.Seconds(), "s-floor")
+	b.ReportMetric(fleetStats.floor.Seconds()/fleetStats.direct.Seconds(), "x-floor-direct")
 	b.ReportMetric(float64(fleetStats.writes)/fleet, "api-writes/CR")
+	b.ReportMetric(fleetStats.passes/fleet, "passes/CR")
+	total := func(m map[string]time.Duration) (t time.Duration) {
+		for _, d := range m {
+			t += d
+		}
+		return t
+	}
+	// On a machine whose cores every process shares, the ratio of the CPU time spent is the
+	// steadier figure: the wall-clock ratio moves with the baseline's own run-to-run spread.
+	b.ReportMetric(total(fleetStats.cpuRudder).Seconds()/total(fleetStats.cpuDirect).Seconds(), "x-cpu-direct")
+	b.ReportMetric(total(fleetStats.cpuFloor).Seconds()/total(fleetStats.cpuDirect).Seconds(), "x-cpu-floor-direct")
+	for _, phase := range []struct {
+		name string
+		cpu  map[string]time.Duration
+	}{{"direct", fleetStats.cpuDirect}, {"floor", fleetStats.cpuFloor}, {"rudder", fleetStats.cpuRudder}} {
+		for _, comm := range slices.Sorted(maps.Keys(phase.cpu)) {
+			b.ReportMetric(phase.cpu[comm].Seconds(), "cpu-s-"+phase.name+"-"+comm)
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 }
 

@@ -125,6 +125,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	args.Set("service-cluster-ip-range", "10.96.0.0/16")
 	args.Set("authorization-mode", "RBAC")
 	args.Set("allow-privileged", "true")
+	// /debug/pprof for admins, as on a default kube-apiserver (make bench can profile it).
+	args.Set("profiling", "true")
 	env.ControlPlane.APIServer = api
 	c.env = env
 
