@@ -37,13 +37,13 @@ type floorRequests struct {
 // prepareFloor renders and encodes everything for the floor run in namespace ns.
 func prepareFloor(b *testing.B, ns string) []floorRequests {
 	out := make([]floorRequests, fleet)
+	// Helm's own driver encodes the records, into a fake clientset (no API call).
+	fc := fake.NewClientset()
+	d := driver.NewSecrets(fc.CoreV1().Secrets(ns))
 	for i := range out {
 		name := fmt.Sprintf("web-%03d", i)
 		rel, objs := renderWeb(b, name, ns)
 		key := fmt.Sprintf("sh.helm.release.v1.%s.v1", name)
-		// Helm's own driver encodes the two records (into a fake clientset, no API call).
-		fc := fake.NewClientset()
-		d := driver.NewSecrets(fc.CoreV1().Secrets(ns))
 		rel.Info.Status = release.StatusPendingInstall
 		if err := d.Create(key, rel); err != nil {
 			b.Fatal(err)
