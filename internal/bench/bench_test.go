@@ -281,6 +281,23 @@ func childCPU(b *testing.B) map[string]time.Duration {
 	return out
 }
 
+// cpuProfile starts a CPU profile of this process into the file the environment variable env
+// names, if it names one, and returns the function that stops it.
+func cpuProfile(b *testing.B, env string) (stop func()) {
+	path := os.Getenv(env)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
 // apiserverProfile starts a CPU profile of kube-apiserver (its /debug/pprof endpoint) for d and
 // returns a function that waits for it and writes it to path.
 func apiserverProfile(b *testing.B, path string, d time.Duration) (wait func()) {
@@ -590,16 +607,7 @@ func ensureFleet(b *testing.B) {
 		requestsMu.Lock()
 		clear(requestsBy)
 		requestsMu.Unlock()
-		if path := os.Getenv("RUDDER_BENCH_CONVERGE_PROFILE"); path != "" {
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.StartCPUProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { pprof.StopCPUProfile(); f.Close() }()
-		}
+		defer cpuProfile(b, "RUDDER_BENCH_CONVERGE_PROFILE")()
 		if path := os.Getenv("RUDDER_BENCH_APISERVER_PROFILE"); path != "" {
 			defer apiserverProfile(b, path, 15*time.Second)()
 		}
@@ -679,16 +687,7 @@ func BenchmarkIdleResync300(b *testing.B) {
 	s0 := metricSum(b, "rudder_status_writes_total", web)
 	p0 := metricSum(b, "controller_runtime_reconcile_total", ctrlName)
 	c0 := cpuTime(b)
-	if path := os.Getenv("RUDDER_BENCH_IDLE_PROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			b.Fatal(err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
-	}
+	defer cpuProfile(b, "RUDDER_BENCH_IDLE_PROFILE")()
 	// One reconcile period plus its jitter (±10%): every CR is resynced at least once.
 	time.Sleep(resyncPeriod + resyncPeriod/5)
 	cpu := cpuTime(b) - c0

@@ -44,24 +44,20 @@ func prepareFloor(b *testing.B, ns string) []floorRequests {
 		name := fmt.Sprintf("web-%03d", i)
 		rel, objs := renderWeb(b, name, ns)
 		key := fmt.Sprintf("sh.helm.release.v1.%s.v1", name)
-		rel.Info.Status = release.StatusPendingInstall
-		if err := d.Create(key, rel); err != nil {
-			b.Fatal(err)
+		record := func(status release.Status, store func(string, *release.Release) error) *corev1.Secret {
+			rel.Info.Status = status
+			if err := store(key, rel); err != nil {
+				b.Fatal(err)
+			}
+			s, err := fc.CoreV1().Secrets(ns).Get(context.Background(), key, metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.Namespace, s.ResourceVersion = ns, ""
+			return s
 		}
-		pending, err := fc.CoreV1().Secrets(ns).Get(context.Background(), key, metav1.GetOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rel.Info.Status = release.StatusDeployed
-		if err := d.Update(key, rel); err != nil {
-			b.Fatal(err)
-		}
-		deployed, err := fc.CoreV1().Secrets(ns).Get(context.Background(), key, metav1.GetOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		pending.Namespace, deployed.Namespace = ns, ns
-		pending.ResourceVersion, deployed.ResourceVersion = "", ""
+		pending := record(release.StatusPendingInstall, d.Create)
+		deployed := record(release.StatusDeployed, d.Update)
 
 		cr := newCR(plainGVK, ns, name)
 		f := floorRequests{cr: cr, pending: pending, deployed: deployed}
