@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -25,17 +26,57 @@ import (
 // writer, over a megabyte of window state, for each of the two records an install writes; at a
 // few hundred releases that was half of everything rudder allocated. Reads, queries and
 // deletes are Helm's own.
+//
+// It also closes a gap in Helm's install: when its look at storage for the release name fails,
+// Helm goes on as if the name were free, and storing revision 1 only fails if revision 1 is
+// still there — not when a longer history has pruned it. rudder installs a new CR without a
+// read of its own, so after a failed look the driver looks again before it stores a first
+// revision.
 type secretsDriver struct {
 	*driver.Secrets
 	impl corev1client.SecretInterface
+
+	mu sync.Mutex
+	// unsure holds the release names whose last query failed.
+	unsure map[string]bool
 }
 
 func newSecretsDriver(impl corev1client.SecretInterface) *secretsDriver {
-	return &secretsDriver{Secrets: driver.NewSecrets(impl), impl: impl}
+	return &secretsDriver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
 }
 
-// Create stores a new record; ErrReleaseExists when the Secret exists.
+// Query is Helm's; a failure is remembered for the release name it was about.
+func (d *secretsDriver) Query(labels map[string]string) ([]*release.Release, error) {
+	rls, err := d.Secrets.Query(labels)
+	if name := labels["name"]; name != "" {
+		d.mu.Lock()
+		if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+			d.unsure[name] = true
+		} else {
+			delete(d.unsure, name)
+		}
+		d.mu.Unlock()
+	}
+	return rls, err
+}
+
+// Create stores a new record; ErrReleaseExists when the Secret exists, or when it is a first
+// revision of a name that has other revisions.
 func (d *secretsDriver) Create(key string, rls *release.Release) error {
+	if rls.Version == 1 {
+		d.mu.Lock()
+		unsure := d.unsure[rls.Name]
+		d.mu.Unlock()
+		if unsure {
+			hist, err := d.Query(map[string]string{"name": rls.Name, "owner": "helm"})
+			switch {
+			case err == nil && len(hist) > 0:
+				return driver.ErrReleaseExists
+			case err != nil && !errors.Is(err, driver.ErrReleaseNotFound):
+				return fmt.Errorf("create: checking that release %q is new: %w", rls.Name, err)
+			}
+		}
+	}
 	obj, err := releaseSecret(key, rls, "createdAt")
 	if err != nil {
 		return fmt.Errorf("create: failed to encode release %q: %w", rls.Name, err)

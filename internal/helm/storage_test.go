@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func testRelease(version int, status release.Status) *release.Release {
@@ -79,5 +83,47 @@ func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 	// A second create of the same revision is refused the way Helm's storage expects.
 	if err := od.Create(key, testRelease(1, release.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
 		t.Errorf("second create: %v, want ErrReleaseExists", err)
+	}
+}
+
+// Helm's install takes a failed look at storage for "the name is free". A first revision is
+// then stored only after a second look, which finds the longer history whose revision 1 was
+// pruned.
+func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
+	cs := fake.NewClientset()
+	d := newSecretsDriver(cs.CoreV1().Secrets("ns"))
+	for _, v := range []int{2, 3} {
+		if err := d.Create(fmt.Sprintf("sh.helm.release.v1.web.v%d", v), testRelease(v, release.StatusSuperseded)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists := 0
+	cs.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		if lists == 1 {
+			return true, nil, apierrors.NewServiceUnavailable("etcd is away")
+		}
+		return false, nil, nil
+	})
+	if _, err := d.Query(map[string]string{"name": "web", "owner": "helm"}); err == nil {
+		t.Fatal("the first query should fail")
+	}
+	if err := d.Create("sh.helm.release.v1.web.v1", testRelease(1, release.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
+		t.Fatalf("create of revision 1 over revisions 2 and 3: %v, want ErrReleaseExists", err)
+	}
+	if _, err := cs.CoreV1().Secrets("ns").Get(context.Background(), "sh.helm.release.v1.web.v1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("revision 1 was stored: %v", err)
+	}
+
+	// A successful look needs no second one.
+	if _, err := d.Query(map[string]string{"name": "api", "owner": "helm"}); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatal(err)
+	}
+	before := lists
+	if err := d.Create("sh.helm.release.v1.api.v1", testRelease(1, release.StatusPendingInstall)); err != nil {
+		t.Fatal(err)
+	}
+	if lists != before {
+		t.Errorf("create after a successful query listed again (%d lists)", lists-before)
 	}
 }
