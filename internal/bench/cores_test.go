@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -39,7 +40,7 @@ func pinSelf(cpus ...int) error {
 			if err != nil {
 				continue
 			}
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && err != unix.ESRCH {
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fmt.Errorf("thread %d: %w", tid, err)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -51,7 +52,9 @@ type Client struct {
 	cfg    *rest.Config
 	mapper meta.RESTMapper
 	disc   discovery.CachedDiscoveryInterface
-	log    logr.Logger
+	// secrets serves the release storage of every namespace.
+	secrets corev1client.SecretsGetter
+	log     logr.Logger
 
 	mu    sync.Mutex
 	confs map[string]*action.Configuration
@@ -63,7 +66,11 @@ func NewClient(cfg *rest.Config, mapper meta.RESTMapper, log logr.Logger) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, mapper: mapper, disc: disc, log: log, confs: map[string]*action.Configuration{}}, nil
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, mapper: mapper, disc: disc, secrets: cs.CoreV1(), log: log, confs: map[string]*action.Configuration{}}, nil
 }
 
 func (c *Client) config(ns string) (*action.Configuration, error) {
@@ -80,11 +87,7 @@ func (c *Client) config(ns string) (*action.Configuration, error) {
 		return nil, fmt.Errorf("helm configuration for namespace %s: %w", ns, err)
 	}
 	// Helm's Secret storage, with rudder's encoder (see secretsDriver).
-	cs, err := kubernetes.NewForConfig(c.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("helm storage for namespace %s: %w", ns, err)
-	}
-	d := newSecretsDriver(cs.CoreV1().Secrets(ns))
+	d := newSecretsDriver(c.secrets.Secrets(ns))
 	d.Log = debug
 	conf.Releases = storage.Init(d)
 	conf.Releases.Log = debug
