@@ -62,7 +62,7 @@ build: ## Build bin/rudder.
 
 .PHONY: run
 run: build ## Run rudder from source against the dev cluster (make dev-cluster).
-	$(BIN)/rudder --kubeconfig $(KUBECONFIG_DEV) --watches-file ./watches.yaml --metrics-bind-address :18080 --health-probe-bind-address :18081
+	$(BIN)/rudder --kubeconfig $(KUBECONFIG_DEV) --watches-file ./watches.yaml --metrics-bind-address 127.0.0.1:18080 --metrics-secure=false --health-probe-bind-address :18081
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine).

@@ -47,6 +47,8 @@ type pass struct {
 	key types.NamespacedName
 	gen int64
 	st  rstatus.Common
+	// scope is who acts for the release (rudder, or the tenant's ServiceAccount) and where.
+	scope helm.Scope
 
 	snap     *chartsource.Snapshot
 	values   map[string]any
@@ -64,7 +66,8 @@ type pass struct {
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
-	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration()}
+	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj), gen: obj.GetGeneration(),
+		scope: r.scope(obj.GetNamespace())}
 	p.st.Conditions = Conditions(obj)
 	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {
@@ -106,11 +109,17 @@ func (p *pass) event(typ, reason, action, note string, args ...any) {
 	p.log.Info(fmt.Sprintf(note, args...), "release", p.relName, "event", typ, "reason", reason, "action", action)
 }
 
-// forbidden records an action the API server refused to rudder's identity (its ClusterRole
-// lacks a rule for something the chart renders). Unlike a chart error it is retried with
+// forbidden records an action the API server refused to the identity the release acts as
+// (rudder's ClusterRole, or the tenant's ServiceAccount, lacks a rule for something the chart
+// renders or reads). Unlike a chart error it is retried with
 // back-off, so granting the rule recovers without touching the CR.
 func (p *pass) forbidden(action string, err error) error {
-	msg := err.Error() + "; grant the missing rule in rudder's ClusterRole (config/rbac/role.yaml), the release is retried with back-off"
+	hint := "grant the missing rule in rudder's ClusterRole (config/rbac/role.yaml)"
+	if p.scope.ServiceAccount != "" {
+		hint = fmt.Sprintf("the release acts as ServiceAccount %s/%s: grant the missing rule to it (a Role in its namespace)",
+			p.scope.Namespace, p.scope.ServiceAccount)
+	}
+	msg := err.Error() + "; " + hint + "; the release is retried with back-off"
 	p.event(corev1.EventTypeWarning, rstatus.ReasonForbidden, action, "%s", msg)
 	p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonForbidden, msg)
 	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonForbidden, "")
@@ -378,7 +387,7 @@ func (p *pass) readRelease(ctx context.Context) (*helm.Head, *release.Release, e
 	if h := p.cachedHead(ctx); h != nil && h.OwnerUID == p.want.OwnerUID {
 		return h, nil, nil
 	}
-	rel, err := p.r.opts.Helm.Last(p.key.Namespace, p.relName)
+	rel, err := p.r.opts.Helm.Last(p.scope, p.relName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading release %s: %w", p.relName, err)
 	}
@@ -440,14 +449,14 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		}
 		p.log.V(1).Info("release name in use although the cache has no revision; reading storage", "release", p.relName)
 	}
-	rel, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	rel, err := r.opts.Helm.Last(p.scope, p.relName)
 	if err != nil {
 		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
 	}
 	state := helm.DetermineState(helm.HeadOf(rel), p.want)
 	if state == helm.StateLocked {
 		prev := rel.Info.Status
-		if err := r.opts.Helm.Unlock(rel); err != nil {
+		if err := r.opts.Helm.Unlock(p.scope, rel); err != nil {
 			return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("unlocking release %s: %w", p.relName, err))
 		}
 		releaseActions.WithLabelValues(r.gvkLabel(), "unlock", "ok").Inc()
@@ -473,13 +482,13 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		}
 		return head, rel, err
 	case helm.StateFailed:
-		deployed, err := r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, rel.Version)
+		deployed, err := r.opts.Helm.LastDeployed(p.scope, p.relName, rel.Version)
 		if err != nil {
 			return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
 		}
 		if deployed == nil {
 			// Never deployed: a failed install. Clean it up before installing again.
-			if err := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); err != nil {
+			if err := r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: removing failed install"); err != nil {
 				return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("removing failed install of %s: %w", p.relName, err))
 			}
 			if p.stuck() {
@@ -538,7 +547,6 @@ func (p *pass) request(action string, overridden []string) (*helm.Request, error
 	if err != nil {
 		return nil, err
 	}
-	w := p.r.opts.Watch
 	desc := fmt.Sprintf("rudder %s: generation %d, chart %s-%s@%s, values %s", action, p.gen,
 		ch.Name(), ch.Metadata.Version, p.snap.ShortDigest(), p.want.ValuesDigest[:12])
 	if len(overridden) > 0 {
@@ -546,13 +554,13 @@ func (p *pass) request(action string, overridden []string) (*helm.Request, error
 	}
 	return &helm.Request{
 		Owner:        helm.Owner{GVK: p.r.gvk, Key: p.key, UID: p.obj.GetUID()},
+		Scope:        p.scope,
 		ReleaseName:  p.relName,
 		Chart:        ch,
 		ChartDigest:  p.snap.Digest,
 		Values:       p.values,
 		ValuesDigest: p.want.ValuesDigest,
-		Confinement:  helm.Confinement{AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
-		MaxHistory:   w.History(),
+		MaxHistory:   p.r.opts.Watch.History(),
 		Description:  truncate(desc, 250),
 	}, nil
 }
@@ -613,18 +621,21 @@ func (p *pass) install(ctx context.Context, overridden []string) (*helm.Head, *r
 		// A failed install leaves a failed revision (and maybe some objects): remove both — but
 		// only a release this CR made. One that another owner created under the same name since
 		// this pass looked (Helm then refuses the name) is left alone: that is a conflict.
-		last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
+		last, lerr := r.opts.Helm.Last(p.scope, p.relName)
 		switch {
+		case lerr != nil && helm.IsForbidden(err):
+			// Refused as a whole (e.g. the tenant may not read its release storage either).
+			err = fmt.Errorf("%w (and reading the release to clean up: %w)", err, lerr)
 		case lerr != nil:
 			return nil, nil, p.fail(rstatus.ReasonInstallFailed, fmt.Errorf("installing %s: %w (and reading the release to clean up: %w)", p.relName, err, lerr))
 		case last != nil && last.Labels[helm.LabelOwnerUID] != p.want.OwnerUID:
 			return nil, nil, p.conflict(last)
 		case last != nil:
-			if uerr := r.opts.Helm.Uninstall(p.key.Namespace, p.relName, "rudder: removing failed install"); uerr != nil {
+			if uerr := r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: removing failed install"); uerr != nil {
 				err = fmt.Errorf("%w (and removing the failed install: %w)", err, uerr)
 			}
 		}
-		if apierrors.IsForbidden(err) {
+		if helm.IsForbidden(err) {
 			return nil, nil, p.forbidden("Install", fmt.Errorf("installing release %s: %w", p.relName, err))
 		}
 		p.recordFailure(reason, err)
@@ -665,13 +676,13 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 		p.event(corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "Upgrade", "upgrading release %s: %v", p.relName, err)
 		return nil, nil, p.stall(rstatus.ReasonChartInvalid, fmt.Sprintf("upgrading release %s: %v", p.relName, err))
 	}
-	forbidden := apierrors.IsForbidden(err)
+	forbidden := helm.IsForbidden(err)
 	msg := fmt.Sprintf("upgrading release %s: %v", p.relName, err)
 	if !forbidden {
 		p.recordFailure(rstatus.ReasonUpgradeFailed, err)
 		p.event(corev1.EventTypeWarning, rstatus.ReasonUpgradeFailed, "Upgrade", "%s", msg)
 	}
-	last, lerr := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	last, lerr := r.opts.Helm.Last(p.scope, p.relName)
 	if lerr == nil && last != nil && last.Info != nil && last.Info.Status == release.StatusDeployed {
 		// Helm refused before it recorded a revision (e.g. reading an object it would create
 		// was forbidden): nothing changed, so there is nothing to roll back — and a retry must
@@ -690,19 +701,19 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	}
 	var deployed *release.Release
 	if lerr == nil && last != nil {
-		deployed, lerr = r.opts.Helm.LastDeployed(p.key.Namespace, p.relName, last.Version)
+		deployed, lerr = r.opts.Helm.LastDeployed(p.scope, p.relName, last.Version)
 	}
 	if lerr != nil || deployed == nil {
 		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+"; no deployed revision to roll back to")
 	}
-	if rerr := r.opts.Helm.Rollback(p.key.Namespace, p.relName, deployed.Version, r.opts.Watch.History()); rerr != nil {
+	if rerr := r.opts.Helm.Rollback(p.scope, p.relName, deployed.Version, r.opts.Watch.History()); rerr != nil {
 		releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "failed").Inc()
 		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "rolling back %s to revision %d: %v", p.relName, deployed.Version, rerr)
 		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, deployed.Version, rerr))
 		return nil, nil, p.fail(rstatus.ReasonRollbackFailed, rerr)
 	}
 	releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "ok").Inc()
-	now, err := r.opts.Helm.Last(p.key.Namespace, p.relName)
+	now, err := r.opts.Helm.Last(p.scope, p.relName)
 	if err != nil || now == nil {
 		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release after rollback: %w", err))
 	}
@@ -757,7 +768,7 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 	}
 	if rel == nil || rel.Version != head.Revision {
 		var err error
-		if rel, err = p.r.opts.Helm.Last(p.key.Namespace, p.relName); err != nil {
+		if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
 			return err
 		}
 		if rel == nil {
@@ -778,7 +789,16 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 }
 
 func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
-	restored, err := helm.Reapply(ctx, p.objects, p.r.reader(), p.r.opts.Client)
+	// The same confinement as every action: a release made before the watch became stricter
+	// is not restored where it may no longer act.
+	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), p.objects); err != nil {
+		return fmt.Errorf("not restoring revision %d: %w", head.Revision, err)
+	}
+	w, err := p.r.opts.Helm.Writer(p.scope)
+	if err != nil {
+		return err
+	}
+	restored, err := helm.Reapply(ctx, p.objects, p.r.reader(), w)
 	if err != nil {
 		p.r.markDirty(p.key) // the retry must check again
 	}

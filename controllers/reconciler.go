@@ -63,6 +63,10 @@ type Options struct {
 	// Clock is injectable for tests (default: the real clock).
 	Clock clock.PassiveClock
 
+	// DefaultServiceAccount is impersonated for the releases of a watch that names no
+	// serviceAccountName ("" = rudder's own identity); see helm.Scope.
+	DefaultServiceAccount string
+
 	// ReconcilePeriod and MaxConcurrentReconciles apply when the watch sets none.
 	ReconcilePeriod         time.Duration
 	MaxConcurrentReconciles int
@@ -215,12 +219,13 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		// Without a name there can be no release of ours (it could never install).
 		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
 	} else {
-		rel, err := r.opts.Helm.Last(obj.GetNamespace(), name)
+		scope := r.scope(obj.GetNamespace())
+		rel, err := r.opts.Helm.Last(scope, name)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
 		}
 		if rel != nil && rel.Labels[helm.LabelOwnerUID] == string(obj.GetUID()) {
-			if err := r.opts.Helm.Uninstall(obj.GetNamespace(), name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
+			if err := r.opts.Helm.Uninstall(scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
 				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
 				releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "failed").Inc()
 				return reconcile.Result{}, fmt.Errorf("uninstalling release %s: %w", name, err)
@@ -250,6 +255,19 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)
+	}
+}
+
+// scope is who acts for the releases of namespace ns, and where they may act.
+func (r *Reconciler) scope(ns string) helm.Scope {
+	w := r.opts.Watch
+	sa := w.ServiceAccountName
+	if sa == "" {
+		sa = r.opts.DefaultServiceAccount
+	}
+	return helm.Scope{
+		Confinement:    helm.Confinement{Namespace: ns, AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
+		ServiceAccount: sa,
 	}
 }
 

@@ -142,6 +142,11 @@ const testWatches = `
 - {group: operator.example.com, version: v1alpha1, kind: NginxOperator, chart: nginx}
 - {group: cnat.ishankhare.dev, version: v1alpha1, kind: At, chart: at}
 - {group: apps.sunstrider.cn, version: v1, kind: Application, chart: application}
+- {group: test.rudder.dev, version: v1, kind: HookProbe, chart: hookescape}
+- {group: test.rudder.dev, version: v1, kind: CRDProbe, chart: crdchart}
+- {group: test.rudder.dev, version: v1, kind: CRDAllowed, chart: crdchart, allowClusterScoped: [CustomResourceDefinition]}
+- {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape}
+- {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 `
 
 func newNamespace(t *testing.T) string {

@@ -44,7 +44,7 @@ cp "$root/watches.yaml" "$live/"
 for c in "$root"/charts/*/Chart.yaml; do cp -r "$(dirname "$c")" "$live/charts/"; done
 cd "$live"
 nohup "$bin/rudder" --kubeconfig "$KUBECONFIG" --watches-file ./watches.yaml \
-  --metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081 \
+  --metrics-bind-address 127.0.0.1:18080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:18081 \
   >"$dev/rudder.log" 2>&1 &
 echo $! >"$dev/rudder.pid"
 cd "$root"

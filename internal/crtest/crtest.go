@@ -5,9 +5,11 @@ package crtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,4 +74,32 @@ func WaitCondition(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, n
 		return true, nil
 	})
 	return last
+}
+
+// WaitEvent waits for an Event on the object named object in ns, with reason, whose note
+// contains every one of contains, and returns its note.
+func WaitEvent(t testing.TB, c client.Reader, ns, object, reason string, contains ...string) string {
+	t.Helper()
+	var note string
+	Eventually(t, fmt.Sprintf("a %s event on %s/%s", reason, ns, object), 30*time.Second, func(ctx context.Context) (bool, error) {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+	events:
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name != object || e.Reason != reason {
+				continue
+			}
+			for _, s := range contains {
+				if !strings.Contains(e.Message, s) {
+					continue events
+				}
+			}
+			note = e.Message
+			return true, nil
+		}
+		return false, nil
+	})
+	return note
 }

@@ -4,34 +4,58 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// Scope is who acts for a release and where it may act.
+type Scope struct {
+	// Confinement holds every request Helm makes for the release; its Namespace is the
+	// owner's and the release's.
+	Confinement
+	// ServiceAccount, when set, is the ServiceAccount of the owner's namespace that every
+	// request made for the release impersonates (Flux's multi-tenancy model): the render's
+	// lookups, Helm's reads and writes of objects, hooks and CRDs, its release storage, drift
+	// re-apply and uninstall. Empty: rudder's own identity.
+	ServiceAccount string
+}
+
+// User is the user the scope's requests are made as; "" for rudder's own identity.
+func (s Scope) User() string {
+	if s.ServiceAccount == "" {
+		return ""
+	}
+	return serviceaccount.MakeUsername(s.Namespace, s.ServiceAccount)
+}
 
 // Request is everything an install or upgrade needs.
 type Request struct {
-	Owner       Owner
+	Owner Owner
+	Scope Scope
+	// ReleaseName of the release, in Scope.Namespace.
 	ReleaseName string
 	// Chart must be a private copy: Helm may modify the chart it is given.
 	Chart        *chart.Chart
 	ChartDigest  string
 	Values       map[string]any
 	ValuesDigest string
-	Confinement  Confinement
 	MaxHistory   int
 	Description  string
 }
@@ -45,57 +69,221 @@ func (r *Request) labels() map[string]string {
 	}
 }
 
-// Client runs Helm actions. One action.Configuration per namespace, built on first use.
-// Safe for concurrent use; callers must not run two actions on the same release at once
-// (controller-runtime never reconciles one CR in two workers).
+func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
+	return &postRenderer{owner: r.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart)}
+}
+
+// ClientOptions configure a Client. Config and Mapper are required.
+type ClientOptions struct {
+	// Config is rudder's own identity; scopes with a ServiceAccount impersonate it from there.
+	Config *rest.Config
+	Mapper meta.RESTMapper
+	// Writer re-applies drifted objects for scopes without a ServiceAccount (the manager's
+	// client); nil builds one from Config.
+	Writer client.Client
+	Log    logr.Logger
+}
+
+// Client runs Helm actions. Each action gets a configuration of its own, made for its scope:
+// the scope's identity, and a guard on every request (see guard). What is worth keeping across
+// actions is shared: the release storage per (namespace, identity), discovery, the cluster's
+// capabilities. Safe for concurrent use; callers must not run two actions on the same release
+// at once (controller-runtime never reconciles one CR in two workers).
 type Client struct {
 	cfg    *rest.Config
 	mapper meta.RESTMapper
 	disc   discovery.CachedDiscoveryInterface
-	// secrets serves the release storage of every namespace.
+	// secrets serves the release storage of every namespace for rudder's own identity.
 	secrets corev1client.SecretsGetter
+	own     client.Client
 	log     logr.Logger
+	// prefix is the path of the API server's URL, which request paths start with.
+	prefix string
 
-	mu    sync.Mutex
-	confs map[string]*action.Configuration
+	mu      sync.Mutex
+	drivers map[identity]*secretsDriver
+	writers map[identity]client.Client
+	caps    *chartutil.Capabilities
 }
 
-// NewClient makes a Client that talks to the cluster of cfg, resolving kinds with mapper.
-func NewClient(cfg *rest.Config, mapper meta.RESTMapper, log logr.Logger) (*Client, error) {
-	disc, err := newDiscovery(cfg)
+// identity is who acts in a namespace: rudder ("") or one of its ServiceAccounts.
+type identity struct{ namespace, serviceAccount string }
+
+// NewClient makes a Client that talks to the cluster of opts.Config.
+func NewClient(opts ClientOptions) (*Client, error) {
+	if opts.Config == nil || opts.Mapper == nil {
+		return nil, errors.New("helm client: Config and Mapper are required")
+	}
+	disc, err := newDiscovery(opts.Config)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := corev1client.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, mapper: mapper, disc: disc, secrets: cs.CoreV1(), log: log, confs: map[string]*action.Configuration{}}, nil
+	own := opts.Writer
+	if own == nil {
+		if own, err = client.New(opts.Config, client.Options{Mapper: opts.Mapper}); err != nil {
+			return nil, err
+		}
+	}
+	u, err := url.Parse(opts.Config.Host)
+	if err != nil {
+		return nil, fmt.Errorf("helm client: API server URL: %w", err)
+	}
+	return &Client{
+		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, own: own, log: opts.Log,
+		prefix:  strings.TrimSuffix(u.Path, "/"),
+		drivers: map[identity]*secretsDriver{}, writers: map[identity]client.Client{},
+	}, nil
 }
 
-func (c *Client) config(ns string) (*action.Configuration, error) {
+// restConfig is the configuration of a scope's identity (without the guard).
+func (c *Client) restConfig(s Scope) *rest.Config {
+	cfg := rest.CopyConfig(c.cfg)
+	if u := s.User(); u != "" {
+		// The API server adds the ServiceAccount's groups itself.
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: u}
+	}
+	return cfg
+}
+
+// driver is the release storage of a namespace as the scope's identity, built once.
+func (c *Client) driver(s Scope) (*secretsDriver, error) {
+	id := identity{s.Namespace, s.ServiceAccount}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if conf, ok := c.confs[ns]; ok {
-		return conf, nil
+	if d, ok := c.drivers[id]; ok {
+		return d, nil
 	}
-	conf := new(action.Configuration)
-	getter := &restClientGetter{cfg: c.cfg, namespace: ns, mapper: c.mapper, discovery: c.disc}
-	log := c.log.WithName("helm").WithValues("namespace", ns)
-	debug := func(format string, v ...any) { log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
-	if err := conf.Init(getter, ns, "secret", debug); err != nil {
-		return nil, fmt.Errorf("helm configuration for namespace %s: %w", ns, err)
+	secrets := c.secrets
+	if s.ServiceAccount != "" {
+		cs, err := corev1client.NewForConfig(c.restConfig(s))
+		if err != nil {
+			return nil, err
+		}
+		secrets = cs
 	}
-	// Helm's Secret storage, with rudder's encoder (see secretsDriver).
-	d := newSecretsDriver(c.secrets.Secrets(ns))
-	d.Log = debug
-	conf.Releases = storage.Init(d)
-	conf.Releases.Log = debug
-	if kc, ok := conf.KubeClient.(*kube.Client); ok {
-		conf.KubeClient = kubeClient{kc}
+	d := newSecretsDriver(secrets.Secrets(s.Namespace))
+	d.Log = c.debug(s)
+	c.drivers[id] = d
+	return d, nil
+}
+
+func (c *Client) debug(s Scope) func(string, ...any) {
+	log := c.log.WithName("helm").WithValues("namespace", s.Namespace)
+	if s.ServiceAccount != "" {
+		log = log.WithValues("serviceAccount", s.ServiceAccount)
 	}
-	c.confs[ns] = conf
-	return conf, nil
+	return func(format string, v ...any) { log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
+}
+
+// run is one action's configuration, with the guard its requests go through.
+type run struct {
+	conf  *action.Configuration
+	guard *guard
+	scope Scope
+}
+
+// begin prepares one action of a scope. Every revision it stores is checked first (see
+// checkedDriver); ch, when set, is the chart whose crds/ define kinds the action may meet, and
+// manifest says whether stored manifests need checking too (those a post-renderer has not
+// already checked: rollbacks).
+func (c *Client) begin(s Scope, ch *chart.Chart, manifest bool) (*run, error) {
+	d, err := c.driver(s)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := c.capabilities()
+	if err != nil {
+		return nil, err
+	}
+	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix}
+	cfg := c.restConfig(s)
+	cfg.Wrap(g.wrap)
+	getter := &restClientGetter{cfg: cfg, namespace: s.Namespace, mapper: c.mapper, discovery: c.disc}
+	debug := c.debug(s)
+	kc := kube.New(getter)
+	kc.Log = debug
+	store := storage.Init(&checkedDriver{secretsDriver: d, check: func(rel *release.Release) error {
+		return s.CheckRelease(c.mapper, rel, ch, manifest)
+	}})
+	store.Log = debug
+	return &run{scope: s, guard: g, conf: &action.Configuration{
+		RESTClientGetter: getter, KubeClient: kubeClient{kc}, Releases: store, Capabilities: caps, Log: debug,
+	}}, nil
+}
+
+// result says why an action failed, from what its guard saw when Helm's error does not (the
+// template engine keeps only the text of a lookup's error).
+func (r *run) result(err error) error {
+	if err == nil {
+		return nil
+	}
+	refused, forbidden := r.guard.outcome()
+	if ce := (*ConfinementError)(nil); len(refused) > 0 && !errors.As(err, &ce) {
+		return &ConfinementError{Violations: refused}
+	}
+	if fe := (*ForbiddenError)(nil); len(forbidden) > 0 && !errors.As(err, &fe) {
+		return &ForbiddenError{User: r.scope.User(), Refused: forbidden, Err: err}
+	}
+	return err
+}
+
+// ForbiddenError: the API server refused requests of an action to the identity it was made as
+// (rudder's ClusterRole, or the RBAC of the scope's ServiceAccount lacks a rule).
+type ForbiddenError struct {
+	// User the requests were made as; "" for rudder's own identity.
+	User string
+	// Refused holds the API server's messages, which name the verb, resource and namespace.
+	Refused []string
+	Err     error
+}
+
+func (e *ForbiddenError) Error() string { return strings.Join(e.Refused, "; ") }
+func (e *ForbiddenError) Unwrap() error { return e.Err }
+
+// IsForbidden reports whether err is a refusal by the API server's authorization (and not by
+// rudder's confinement).
+func IsForbidden(err error) bool {
+	var ce *ConfinementError
+	if errors.As(err, &ce) {
+		return false
+	}
+	var fe *ForbiddenError
+	return errors.As(err, &fe) || apierrors.IsForbidden(err)
+}
+
+// capabilities are the cluster's, read once (Helm would invalidate discovery and read them at
+// every action); installing CRDs forgets them.
+func (c *Client) capabilities() (*chartutil.Capabilities, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.caps != nil {
+		return c.caps, nil
+	}
+	kv, err := c.disc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the server version: %w", err)
+	}
+	apis, err := action.GetVersionSet(c.disc)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("reading the served API versions: %w", err)
+	}
+	c.caps = &chartutil.Capabilities{
+		APIVersions: apis,
+		KubeVersion: chartutil.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}
+	return c.caps, nil
+}
+
+func (c *Client) forgetCapabilities() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.caps = nil
+	c.disc.Invalidate()
 }
 
 // kubeClient is Helm's kube client without the reachability probe Helm runs before every
@@ -107,27 +295,38 @@ type kubeClient struct{ *kube.Client }
 
 func (kubeClient) IsReachable() error { return nil }
 
-// Last is the newest revision of a release, or nil when there is none.
-func (c *Client) Last(ns, name string) (*release.Release, error) {
-	conf, err := c.config(ns)
+// storageOf is the release storage of a scope, for reads and rudder's own record updates.
+func (c *Client) storageOf(s Scope) (*storage.Storage, error) {
+	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
 	}
-	rel, err := conf.Releases.Last(name)
+	st := storage.Init(d)
+	st.Log = d.Log
+	return st, nil
+}
+
+// Last is the newest revision of a release, or nil when there is none.
+func (c *Client) Last(s Scope, name string) (*release.Release, error) {
+	st, err := c.storageOf(s)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := st.Last(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
 	return rel, err
 }
 
-// LastDeployed is the newest revision whose status is deployed or superseded (the one a
-// rollback returns to), or nil.
-func (c *Client) LastDeployed(ns, name string, before int) (*release.Release, error) {
-	conf, err := c.config(ns)
+// LastDeployed is the newest revision before before whose status is deployed or superseded
+// (the one a rollback returns to), or nil.
+func (c *Client) LastDeployed(s Scope, name string, before int) (*release.Release, error) {
+	st, err := c.storageOf(s)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := conf.Releases.History(name)
+	hist, err := st.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
@@ -139,7 +338,7 @@ func (c *Client) LastDeployed(ns, name string, before int) (*release.Release, er
 		if r.Version >= before {
 			continue
 		}
-		if s := r.Info.Status; s != release.StatusDeployed && s != release.StatusSuperseded {
+		if st := r.Info.Status; st != release.StatusDeployed && st != release.StatusSuperseded {
 			continue
 		}
 		if best == nil || r.Version > best.Version {
@@ -147,19 +346,6 @@ func (c *Client) LastDeployed(ns, name string, before int) (*release.Release, er
 		}
 	}
 	return best, nil
-}
-
-// History lists every stored revision, oldest first.
-func (c *Client) History(ns, name string) ([]*release.Release, error) {
-	conf, err := c.config(ns)
-	if err != nil {
-		return nil, err
-	}
-	hist, err := conf.Releases.History(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	return hist, err
 }
 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.
@@ -172,25 +358,86 @@ const helmNameInUse = "cannot re-use a name that is still in use"
 // Install installs a new release. It does not wait for readiness: the reconciler reports it.
 // When storage already holds a release of that name (Helm checks before it writes anything),
 // the error wraps ErrNameInUse and nothing was changed.
+//
+// Nothing of a release that breaks its confinement is applied: the chart's crds/ are checked
+// before anything else, and a chart with crds/ (which Helm creates before it renders) is
+// rendered and checked first without the cluster; every other object, and every hook, is
+// checked before the first revision is stored.
 func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
-	conf, err := c.config(req.Owner.Key.Namespace)
+	crds := len(req.Chart.CRDObjects()) > 0
+	if crds {
+		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
+			return nil, err
+		}
+		if err := c.precheck(req); err != nil {
+			return nil, err
+		}
+	}
+	r, err := c.begin(req.Scope, req.Chart, false)
 	if err != nil {
 		return nil, err
 	}
-	in := action.NewInstall(conf)
+	in := action.NewInstall(r.conf)
 	in.ReleaseName = req.ReleaseName
-	in.Namespace = req.Owner.Key.Namespace
+	in.Namespace = req.Scope.Namespace
 	in.Labels = req.labels()
 	in.Description = req.Description
-	in.PostRenderer = &postRenderer{owner: req.Owner, conf: req.Confinement, mapper: c.mapper}
+	in.PostRenderer = req.postRenderer(c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
+	if crds {
+		c.forgetCapabilities()
+	}
+	err = r.result(err)
 	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
 		// The second: the name check read nothing (Helm goes on when its read fails) and
 		// storing revision 1 found it there.
 		return nil, fmt.Errorf("%w: %w", ErrNameInUse, err)
 	}
 	return rel, err
+}
+
+// precheck renders a release without the cluster (lookups find nothing) and checks its
+// manifest and hooks: for a chart with crds/, which Helm creates before it renders. Only a
+// violation counts: a render that needs the cluster fails again, and says why, in the action.
+func (c *Client) precheck(req *Request) error {
+	_, err := c.Render(req)
+	var ce *ConfinementError
+	if errors.As(err, &ce) {
+		return err
+	}
+	return nil
+}
+
+// Render renders a release as Install would, without the cluster: lookups find nothing, and
+// the capabilities are the cluster's when the Client has read them, else Helm's defaults. The
+// release it returns has the post-rendered manifest and the hooks, all checked against the
+// request's confinement.
+func (c *Client) Render(req *Request) (*release.Release, error) {
+	c.mu.Lock()
+	caps := c.caps
+	c.mu.Unlock()
+	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	in.ClientOnly, in.DryRun, in.Replace = true, true, true
+	in.ReleaseName = req.ReleaseName
+	in.Namespace = req.Scope.Namespace
+	in.Labels = req.labels()
+	in.Description = req.Description
+	in.PostRenderer = req.postRenderer(c.mapper)
+	in.DisableOpenAPIValidation = true
+	if caps != nil {
+		kv := caps.KubeVersion
+		in.KubeVersion = &kv
+		in.APIVersions = caps.APIVersions
+	}
+	rel, err := in.Run(req.Chart, req.Values)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Scope.CheckRelease(c.mapper, rel, req.Chart, false); err != nil {
+		return nil, err
+	}
+	return rel, nil
 }
 
 // skipClientValidation turns off Helm's client-side "OpenAPI validation". Against an API server
@@ -201,62 +448,107 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 // server still validates every object Helm creates or patches.
 const skipClientValidation = true
 
-// Upgrade makes a new revision of an existing release.
+// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade.
 func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
-	conf, err := c.config(req.Owner.Key.Namespace)
+	r, err := c.begin(req.Scope, req.Chart, false)
 	if err != nil {
 		return nil, err
 	}
-	up := action.NewUpgrade(conf)
-	up.Namespace = req.Owner.Key.Namespace
+	up := action.NewUpgrade(r.conf)
+	up.Namespace = req.Scope.Namespace
 	up.Labels = req.labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
-	up.PostRenderer = &postRenderer{owner: req.Owner, conf: req.Confinement, mapper: c.mapper}
+	up.PostRenderer = req.postRenderer(c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
-	return up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	return rel, r.result(err)
 }
 
-// Rollback returns a release to revision toRevision, as a new revision.
-func (c *Client) Rollback(ns, name string, toRevision, maxHistory int) error {
-	conf, err := c.config(ns)
+// Rollback returns a release to revision toRevision, as a new revision. The target's manifest
+// and hooks are checked against the scope before anything is stored or applied: the watch's
+// confinement may be stricter than when that revision was made.
+func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int) error {
+	r, err := c.begin(s, nil, true)
 	if err != nil {
 		return err
 	}
-	rb := action.NewRollback(conf)
+	rb := action.NewRollback(r.conf)
 	rb.Version = toRevision
 	rb.MaxHistory = maxHistory
-	return rb.Run(name)
+	return r.result(rb.Run(name))
 }
 
 // Uninstall removes a release and the objects it made. A release that is already gone is not
-// an error.
-func (c *Client) Uninstall(ns, name, description string) error {
-	conf, err := c.config(ns)
+// an error. A release whose manifest or hooks are outside the scope (made before a stricter
+// watch) is refused before anything runs: its delete hooks and deletions would act there.
+func (c *Client) Uninstall(s Scope, name, description string) error {
+	r, err := c.begin(s, nil, true)
 	if err != nil {
 		return err
 	}
-	un := action.NewUninstall(conf)
+	last, err := r.conf.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return r.result(err)
+	}
+	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
+		return err
+	}
+	un := action.NewUninstall(r.conf)
 	un.Description = description
 	_, err = un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
-	return err
+	return r.result(err)
 }
 
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous
 // process) as failed, so that Helm accepts new actions on the release.
-func (c *Client) Unlock(rel *release.Release) error {
-	conf, err := c.config(rel.Namespace)
+func (c *Client) Unlock(s Scope, rel *release.Release) error {
+	st, err := c.storageOf(s)
 	if err != nil {
 		return err
 	}
 	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
-	return conf.Releases.Update(rel)
+	return st.Update(rel)
 }
 
-// Mapping resolves a kind to its resource and scope.
-func (c *Client) Mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
-	return c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+// Writer is the client that re-applies a scope's drifted objects: the scope's
+// ServiceAccount's, built once per (namespace, ServiceAccount), or rudder's own.
+func (c *Client) Writer(s Scope) (client.Client, error) {
+	if s.ServiceAccount == "" {
+		return c.own, nil
+	}
+	id := identity{s.Namespace, s.ServiceAccount}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.writers[id]; ok {
+		return w, nil
+	}
+	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.own.Scheme(), Mapper: c.mapper})
+	if err != nil {
+		return nil, err
+	}
+	c.writers[id] = w
+	return w, nil
+}
+
+// checkedDriver is a scope's release storage for one action: a revision is checked against
+// the scope before it is stored. Storing the new revision is the first write of an install,
+// an upgrade and a rollback, before any hook runs or object is applied, and the revision holds
+// every hook of every event.
+type checkedDriver struct {
+	*secretsDriver
+	check func(*release.Release) error
+}
+
+func (d *checkedDriver) Create(key string, rls *release.Release) error {
+	if err := d.check(rls); err != nil {
+		return err
+	}
+	return d.secretsDriver.Create(key, rls)
 }

@@ -1,7 +1,13 @@
-// Package helm is rudder's Helm layer: one action configuration per namespace on the standard
-// Secret storage driver (so plain `helm` sees every release), the release labels that tie a
-// release to its CR, a post-renderer that confines rendered objects and marks them as owned, and
-// DetermineState, the pure function that says what a release needs.
+// Package helm is rudder's Helm layer: Helm actions on the standard Secret storage driver (so
+// plain `helm` sees every release), each made for a Scope — the identity it acts as (rudder, or
+// a tenant's ServiceAccount through impersonation) and the Confinement it is held to; the
+// release labels that tie a release to its CR; a post-renderer that marks rendered objects as
+// owned; and DetermineState, the pure function that says what a release needs.
+//
+// Confinement is one check (confine.go) applied wherever Helm would act: the post-rendered
+// manifest, every hook and the chart's crds/ before an action's first write (checkedDriver,
+// Install's precheck), uninstall and drift re-apply, and a guard on every request an action
+// makes (guard.go), which is also what confines a template's lookup.
 //
 // It knows nothing of controller-runtime's manager or of CR status: the reconciler in
 // controllers/ maps its results and errors to conditions.

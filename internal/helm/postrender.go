@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,42 +22,19 @@ type Owner struct {
 	UID types.UID
 }
 
-// Confinement says where rendered objects may live.
-type Confinement struct {
-	// AllowedNamespaces besides the owner's; "*" allows any.
-	AllowedNamespaces []string
-	// AllowClusterScoped kinds, as "Kind" or "Kind.group".
-	AllowClusterScoped []string
-}
-
-// ConfinementError is returned when a chart renders an object outside what the watch allows.
-// Nothing has been applied when it is returned.
-type ConfinementError struct{ Objects []string }
-
-func (e *ConfinementError) Error() string {
-	return "rendered objects outside the allowed scope (nothing was applied): " + strings.Join(e.Objects, "; ")
-}
-
-// UnknownKindError is returned when a chart renders a kind the API server does not serve.
-type UnknownKindError struct{ Object string }
-
-func (e *UnknownKindError) Error() string {
-	return "rendered object of a kind the API server does not serve: " + e.Object
-}
-
 // postRenderer checks confinement and marks every object as the owner's: an owner reference
 // where one can point (namespaced objects in the owner's namespace; garbage collection then
 // backs up uninstall), and always the managed label and owner annotation.
 type postRenderer struct {
 	owner  Owner
 	conf   Confinement
-	mapper meta.RESTMapper
+	scoper *scoper
 }
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(in.Bytes()), 4096)
 	var out bytes.Buffer
-	var violations []string
+	var violations []Violation
 	ownerAnn := OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
 	for {
 		var raw map[string]any
@@ -77,29 +52,14 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		if gvk.Kind == "" {
 			return nil, fmt.Errorf("rendered object without kind: %v", raw)
 		}
-		desc := fmt.Sprintf("%s %q", gvk.Kind, obj.GetName())
-		mapping, err := p.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		namespaced, err := p.scoper.namespaced(gvk)
 		if err != nil {
-			return nil, &UnknownKindError{Object: fmt.Sprintf("%s (%s): %v", desc, gvk.GroupVersion(), err)}
+			return nil, &UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, obj.GetName(), gvk.GroupVersion(), err)}
 		}
-		namespaced := mapping.Scope.Name() == meta.RESTScopeNameNamespace
-		sameNS := false
-		if namespaced {
-			ns := obj.GetNamespace()
-			if ns == "" {
-				ns = p.owner.Key.Namespace
-			}
-			sameNS = ns == p.owner.Key.Namespace
-			if !sameNS && !slices.Contains(p.conf.AllowedNamespaces, ns) && !slices.Contains(p.conf.AllowedNamespaces, "*") {
-				violations = append(violations, fmt.Sprintf("%s is in namespace %q, outside %q", desc, ns, p.owner.Key.Namespace))
-			}
-		} else {
-			k := gvk.Kind
-			kg := gvk.Kind + "." + gvk.Group
-			if !slices.Contains(p.conf.AllowClusterScoped, k) && !slices.Contains(p.conf.AllowClusterScoped, kg) {
-				violations = append(violations, fmt.Sprintf("%s is cluster-scoped and the watch does not allow %s", desc, k))
-			}
+		if v := p.conf.checkObject(SourceManifest, gvk, obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
+			violations = append(violations, *v)
 		}
+		sameNS := namespaced && (obj.GetNamespace() == "" || obj.GetNamespace() == p.owner.Key.Namespace)
 		lbls := obj.GetLabels()
 		if lbls == nil {
 			lbls = map[string]string{}
@@ -133,7 +93,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		out.Write(b)
 	}
 	if len(violations) > 0 {
-		return nil, &ConfinementError{Objects: violations}
+		return nil, &ConfinementError{Violations: violations}
 	}
 	return &out, nil
 }

@@ -16,8 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
@@ -41,7 +43,10 @@ type Options struct {
 	// WatchNamespaces limits every cache to these namespaces (empty: all).
 	WatchNamespaces []string
 
-	MetricsBindAddress     string // "0" disables
+	MetricsBindAddress string // "0" disables
+	// MetricsSecure serves metrics over HTTPS to clients that authenticate (TokenReview) and
+	// may get /metrics (SubjectAccessReview), as kubebuilder scaffolds it.
+	MetricsSecure          bool
 	HealthProbeBindAddress string // "0" disables
 	LeaderElection         bool
 	LeaderElectionID       string
@@ -50,12 +55,19 @@ type Options struct {
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
 
+	// DefaultServiceAccount is impersonated, in each CR's namespace, for the releases of
+	// watches that name no serviceAccountName ("" = rudder's own identity).
+	DefaultServiceAccount string
+
 	ChartReload   bool
 	ChartDebounce time.Duration
 	ChartRescan   time.Duration
 
 	// Clock for the hooks and reconcilers (tests inject a fake one).
 	Clock clock.PassiveClock
+	// SeveralManagers allows more than one rudder manager in a process (tests): controller
+	// names, which name their metrics, are then not checked for uniqueness.
+	SeveralManagers bool
 	// Hooks replaces the built-in hook registry (nil: the built-in kinds' hooks).
 	Hooks *hook.Registry
 }
@@ -133,12 +145,13 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			},
 		},
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: new(opts.SeveralManagers)},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating manager: %w", err)
@@ -188,7 +201,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			return nil, nil, err
 		}
 	}
-	hc, err := helm.NewClient(cfg, mgr.GetRESTMapper(), ctrl.Log)
+	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Writer: mgr.GetClient(), Log: ctrl.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,7 +213,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		r, err := controllers.New(controllers.Options{
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
-			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock,
+			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     controllers.WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		})
@@ -212,6 +225,17 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		}
 	}
 	return mgr, charts, nil
+}
+
+// metricsOptions serve /metrics; when secure, over HTTPS (a self-signed certificate unless one
+// is mounted) and only to clients the API server authenticates and authorizes for the
+// nonResourceURL /metrics (ClusterRole rudder-metrics-reader).
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsSecure}
+	if opts.MetricsSecure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // stripManagedFields drops managedFields from what the caches keep: nothing reads them, and

@@ -56,6 +56,10 @@ type Watch struct {
 	// AllowClusterScoped lists the kinds ("Kind" or "Kind.group") of cluster-scoped objects a
 	// chart may render.
 	AllowClusterScoped []string `json:"allowClusterScoped,omitempty"`
+	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
+	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
+	// rudder's --default-service-account. Unset with no default: rudder's own identity.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// Set by Load.
 	gvk            schema.GroupVersionKind
@@ -200,6 +204,11 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 	for _, k := range w.AllowClusterScoped {
 		if k == "" {
 			return errors.New("allowClusterScoped: empty kind")
+		}
+	}
+	if w.ServiceAccountName != "" {
+		if errs := validation.IsDNS1123Subdomain(w.ServiceAccountName); len(errs) > 0 {
+			return fmt.Errorf("serviceAccountName: %q: %s", w.ServiceAccountName, strings.Join(errs, "; "))
 		}
 	}
 	w.overrideTmpls = map[string]*template.Template{}

@@ -26,6 +26,7 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		{"bad selector", `- {group: a.io, version: v1, kind: A, chart: c, selector: {matchExpressions: [{key: a, operator: Foo}]}}`, "selector"},
 		{"negative history", `- {group: a.io, version: v1, kind: A, chart: c, maxHistory: -1}`, "maxHistory"},
 		{"tiny period", `- {group: a.io, version: v1, kind: A, chart: c, reconcilePeriod: 10ms}`, "reconcilePeriod"},
+		{"bad service account", `- {group: a.io, version: v1, kind: A, chart: c, serviceAccountName: "Not_A_Name"}`, `serviceAccountName: "Not_A_Name"`},
 		{"empty", ``, "no watches"},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,230 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/crtest"
+)
+
+// The kinds of the confinement tests (controllers/testdata/charts): each chart tries one way
+// out of the CR's namespace, and works when it stays inside.
+var (
+	hookProbeGVK   = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "HookProbe"}
+	crdProbeGVK    = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDProbe"}
+	crdAllowedGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDAllowed"}
+	lookupProbeGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "LookupProbe"}
+	tenantAppGVK   = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "TenantApp"}
+)
+
+// stalledOn waits for Stalled=True/ChartInvalid and checks that the condition and an Event
+// name every part of the violation.
+func stalledOn(t *testing.T, gvk schema.GroupVersionKind, ns, name string, parts ...string) {
+	t.Helper()
+	u := waitCondition(t, gvk, ns, name, "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
+	msg := condition(u, "Stalled").Message
+	for _, p := range parts {
+		if !strings.Contains(msg, p) {
+			t.Errorf("Stalled does not name %q: %s", p, msg)
+		}
+	}
+	crtest.WaitEvent(t, k8s, ns, name, "ChartInvalid", parts...)
+	if h := history(t, ns, name); len(h) != 0 {
+		t.Errorf("a refused release must store no revision: %s", describe(h))
+	}
+}
+
+func noConfigMaps(t *testing.T, ns string) {
+	t.Helper()
+	var list corev1.ConfigMapList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range list.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			t.Errorf("ConfigMap %s/%s was created", ns, cm.Name)
+		}
+	}
+}
+
+func TestHookOutsideTheNamespaceIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, victim := newNamespace(t), newNamespace(t)
+	if err := k8s.Create(ctx, newCR(hookProbeGVK, ns, "h", map[string]any{"target": victim})); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, hookProbeGVK, ns, "h", `hook (pre-install,pre-upgrade) ConfigMap "h-hook" in namespace "`+victim+`"`)
+	noConfigMaps(t, victim)
+	noConfigMaps(t, ns)
+
+	// The same chart with its hook at home: the hook runs.
+	if err := k8s.Create(ctx, newCR(hookProbeGVK, ns, "home", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, hookProbeGVK, ns, "home", "Ready", metav1.ConditionTrue, "", timeout)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "home-hook"}, &cm); err != nil || cm.Data["ran"] != "yes" {
+		t.Fatalf("the pre-install hook in the CR's namespace did not run: %v %v", err, cm.Data)
+	}
+}
+
+func TestLookupOutsideTheNamespaceIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, victim := newNamespace(t), newNamespace(t)
+	for _, where := range []string{ns, victim} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: where, Name: "source"}, StringData: map[string]string{"password": "in-" + where}}
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "steal", map[string]any{"from": map[string]any{"namespace": victim, "name": "source"}})); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, lookupProbeGVK, ns, "steal", `get Secret "source" in namespace "`+victim+`"`)
+	noConfigMaps(t, ns)
+
+	// A lookup of the own namespace reads, and one that finds nothing gives an empty map.
+	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "own", map[string]any{"from": map[string]any{"name": "source"}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "none", map[string]any{"from": map[string]any{"name": "missing"}})); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"own": `"password":"` + b64("in-"+ns) + `"`, "none": "{}"} {
+		waitCondition(t, lookupProbeGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
+		var cm corev1.ConfigMap
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(cm.Data["copied"], want) {
+			t.Errorf("%s copied %q, want it to contain %q", name, cm.Data["copied"], want)
+		}
+	}
+}
+
+// TestCRDsOnlyWhereAllowed: a chart's crds/ are installed only where the watch allows
+// CustomResourceDefinition; elsewhere the CR stalls naming the CRD. A chart whose hook escapes
+// creates no CRD either, even where CRDs are allowed.
+func TestCRDsOnlyWhereAllowed(t *testing.T) {
+	ctx := context.Background()
+	ns, victim := newNamespace(t), newNamespace(t)
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	crd.SetName("things.escape.rudder.dev")
+	noCRD := func() {
+		t.Helper()
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(crd), crd); !apierrors.IsNotFound(err) {
+			t.Fatalf("CRD %s exists (err=%v)", crd.Name, err)
+		}
+	}
+
+	if err := k8s.Create(ctx, newCR(crdProbeGVK, ns, "c", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, crdProbeGVK, ns, "c", `CRD (crds/) CustomResourceDefinition "things.escape.rudder.dev"`, "allowClusterScoped")
+	noCRD()
+
+	if err := k8s.Create(ctx, newCR(crdAllowedGVK, ns, "hook", map[string]any{"hookTarget": victim})); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, crdAllowedGVK, ns, "hook", `hook (post-install) ConfigMap "hook-hook" in namespace "`+victim+`"`)
+	noCRD()
+	noConfigMaps(t, victim)
+
+	if err := k8s.Create(ctx, newCR(crdAllowedGVK, ns, "ok", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, crdAllowedGVK, ns, "ok", "Ready", metav1.ConditionTrue, "", timeout)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), crd) })
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+		t.Fatalf("the allowed CRD was not installed: %v", err)
+	}
+}
+
+// TestTenantActsAsItsServiceAccount: with serviceAccountName, every request for the release is
+// the tenant's: a Role without Services gives Forbidden naming them, although rudder itself
+// may create Services; one without Secrets gives Forbidden naming them (Helm's storage is the
+// tenant's too); granting both recovers the CR with no edit, and the release is stored in the
+// tenant's namespace.
+func TestTenantActsAsItsServiceAccount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"},
+	}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "deployer"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "deployer", Namespace: ns}}}
+	for _, o := range []client.Object{sa, role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := k8s.Create(ctx, newCR(tenantAppGVK, ns, "app", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	user := `"system:serviceaccount:` + ns + `:deployer"`
+	forbidden(t, ns, "app", user, `resource "services"`, `namespace "`+ns+`"`, "ServiceAccount "+ns+"/deployer")
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Service exists although the tenant may not create it (err=%v)", err)
+	}
+
+	grant := func(resource string) {
+		t.Helper()
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{resource}, Verbs: []string{"*"}})
+		if err := k8s.Update(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("services")
+	forbidden(t, ns, "app", user, `resource "secrets"`, `namespace "`+ns+`"`)
+	grant("secrets")
+	u := waitCondition(t, tenantAppGVK, ns, "app", "Ready", metav1.ConditionTrue, "", timeout)
+	if c := condition(u, "Released"); c.Status != metav1.ConditionTrue {
+		t.Fatalf("Released after recovery: %+v", c)
+	}
+	if h := history(t, ns, "app"); len(h) != 1 || h[0].Version != 1 {
+		t.Fatalf("want one revision after recovery, got %s", describe(h))
+	}
+	var secrets corev1.SecretList
+	if err := k8s.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "app"}); err != nil || len(secrets.Items) != 1 {
+		t.Fatalf("release Secrets in %s: %v %d", ns, err, len(secrets.Items))
+	}
+}
+
+// forbidden waits until Released=False/Forbidden names every one of parts.
+func forbidden(t *testing.T, ns, name string, parts ...string) {
+	t.Helper()
+	crtest.Eventually(t, "Released=Forbidden naming "+strings.Join(parts, ", "), timeout, func(ctx context.Context) (bool, error) {
+		u, err := get(ctx, tenantAppGVK, ns, name)
+		if err != nil {
+			return false, err
+		}
+		c := condition(u, "Released")
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Forbidden" {
+			return false, fmt.Errorf("Released: %+v", c)
+		}
+		for _, p := range parts {
+			if !strings.Contains(c.Message, p) {
+				return false, fmt.Errorf("message does not name %q: %s", p, c.Message)
+			}
+		}
+		return true, nil
+	})
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -1,0 +1,319 @@
+package helm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Source says where an object, or a request, of a release comes from.
+type Source string
+
+// The sources the confinement check names in its violations.
+const (
+	SourceManifest Source = "manifest"
+	SourceHook     Source = "hook"
+	SourceCRD      Source = "CRD (crds/)"
+	// SourceRequest is a request Helm made for the release that reached no object of the
+	// above first: a template's lookup, or anything else that went to the API server.
+	SourceRequest Source = "request"
+)
+
+// Confinement says where a release may act: its own namespace, the watch's allowedNamespaces
+// and the cluster-scoped kinds of allowClusterScoped. Every path by which Helm creates, reads,
+// updates or deletes something for the release is held to it (see Client).
+type Confinement struct {
+	// Namespace is the owner's namespace, which is also the release's.
+	Namespace string
+	// AllowedNamespaces besides Namespace; "*" allows any.
+	AllowedNamespaces []string
+	// AllowClusterScoped kinds, as "Kind" (any group) or "Kind.group".
+	AllowClusterScoped []string
+}
+
+// AllowsNamespace reports whether namespaced objects of ns are within reach.
+func (c Confinement) AllowsNamespace(ns string) bool {
+	return ns == c.Namespace || slices.Contains(c.AllowedNamespaces, ns) || slices.Contains(c.AllowedNamespaces, "*")
+}
+
+// AllowsClusterScoped reports whether cluster-scoped objects of gk are within reach.
+func (c Confinement) AllowsClusterScoped(gk schema.GroupKind) bool {
+	return slices.Contains(c.AllowClusterScoped, gk.Kind) || slices.Contains(c.AllowClusterScoped, gk.Kind+"."+gk.Group)
+}
+
+// Violation is one object or request outside a release's confinement.
+type Violation struct {
+	Source Source
+	// Hook lists the hook events of a SourceHook object ("pre-install,post-delete").
+	Hook string
+	// Verb of a SourceRequest ("get", "list", "create", …).
+	Verb      string
+	Kind      string
+	Name      string
+	Namespace string // "" for cluster-scoped kinds and requests across all namespaces
+	// Why says which rule it breaks.
+	Why string
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	b.WriteString(string(v.Source))
+	if v.Hook != "" {
+		b.WriteString(" (" + v.Hook + ")")
+	}
+	if v.Verb != "" {
+		b.WriteString(" " + v.Verb)
+	}
+	b.WriteString(" " + v.Kind)
+	if v.Name != "" {
+		fmt.Fprintf(&b, " %q", v.Name)
+	}
+	if v.Namespace != "" {
+		fmt.Fprintf(&b, " in namespace %q", v.Namespace)
+	}
+	b.WriteString(": " + v.Why)
+	return b.String()
+}
+
+// ConfinementError is returned when a release would act outside its confinement. When an
+// install, upgrade, rollback or uninstall returns it, none of the release's objects, hooks or
+// CRDs has been created, changed or deleted (the check runs before the action's first write).
+type ConfinementError struct{ Violations []Violation }
+
+func (e *ConfinementError) Error() string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.String()
+	}
+	return "outside the release's confinement: " + strings.Join(parts, "; ")
+}
+
+// UnknownKindError is returned when a chart renders a kind the API server does not serve.
+type UnknownKindError struct{ Object string }
+
+func (e *UnknownKindError) Error() string {
+	return "rendered object of a kind the API server does not serve: " + e.Object
+}
+
+// checkObject decides one object of a release whose kind's scope is known.
+func (c Confinement) checkObject(src Source, gvk schema.GroupVersionKind, name, ns string, namespaced bool) *Violation {
+	if namespaced {
+		if ns == "" {
+			ns = c.Namespace
+		}
+		if c.AllowsNamespace(ns) {
+			return nil
+		}
+		return &Violation{Source: src, Kind: gvk.Kind, Name: name, Namespace: ns,
+			Why: c.outsideNamespaces()}
+	}
+	if c.AllowsClusterScoped(gvk.GroupKind()) {
+		return nil
+	}
+	return &Violation{Source: src, Kind: gvk.Kind, Name: name,
+		Why: fmt.Sprintf("cluster-scoped, and the watch's allowClusterScoped does not name %s", gvk.Kind)}
+}
+
+func (c Confinement) outsideNamespaces() string {
+	if len(c.AllowedNamespaces) == 0 {
+		return fmt.Sprintf("outside the CR's namespace %q (the watch allows no other namespace)", c.Namespace)
+	}
+	return fmt.Sprintf("outside the CR's namespace %q and the watch's allowedNamespaces %v", c.Namespace, c.AllowedNamespaces)
+}
+
+// crdGVK is the kind of everything in a chart's crds/ directory.
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// scoper tells a kind's scope: from the API server's mapping, else from the CRDs of the chart
+// being installed (their kinds are not served until Helm created them).
+type scoper struct {
+	mapper meta.RESTMapper
+	crds   map[schema.GroupKind]bool // kind → namespaced
+}
+
+func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
+	s := &scoper{mapper: mapper, crds: map[schema.GroupKind]bool{}}
+	if ch == nil {
+		return s
+	}
+	for _, crd := range ch.CRDObjects() {
+		_ = eachHead(crd.File.Data, func(h objectHead) error {
+			if h.Kind == crdGVK.Kind && h.Spec.Names.Kind != "" {
+				s.crds[schema.GroupKind{Group: h.Spec.Group, Kind: h.Spec.Names.Kind}] = h.Spec.Scope != "Cluster"
+			}
+			return nil
+		})
+	}
+	return s
+}
+
+func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
+	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err == nil {
+		return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+	}
+	if ns, ok := s.crds[gvk.GroupKind()]; ok {
+		return ns, nil
+	}
+	return false, err
+}
+
+// objectHead is what the check reads of a manifest document; Spec only for CRDs.
+type objectHead struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec struct {
+		Group string `json:"group"`
+		Scope string `json:"scope"`
+		Names struct {
+			Kind string `json:"kind"`
+		} `json:"names"`
+	} `json:"spec"`
+}
+
+func (h objectHead) gvk() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
+}
+
+// eachHead calls fn for every non-empty document of a YAML (or JSON) stream.
+func eachHead(data []byte, fn func(objectHead) error) error {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var h objectHead
+		if err := dec.Decode(&h); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if h.Kind == "" && h.APIVersion == "" {
+			continue
+		}
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+}
+
+// checkStream checks every document of a manifest (or one hook's, or one CRD file's).
+func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte) ([]Violation, error) {
+	var out []Violation
+	err := eachHead(data, func(h objectHead) error {
+		gvk := h.gvk()
+		if gvk.Kind == "" {
+			return fmt.Errorf("%s object %q without kind", src, h.Metadata.Name)
+		}
+		namespaced, err := s.namespaced(gvk)
+		if err != nil {
+			return &UnknownKindError{Object: fmt.Sprintf("%s %s %q (%s): %v", src, gvk.Kind, h.Metadata.Name, gvk.GroupVersion(), err)}
+		}
+		if v := c.checkObject(src, gvk, h.Metadata.Name, h.Metadata.Namespace, namespaced); v != nil {
+			v.Hook = hook
+			out = append(out, *v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// CheckHooks checks every hook of a release, of every event.
+func (c Confinement) checkHooks(s *scoper, hooks []*release.Hook) ([]Violation, error) {
+	var out []Violation
+	for _, h := range hooks {
+		events := make([]string, len(h.Events))
+		for i, e := range h.Events {
+			events[i] = e.String()
+		}
+		sort.Strings(events)
+		vs, err := c.checkStream(s, SourceHook, strings.Join(events, ","), []byte(h.Manifest))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
+// checkCRDs checks a chart's crds/ (of the chart and its subcharts), which Helm installs before
+// it renders anything.
+func (c Confinement) checkCRDs(s *scoper, ch *chart.Chart) ([]Violation, error) {
+	var out []Violation
+	for _, crd := range ch.CRDObjects() {
+		vs, err := c.checkStream(s, SourceCRD, "", crd.File.Data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
+}
+
+// CheckRelease checks a release as Helm is about to store or remove it: every hook and, with
+// manifest, every object of the manifest. It is the check every action passes before its first
+// write; ch, when set, supplies the scope of kinds its crds/ define.
+func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
+	s := newScoper(mapper, ch)
+	vs, err := c.checkHooks(s, rel.Hooks)
+	if err != nil {
+		return err
+	}
+	if manifest {
+		mv, err := c.checkStream(s, SourceManifest, "", []byte(rel.Manifest))
+		if err != nil {
+			return err
+		}
+		vs = append(mv, vs...)
+	}
+	if len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
+}
+
+// CheckCRDs checks the chart's crds/ alone, which needs no rendering.
+func (c Confinement) CheckCRDs(mapper meta.RESTMapper, ch *chart.Chart) error {
+	vs, err := c.checkCRDs(newScoper(mapper, ch), ch)
+	if err != nil {
+		return err
+	}
+	if len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
+}
+
+// CheckObjects checks parsed objects of a release (its manifest, as drift re-apply restores
+// it).
+func (c Confinement) CheckObjects(mapper meta.RESTMapper, objs []*unstructured.Unstructured) error {
+	s := newScoper(mapper, nil)
+	var vs []Violation
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		namespaced, err := s.namespaced(gvk)
+		if err != nil {
+			return &UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, o.GetName(), gvk.GroupVersion(), err)}
+		}
+		if v := c.checkObject(SourceManifest, gvk, o.GetName(), o.GetNamespace(), namespaced); v != nil {
+			vs = append(vs, *v)
+		}
+	}
+	if len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package helm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// guard is the last line of confinement: it sees every request Helm makes for one action —
+// the render's lookups, reads and writes of objects, hooks and CRDs, deletions — and refuses
+// those outside the release's confinement before they leave the process (with a 403 that
+// names the rule, so that Helm fails the action there). It also remembers what it refused and
+// what the API server refused, because Helm's template engine flattens a lookup's error into a
+// string: the Client reads the guard to say why an action failed.
+//
+// The objects of an action are checked before its first write (post-renderer, CheckRelease);
+// the guard is what holds a template's lookup to the same rule, and what would catch any path
+// of Helm's that those checks miss.
+type guard struct {
+	conf   Confinement
+	mapper meta.RESTMapper
+	// prefix is the path of the API server's URL ("" for most), which request paths start with.
+	prefix string
+
+	mu        sync.Mutex
+	refused   []Violation
+	forbidden []string
+}
+
+var requestInfos = &apirequest.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
+
+func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if v := g.decide(req); v != nil {
+			g.mu.Lock()
+			g.refused = append(g.refused, *v)
+			g.mu.Unlock()
+			return refusal(req, v), nil
+		}
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusForbidden {
+			g.noteForbidden(req, resp)
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// decide returns the violation a request would be, or nil when it is within the confinement.
+// Requests that are not about resources (discovery, /version, OpenAPI) read nothing of a
+// tenant's and pass.
+func (g *guard) decide(req *http.Request) *Violation {
+	info, err := g.requestInfo(req)
+	if err != nil {
+		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}
+	}
+	if !info.IsResourceRequest {
+		return nil
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if gvr.Group == "" && gvr.Resource == "namespaces" {
+		// A Namespace is cluster-scoped; reading one the release may act in is fine (charts
+		// look up their own namespace's labels), anything else needs allowClusterScoped.
+		gk := schema.GroupKind{Kind: "Namespace"}
+		if g.conf.AllowsClusterScoped(gk) || (info.Verb == "get" && info.Name != "" && g.conf.AllowsNamespace(info.Name)) {
+			return nil
+		}
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: "Namespace", Name: info.Name,
+			Why: "cluster-scoped, and the watch's allowClusterScoped does not name Namespace"}
+	}
+	kind := g.kindOf(gvr)
+	if info.Namespace != "" {
+		if g.conf.AllowsNamespace(info.Namespace) {
+			return nil
+		}
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: kind.Kind, Name: info.Name, Namespace: info.Namespace,
+			Why: g.conf.outsideNamespaces()}
+	}
+	m, err := g.mapper.RESTMapping(kind.GroupKind(), kind.Version)
+	if err != nil {
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: gvr.GroupResource().String(), Name: info.Name,
+			Why: "a resource rudder cannot map to a kind: " + err.Error()}
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if g.conf.AllowsNamespace("*") {
+			return nil
+		}
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: kind.Kind, Name: info.Name,
+			Why: "across all namespaces, " + g.conf.outsideNamespaces()}
+	}
+	return g.conf.checkObject(SourceRequest, kind, info.Name, "", false).withVerb(info.Verb)
+}
+
+func (v *Violation) withVerb(verb string) *Violation {
+	if v != nil {
+		v.Verb = verb
+	}
+	return v
+}
+
+func (g *guard) requestInfo(req *http.Request) (*apirequest.RequestInfo, error) {
+	if g.prefix == "" {
+		return requestInfos.NewRequestInfo(req)
+	}
+	r := req.Clone(req.Context())
+	r.URL.Path = strings.TrimPrefix(r.URL.Path, g.prefix)
+	return requestInfos.NewRequestInfo(r)
+}
+
+// kindOf names a resource's kind for messages and scope; the resource itself when unmapped.
+func (g *guard) kindOf(gvr schema.GroupVersionResource) schema.GroupVersionKind {
+	if k, err := g.mapper.KindFor(gvr); err == nil {
+		return k
+	}
+	return schema.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: gvr.Resource}
+}
+
+// refusal is the response of a refused request: a Status like the API server's own 403, so that
+// every client (Helm's kube client, the lookup's dynamic client) reports it as a refusal.
+func refusal(req *http.Request, v *Violation) *http.Response {
+	st := metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
+		Message: "rudder confinement: " + v.String(),
+	}
+	body, _ := json.Marshal(st) // a plain struct: cannot fail
+	return &http.Response{
+		StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}},
+		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// noteForbidden remembers a request the API server refused (RBAC of rudder, or of the tenant's
+// ServiceAccount), with the server's own message, which names the user, verb, resource and
+// namespace.
+func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
+	msg := ""
+	if b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); err == nil {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		var st metav1.Status
+		if json.Unmarshal(b, &st) == nil {
+			msg = st.Message
+		}
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("%s %s", req.Method, req.URL.Path)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forbidden = append(g.forbidden, msg)
+}
+
+// outcome returns what the guard saw: the requests it refused and those the API server refused.
+func (g *guard) outcome() ([]Violation, []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Violation(nil), g.refused...), append([]string(nil), g.forbidden...)
+}
