@@ -7,7 +7,6 @@ import (
 	"net"
 	"reflect"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +62,9 @@ type pass struct {
 	applied bool
 	// preflighted: the values were validated (and overrides announced) by this pass.
 	preflighted bool
+	// rolledBack: this pass rolled the release back (rudder.dev/rollback-to) and announced it;
+	// the cache does not know the new revision yet.
+	rolledBack bool
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
@@ -238,7 +240,11 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	if err != nil {
 		return reconcile.Result{}, p.stall(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.ShortDigest(p.snap.Digest), ValuesDigest: vd}
+	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.ShortDigest(p.snap.Digest), ValuesDigest: vd,
+		Generation: p.gen}
+	if p.st.Release != nil && p.st.Release.Applied != nil {
+		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
+	}
 
 	var rel *release.Release // decoded newest revision, when this pass needed it
 	var head *helm.Head
@@ -258,7 +264,13 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 			head, rel = nil, nil
 		}
 	} else {
+		if err := p.requestedRollback(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
 		head, rel, err = p.ensureRelease(ctx, overridden)
+		if errors.Is(err, errWaiting) {
+			return reconcile.Result{RequeueAfter: p.requeue}, nil
+		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -366,20 +378,13 @@ func (p *pass) cachedHead(ctx context.Context) *helm.Head {
 		client.MatchingFields{ReleaseSecretIndex: p.relName}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	var best *metav1.PartialObjectMetadata
-	bestV := 0
+	var best *helm.Head
 	for i := range list.Items {
-		v, err := strconv.Atoi(list.Items[i].Labels["version"])
-		if err == nil && v > bestV {
-			best, bestV = &list.Items[i], v
+		if h := helm.HeadOfLabels(list.Items[i].Labels); h != nil && (best == nil || h.Revision > best.Revision) {
+			best = h
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	l := best.Labels
-	return &helm.Head{Revision: bestV, Status: release.Status(l["status"]), OwnerUID: l[helm.LabelOwnerUID],
-		ChartDigest: l[helm.LabelChartDigest], ValuesDigest: l[helm.LabelValuesDigest]}
+	return best
 }
 
 // readRelease returns the newest revision, from the cache when it is ours, else from storage.
@@ -426,16 +431,57 @@ func (p *pass) stuckError() error {
 		p.want.ChartDigest[:12], p.want.ValuesDigest[:12], p.st.Release.Failed.Message))
 }
 
+// foreignPendingGrace is how long a pending revision that rudder did not start is left to the
+// operation that may still be running it (a person's helm rollback or upgrade, whose --timeout
+// defaults to this) before rudder unlocks it as dead. rudder's own pending revisions are
+// unlocked at once: rudder runs one operation per release, so one it finds was started by a
+// process that is gone.
+const foreignPendingGrace = 5 * time.Minute
+
+// errWaiting ends a pass that waits for something with a RequeueAfter and no error.
+var errWaiting = errors.New("waiting")
+
+// foreignOperation reports (and says on the CR) whether the pending newest revision belongs to
+// an operation rudder did not start that may still be running.
+func (p *pass) foreignOperation(rel *release.Release) bool {
+	if helm.HeadOf(rel).MadeByRudder() || rel.Info == nil {
+		return false
+	}
+	age := p.r.opts.Clock.Since(rel.Info.LastDeployed.Time)
+	if age >= foreignPendingGrace {
+		return false
+	}
+	msg := fmt.Sprintf("revision %d is %s by an operation rudder did not start (%q); waiting up to %s from its start before unlocking it",
+		rel.Version, rel.Info.Status, rel.Info.Description, foreignPendingGrace)
+	p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonPendingOperation, msg)
+	p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonPendingOperation, msg)
+	p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonPendingOperation, msg)
+	p.setState("Locked")
+	p.requeueIn(jitter(min(foreignPendingGrace-age, 30*time.Second)))
+	return true
+}
+
 // ensureRelease brings the release to the desired state and returns its newest revision.
 func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.Head, *release.Release, error) {
 	r := p.r
 	// Fast path: the cache says the release is deployed from exactly what is desired.
-	h := p.cachedHead(ctx)
-	if h != nil && helm.DetermineState(h, p.want) == helm.StateInSync {
+	var h *helm.Head
+	if !p.rolledBack {
+		h = p.cachedHead(ctx)
+	}
+	if h != nil && p.st.Release != nil && h.Revision < p.st.Release.Revision {
+		// The cache is behind this CR's own status (a revision a pass just made): decide
+		// from storage.
+		h = nil
+	}
+	switch helm.DetermineState(h, p.want) {
+	case helm.StateInSync:
 		p.inSync(h)
 		return h, nil, nil
+	case helm.StateRolledBack:
+		return h, nil, p.keepRollback(ctx, h, nil)
 	}
-	if h == nil && p.st.Release == nil {
+	if h == nil && p.st.Release == nil && !p.rolledBack {
 		// A new CR: neither the cache nor the status knows a release. Helm's install reads
 		// storage for the name itself before it writes anything, so nothing is read here. If the
 		// name is taken after all (the cache is behind, or the release is not rudder's), storage
@@ -454,6 +500,9 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 		return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
 	}
 	state := helm.DetermineState(helm.HeadOf(rel), p.want)
+	if state == helm.StateLocked && p.foreignOperation(rel) {
+		return nil, nil, errWaiting
+	}
 	if state == helm.StateLocked {
 		prev := rel.Info.Status
 		if err := r.opts.Helm.Unlock(p.scope, rel); err != nil {
@@ -469,6 +518,8 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 	case helm.StateInSync:
 		p.inSync(helm.HeadOf(rel))
 		return helm.HeadOf(rel), rel, nil
+	case helm.StateRolledBack:
+		return helm.HeadOf(rel), rel, p.keepRollback(ctx, helm.HeadOf(rel), rel)
 	case helm.StateConflict:
 		return nil, nil, p.conflict(rel)
 	case helm.StateAbsent:
@@ -516,14 +567,19 @@ func (p *pass) inSync(h *helm.Head) {
 			chartName = p.st.Release.Chart
 		}
 		p.st.Release = &rstatus.Release{Name: p.relName, Revision: h.Revision, Chart: chartName,
-			ChartDigest: h.ChartDigest, ValuesDigest: h.ValuesDigest}
+			ChartDigest: h.ChartDigest, ValuesDigest: h.ValuesDigest, RollbackRequest: p.rollbackRequest()}
+	}
+	// Deployed from exactly what the spec and chart give now: what rudder would make is this.
+	p.st.Release.RolledBackTo = h.RolledBackTo()
+	if a := p.st.Release.Applied; a == nil || a.Generation != p.gen || a.ChartDigest != p.want.ChartDigest {
+		p.st.Release.Applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: p.gen, ChartDigest: p.want.ChartDigest}
 	}
 	if p.st.Release.Chart == "" {
 		p.st.Release.Chart = p.snap.Chart.Name() + "-" + p.snap.Chart.Metadata.Version
 	}
 	p.st.Release.Failed = nil
 	p.r.forgetFailure(p.key)
-	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue {
+	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback {
 		p.set(rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonUpToDate,
 			fmt.Sprintf("revision %d is deployed from the current spec and chart", h.Revision))
 	}
@@ -706,7 +762,8 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	if lerr != nil || deployed == nil {
 		return nil, nil, p.stall(rstatus.ReasonUpgradeFailed, msg+"; no deployed revision to roll back to")
 	}
-	if rerr := r.opts.Helm.Rollback(p.scope, p.relName, deployed.Version, r.opts.Watch.History()); rerr != nil {
+	rbDesc := fmt.Sprintf("rudder rollback to revision %d: the upgrade to generation %d failed", deployed.Version, p.gen)
+	if rerr := r.opts.Helm.Rollback(p.scope, p.relName, deployed.Version, r.opts.Watch.History(), rbDesc); rerr != nil {
 		releaseActions.WithLabelValues(r.gvkLabel(), "rollback", "failed").Inc()
 		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "rolling back %s to revision %d: %v", p.relName, deployed.Version, rerr)
 		p.set(rstatus.TypeReleased, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, deployed.Version, rerr))
@@ -724,6 +781,7 @@ func (p *pass) upgrade(ctx context.Context, overridden []string) (*helm.Head, *r
 	rb := fmt.Sprintf("%s; rolled back to revision %d (now revision %d); not retried until the spec or the chart changes", msg, deployed.Version, now.Version)
 	p.event(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", rb)
 	p.st.Release.Revision = now.Version
+	p.st.Release.RolledBackTo = deployed.Version
 	p.st.Release.Chart = now.Chart.Name() + "-" + now.Chart.Metadata.Version
 	p.st.Release.ChartDigest = now.Labels[helm.LabelChartDigest]
 	p.st.Release.ValuesDigest = now.Labels[helm.LabelValuesDigest]
@@ -752,6 +810,8 @@ func (p *pass) succeeded(rel *release.Release, reason, msg string) {
 	p.st.Release = &rstatus.Release{
 		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
 		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,
+		Applied:         &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
+		RollbackRequest: p.rollbackRequest(),
 	}
 	p.set(rstatus.TypeReleased, metav1.ConditionTrue, reason, msg)
 	p.set(rstatus.TypeStalled, metav1.ConditionFalse, reason, "")

@@ -96,6 +96,27 @@ type Reconciler struct {
 	// failures are the (chart, values) held back per CR, as in status.release.failed; see
 	// pass.stuck.
 	failures map[types.NamespacedName]failure
+	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
+	// status.release.rollbackRequest, until the cache shows that status.
+	rollbacks map[types.NamespacedName]handled
+}
+
+type handled struct {
+	uid   types.UID
+	value string
+}
+
+func (r *Reconciler) rememberRollback(key types.NamespacedName, h handled) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rollbacks[key] = h
+}
+
+func (r *Reconciler) handledRollback(key types.NamespacedName, uid types.UID, value string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.rollbacks[key]
+	return ok && h.uid == uid && h.value == value
 }
 
 type failure struct {
@@ -158,6 +179,7 @@ func New(opts Options) (*Reconciler, error) {
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
 		failures:  map[types.NamespacedName]failure{},
+		rollbacks: map[types.NamespacedName]handled{},
 	}, nil
 }
 
@@ -252,6 +274,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.dirty, key)
 	delete(r.manifests, key)
 	delete(r.failures, key)
+	delete(r.rollbacks, key)
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)

@@ -3,6 +3,8 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 const timeout = 60 * time.Second
@@ -284,6 +287,9 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	pending.Version++
 	pending.Info.Status = release.StatusPendingUpgrade
 	pending.Info.Description = "killed mid-upgrade"
+	// As rudder's own upgrade stores it (see helm.LabelRevision).
+	pending.Labels = maps.Clone(last.Labels)
+	pending.Labels[helm.LabelRevision] = strconv.Itoa(pending.Version)
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}

@@ -45,12 +45,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		max = 1
 	}
 	sel := r.opts.Watch.LabelSelector()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, func(o client.Object) []string {
+		return []string{string(o.GetUID())}
+	}); err != nil {
+		return fmt.Errorf("indexing %s by UID: %w", r.opts.Watch, err)
+	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName(r.gvk)).
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
 			crChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
+		WatchesMetadata(ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
 			r.queue = q
@@ -85,6 +91,46 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	})
 	return nil
+}
+
+// uidIndex indexes the watch's CRs by UID, to find the owner of a release record.
+const uidIndex = "rudder.dev/uid"
+
+// foreignRevision passes the release records of this watch's kind that rudder did not make
+// from a spec, once their operation is over: a person's helm rollback or upgrade, or rudder's
+// own rollback. Their CR learns of them at once (a kept rollback, a failed revision) instead of
+// at its next periodic pass. rudder's own installs and upgrades wake nothing: the pass that
+// made them already knows.
+func (r *Reconciler) foreignRevision() predicate.Predicate {
+	kind := helm.KindLabel(r.gvk.GroupKind())
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		l := o.GetLabels()
+		if l["owner"] != "helm" || l[helm.LabelOwnerKind] != kind || strings.HasPrefix(l["status"], "pending") {
+			return false
+		}
+		h := helm.HeadOfLabels(l)
+		return h != nil && !h.MadeByRudder()
+	})
+}
+
+// releaseOwner maps a release record to its CR, through the owner UID on the record.
+func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
+	uid := o.GetLabels()[helm.LabelOwnerUID]
+	if uid == "" {
+		return nil
+	}
+	crs := &unstructured.UnstructuredList{}
+	crs.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := r.opts.Client.List(ctx, crs, client.InNamespace(o.GetNamespace()), client.MatchingFields{uidIndex: uid},
+		client.UnsafeDisableDeepCopy); err != nil {
+		r.log.Error(err, "finding the owner of a release record", "secret", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(crs.Items))
+	for i := range crs.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&crs.Items[i])})
+	}
+	return out
 }
 
 // crChanged passes CR updates that can matter: spec (generation), labels and annotations

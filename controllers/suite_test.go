@@ -147,6 +147,7 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: CRDAllowed, chart: crdchart, allowClusterScoped: [CustomResourceDefinition]}
 - {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape}
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
+- {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
 `
 
 func newNamespace(t *testing.T) string {

@@ -19,16 +19,30 @@ const (
 	TypeChartReady = "ChartReady"
 	// Paused is True while the rudder.dev/paused annotation stops all actions.
 	TypePaused = "Paused"
+	// RollbackRequest says what became of the last value of the rudder.dev/rollback-to
+	// annotation: True when rudder rolled back to that revision, False when it refused.
+	TypeRollbackRequest = "RollbackRequest"
 )
 
 // Condition reasons.
 const (
-	ReasonInstallSucceeded    = "InstallSucceeded"
-	ReasonInstallFailed       = "InstallFailed"
-	ReasonUpgradeSucceeded    = "UpgradeSucceeded"
-	ReasonUpgradeFailed       = "UpgradeFailed"
-	ReasonRolledBack          = "RolledBack"
-	ReasonRollbackFailed      = "RollbackFailed"
+	ReasonInstallSucceeded = "InstallSucceeded"
+	ReasonInstallFailed    = "InstallFailed"
+	ReasonUpgradeSucceeded = "UpgradeSucceeded"
+	ReasonUpgradeFailed    = "UpgradeFailed"
+	ReasonRolledBack       = "RolledBack"
+	ReasonRollbackFailed   = "RollbackFailed"
+	// ReasonManualRollback: the deployed revision is a rollback rudder did not make from the
+	// spec (helm rollback, or rudder.dev/rollback-to); it holds until the spec or the chart
+	// changes.
+	ReasonManualRollback = "ManualRollback"
+	// ReasonPendingOperation: the newest revision is pending in an operation rudder did not
+	// start (a person's helm rollback or upgrade), which may still be running; rudder waits
+	// for it before unlocking it.
+	ReasonPendingOperation = "PendingOperation"
+	// ReasonRollbackRejected: the rudder.dev/rollback-to value names no revision of the
+	// release's history; nothing was done.
+	ReasonRollbackRejected    = "RollbackRejected"
 	ReasonUnlocked            = "Unlocked"
 	ReasonUpToDate            = "UpToDate"
 	ReasonDriftCorrected      = "DriftCorrected"
@@ -85,6 +99,28 @@ type Release struct {
 	// retry them until the spec or the chart changes.
 	// +optional
 	Failed *FailedRelease `json:"failed,omitempty"`
+	// RolledBackTo is the revision the deployed revision is a rollback to, when it is one.
+	// +optional
+	RolledBackTo int `json:"rolledBackTo,omitempty"`
+	// Applied is what rudder's newest install or upgrade was made from. A deployed revision
+	// rudder did not make from the spec (a rollback) is kept while the CR's generation and the
+	// chart digest are still these.
+	// +optional
+	Applied *AppliedRelease `json:"applied,omitempty"`
+	// RollbackRequest is the last value of the rudder.dev/rollback-to annotation that rudder
+	// handled: each value is acted on once, so the annotation may stay as a record.
+	// +optional
+	RollbackRequest string `json:"rollbackRequest,omitempty"`
+}
+
+// AppliedRelease is what a revision rudder made from the spec was made from.
+type AppliedRelease struct {
+	// Revision rudder made.
+	Revision int `json:"revision"`
+	// Generation of the CR it was made from.
+	Generation int64 `json:"generation"`
+	// ChartDigest of the chart it was made from.
+	ChartDigest string `json:"chartDigest"`
 }
 
 // FailedRelease is a (chart, values) pair that failed.

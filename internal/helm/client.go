@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -186,11 +188,23 @@ type run struct {
 	scope Scope
 }
 
-// begin prepares one action of a scope. Every revision it stores is checked first (see
-// checkedDriver); ch, when set, is the chart whose crds/ define kinds the action may meet, and
-// manifest says whether stored manifests need checking too (those a post-renderer has not
-// already checked: rollbacks).
-func (c *Client) begin(s Scope, ch *chart.Chart, manifest bool) (*run, error) {
+// storing says how an action's new revisions are stored.
+type storing struct {
+	// chart, when set, is the chart whose crds/ define kinds the action may meet.
+	chart *chart.Chart
+	// manifest: check stored manifests too (those a post-renderer has not already checked:
+	// rollbacks).
+	manifest bool
+	// stamp: the revision is made from a CR's spec (install, upgrade): LabelRevision records
+	// its number.
+	stamp bool
+	// description replaces Helm's own (a rollback's "Rollback to N").
+	description string
+}
+
+// begin prepares one action of a scope. Every revision it stores is checked first, and
+// stamped or described as st says (see checkedDriver).
+func (c *Client) begin(s Scope, st storing) (*run, error) {
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
@@ -206,8 +220,8 @@ func (c *Client) begin(s Scope, ch *chart.Chart, manifest bool) (*run, error) {
 	debug := c.debug(s)
 	kc := kube.New(getter)
 	kc.Log = debug
-	store := storage.Init(&checkedDriver{secretsDriver: d, check: func(rel *release.Release) error {
-		return s.CheckRelease(c.mapper, rel, ch, manifest)
+	store := storage.Init(&checkedDriver{secretsDriver: d, storing: st, check: func(rel *release.Release) error {
+		return s.CheckRelease(c.mapper, rel, st.chart, st.manifest)
 	}})
 	store.Log = debug
 	return &run{scope: s, guard: g, conf: &action.Configuration{
@@ -319,6 +333,19 @@ func (c *Client) Last(s Scope, name string) (*release.Release, error) {
 	return rel, err
 }
 
+// Revision is one revision of a release, or nil when the history holds no such revision.
+func (c *Client) Revision(s Scope, name string, version int) (*release.Release, error) {
+	st, err := c.storageOf(s)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := st.Get(name, version)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	return rel, err
+}
+
 // LastDeployed is the newest revision before before whose status is deployed or superseded
 // (the one a rollback returns to), or nil.
 func (c *Client) LastDeployed(s Scope, name string, before int) (*release.Release, error) {
@@ -373,7 +400,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(req.Scope, req.Chart, false)
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +477,7 @@ const skipClientValidation = true
 
 // Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade.
 func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
-	r, err := c.begin(req.Scope, req.Chart, false)
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
 	if err != nil {
 		return nil, err
 	}
@@ -465,11 +492,12 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	return rel, r.result(err)
 }
 
-// Rollback returns a release to revision toRevision, as a new revision. The target's manifest
-// and hooks are checked against the scope before anything is stored or applied: the watch's
-// confinement may be stricter than when that revision was made.
-func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int) error {
-	r, err := c.begin(s, nil, true)
+// Rollback returns a release to revision toRevision, as a new revision described by
+// description (Helm's "Rollback to N" when empty). The target's manifest and hooks are checked
+// against the scope before anything is stored or applied: the watch's confinement may be
+// stricter than when that revision was made.
+func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, description string) error {
+	r, err := c.begin(s, storing{manifest: true, description: description})
 	if err != nil {
 		return err
 	}
@@ -483,7 +511,7 @@ func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int) erro
 // an error. A release whose manifest or hooks are outside the scope (made before a stricter
 // watch) is refused before anything runs: its delete hooks and deletions would act there.
 func (c *Client) Uninstall(s Scope, name, description string) error {
-	r, err := c.begin(s, nil, true)
+	r, err := c.begin(s, storing{manifest: true})
 	if err != nil {
 		return err
 	}
@@ -543,12 +571,22 @@ func (c *Client) Writer(s Scope) (client.Client, error) {
 // every hook of every event.
 type checkedDriver struct {
 	*secretsDriver
+	storing
 	check func(*release.Release) error
 }
 
 func (d *checkedDriver) Create(key string, rls *release.Release) error {
 	if err := d.check(rls); err != nil {
 		return err
+	}
+	if d.stamp {
+		labels := make(map[string]string, len(rls.Labels)+1)
+		maps.Copy(labels, rls.Labels)
+		labels[LabelRevision] = strconv.Itoa(rls.Version)
+		rls.Labels = labels
+	}
+	if d.description != "" {
+		rls.Info.Description = d.description
 	}
 	return d.secretsDriver.Create(key, rls)
 }

@@ -21,6 +21,10 @@ const (
 	// match the desired ones and the release is deployed, nothing needs rendering.
 	LabelChartDigest  = "rudder.dev/chart-digest"
 	LabelValuesDigest = "rudder.dev/values-digest"
+	// LabelRevision is the revision number rudder stored a record it made from a spec as. Helm's
+	// rollback copies a revision's labels, so on a rollback it names the revision returned to,
+	// and differs from the record's own number.
+	LabelRevision = "rudder.dev/revision"
 
 	// LabelManaged marks every object a release renders, so that rudder's dependent cache
 	// holds only its own operands.

@@ -1,6 +1,10 @@
 package helm
 
-import "helm.sh/helm/v3/pkg/release"
+import (
+	"strconv"
+
+	"helm.sh/helm/v3/pkg/release"
+)
 
 // State is what a release needs, as DetermineState sees it.
 type State string
@@ -20,6 +24,10 @@ const (
 	StateOutOfSync State = "OutOfSync"
 	// StateInSync: deployed from exactly the desired chart and values.
 	StateInSync State = "InSync"
+	// StateRolledBack: deployed, from other values or another chart, as a revision rudder did
+	// not make from the spec (helm rollback, rudder.dev/rollback-to), while neither the CR's
+	// generation nor the chart has changed since rudder's newest own revision: keep it.
+	StateRolledBack State = "RolledBack"
 )
 
 // Desired identifies the release a CR wants.
@@ -27,6 +35,16 @@ type Desired struct {
 	OwnerUID     string
 	ChartDigest  string // ShortDigest form
 	ValuesDigest string
+	// Generation of the CR now, and Applied, what rudder's newest own revision was made from
+	// (nil: unknown): a revision rudder did not make is kept while the two agree.
+	Generation int64
+	Applied    *Applied
+}
+
+// Applied is what rudder's newest install or upgrade was made from.
+type Applied struct {
+	Generation  int64
+	ChartDigest string // ShortDigest form
 }
 
 // Head is what DetermineState needs of a revision; it can come from a decoded release or from
@@ -37,6 +55,22 @@ type Head struct {
 	OwnerUID     string
 	ChartDigest  string
 	ValuesDigest string
+	// MadeAs is the revision number rudder stored the revision's record as (LabelRevision): a
+	// rollback copies it from the revision it returns to, so it equals Revision only for
+	// revisions rudder made from a spec. 0 when absent.
+	MadeAs int
+}
+
+// MadeByRudder reports whether rudder made the revision from a CR's spec (install, upgrade).
+func (h *Head) MadeByRudder() bool { return h.MadeAs == h.Revision }
+
+// RolledBackTo is the revision a rollback revision returned to, when the labels say (0
+// otherwise).
+func (h *Head) RolledBackTo() int {
+	if h.MadeByRudder() {
+		return 0
+	}
+	return h.MadeAs
 }
 
 // HeadOf extracts a Head from a decoded release.
@@ -52,8 +86,24 @@ func HeadOf(rel *release.Release) *Head {
 		h.OwnerUID = rel.Labels[LabelOwnerUID]
 		h.ChartDigest = rel.Labels[LabelChartDigest]
 		h.ValuesDigest = rel.Labels[LabelValuesDigest]
+		h.MadeAs = madeAs(rel.Labels)
 	}
 	return h
+}
+
+// HeadOfLabels extracts a Head from the labels of a release's storage Secret.
+func HeadOfLabels(l map[string]string) *Head {
+	v, err := strconv.Atoi(l["version"])
+	if err != nil {
+		return nil
+	}
+	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
+		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l)}
+}
+
+func madeAs(l map[string]string) int {
+	n, _ := strconv.Atoi(l[LabelRevision])
+	return n
 }
 
 // DetermineState classifies the newest revision of a release (nil: none) against what is
@@ -69,8 +119,12 @@ func DetermineState(head *Head, want Desired) State {
 	case release.StatusPendingInstall, release.StatusPendingUpgrade, release.StatusPendingRollback:
 		return StateLocked
 	case release.StatusDeployed:
-		if head.ChartDigest == want.ChartDigest && head.ValuesDigest == want.ValuesDigest {
+		switch {
+		case head.ChartDigest == want.ChartDigest && head.ValuesDigest == want.ValuesDigest:
 			return StateInSync
+		case !head.MadeByRudder() && want.Applied != nil &&
+			want.Applied.Generation == want.Generation && want.Applied.ChartDigest == want.ChartDigest:
+			return StateRolledBack
 		}
 		return StateOutOfSync
 	case release.StatusUninstalled, release.StatusUninstalling:

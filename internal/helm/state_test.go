@@ -36,6 +36,40 @@ func TestDetermineState(t *testing.T) {
 	}
 }
 
+// TestDetermineStateRollbacks: a deployed revision rudder did not make from the spec (its
+// LabelRevision, copied by Helm's rollback, names another revision) is kept while the CR's
+// generation and the chart are what rudder's newest own revision was made from.
+func TestDetermineStateRollbacks(t *testing.T) {
+	rollback := &Head{Revision: 3, MadeAs: 1, Status: release.StatusDeployed, OwnerUID: "u1", ChartDigest: "c0", ValuesDigest: "v0"}
+	own := &Head{Revision: 3, MadeAs: 3, Status: release.StatusDeployed, OwnerUID: "u1", ChartDigest: "c0", ValuesDigest: "v0"}
+	legacy := &Head{Revision: 3, Status: release.StatusDeployed, OwnerUID: "u1", ChartDigest: "c0", ValuesDigest: "v0"}
+	applied := &Applied{Generation: 2, ChartDigest: "c1"}
+	cases := []struct {
+		name string
+		head *Head
+		// gen and chart are the CR's generation and the chart digest now.
+		gen     int64
+		chart   string
+		applied *Applied
+		want    State
+	}{
+		{"rollback, nothing changed since", rollback, 2, "c1", applied, StateRolledBack},
+		{"rollback, then the spec changed", rollback, 3, "c1", applied, StateOutOfSync},
+		{"rollback, then the chart changed", rollback, 2, "c2", applied, StateOutOfSync},
+		{"rollback, what rudder applied unknown", rollback, 2, "c1", nil, StateOutOfSync},
+		{"rudder's own revision from other values", own, 2, "c1", applied, StateOutOfSync},
+		{"a revision without the label (an older rudder's)", legacy, 2, "c1", nil, StateOutOfSync},
+		{"rollback to exactly what is desired", &Head{Revision: 3, MadeAs: 1, Status: release.StatusDeployed, OwnerUID: "u1", ChartDigest: "c1", ValuesDigest: "v1"}, 2, "c1", applied, StateInSync},
+		{"failed rollback", &Head{Revision: 3, MadeAs: 1, Status: release.StatusFailed, OwnerUID: "u1", ChartDigest: "c0", ValuesDigest: "v0"}, 2, "c1", applied, StateFailed},
+	}
+	for _, tc := range cases {
+		want := Desired{OwnerUID: "u1", ChartDigest: tc.chart, ValuesDigest: "v1", Generation: tc.gen, Applied: tc.applied}
+		if got := DetermineState(tc.head, want); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestReleaseNameIsStableAndFits(t *testing.T) {
 	short := "my-app"
 	if ReleaseName(short) != short {

@@ -1,0 +1,135 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
+// its history, once per value (status.release.rollbackRequest records the value handled, so
+// the annotation may stay). The rollback then holds like one made with `helm rollback`.
+const AnnotationRollbackTo = "rudder.dev/rollback-to"
+
+// rollbackRequest is the rollback-to value handled so far.
+func (p *pass) rollbackRequest() string {
+	if p.st.Release == nil {
+		return ""
+	}
+	return p.st.Release.RollbackRequest
+}
+
+// requestedRollback acts on a new value of the rollback-to annotation: a rollback to that
+// revision (a new revision whose description names the request), or, for a revision the
+// history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
+// what became of it. Only a transient failure leaves the value to be tried again.
+func (p *pass) requestedRollback(ctx context.Context) error {
+	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
+	if v == "" || v == p.rollbackRequest() {
+		return nil
+	}
+	if p.r.handledRollback(p.key, p.obj.GetUID(), v) {
+		// Handled by a pass whose status write the cache does not show yet.
+		p.handledRollback(v)
+		return nil
+	}
+	to, err := strconv.Atoi(v)
+	var target *release.Release
+	if err == nil && to > 0 {
+		if target, err = p.r.opts.Helm.Revision(p.scope, p.relName, to); err != nil {
+			return p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err))
+		}
+	}
+	p.handledRollback(v)
+	if target == nil || target.Labels[helm.LabelOwnerUID] != p.want.OwnerUID {
+		msg := fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
+			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace)
+		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackRejected, "Rollback", "%s", msg)
+		p.set(rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, msg)
+		return nil
+	}
+	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
+	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, to, p.r.opts.Watch.History(), desc); err != nil {
+		releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "failed").Inc()
+		if isTransient(err) {
+			// Try this value again.
+			p.st.Release.RollbackRequest = ""
+			p.r.rememberRollback(p.key, handled{})
+			return p.fail(rstatus.ReasonRollbackFailed, fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err))
+		}
+		msg := fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err)
+		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "%s", msg)
+		p.set(rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, msg)
+		return nil
+	}
+	releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "ok").Inc()
+	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
+	p.event(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", msg)
+	p.set(rstatus.TypeRollbackRequest, metav1.ConditionTrue, rstatus.ReasonRolledBack, msg)
+	// The state decision sees it as any rollback: the newest revision, not made from the spec.
+	p.rolledBack = true
+	return nil
+}
+
+func (p *pass) handledRollback(v string) {
+	if p.st.Release == nil {
+		p.st.Release = &rstatus.Release{Name: p.relName}
+	}
+	p.st.Release.RollbackRequest = v
+	p.r.rememberRollback(p.key, handled{uid: p.obj.GetUID(), value: v})
+}
+
+// keepRollback keeps a deployed revision that rudder did not make from the spec (helm
+// rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
+// changed since rudder's newest own revision: no revert, no new revision. rel is the decoded
+// revision when the pass has it.
+func (p *pass) keepRollback(ctx context.Context, h *helm.Head, rel *release.Release) error {
+	p.setState("RolledBack")
+	to := h.RolledBackTo()
+	if to == 0 && rel != nil && rel.Info != nil {
+		// Helm's own description of a rollback to a revision without rudder's label.
+		_, _ = fmt.Sscanf(rel.Info.Description, "Rollback to %d", &to)
+	}
+	st := p.st.Release
+	if st == nil {
+		st = &rstatus.Release{Name: p.relName}
+		p.st.Release = st
+	}
+	seen := st.Revision == h.Revision && st.RolledBackTo == to
+	st.Name, st.Revision, st.RolledBackTo = p.relName, h.Revision, to
+	st.ChartDigest, st.ValuesDigest, st.Failed = h.ChartDigest, h.ValuesDigest, nil
+	if !seen {
+		st.Chart = ""
+	}
+	if st.Chart == "" {
+		if rel == nil {
+			var err error
+			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+				return p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
+			}
+		}
+		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
+			st.Chart = rel.Chart.Name() + "-" + rel.Chart.Metadata.Version
+		}
+	}
+	p.r.forgetFailure(p.key)
+	target := "a revision rudder did not make from the spec"
+	if to > 0 {
+		target = fmt.Sprintf("revision %d", to)
+	}
+	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
+	if !seen && !p.rolledBack {
+		p.event(corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", "%s", msg)
+	}
+	p.set(rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonManualRollback, msg)
+	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonManualRollback, "")
+	return nil
+}
