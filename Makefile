@@ -43,12 +43,18 @@ lint: tools vet ## Lint the code: gofmt, go vet, golangci-lint (hack/golangci.ym
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run --config hack/golangci.yml ./...
 
+SAMPLES := config/samples/operator_v1alpha1_nginxoperator.yaml config/samples/cnat_v1alpha1_at.yaml config/samples/apps_v1_application.yaml
+
 .PHONY: lint-charts
-lint-charts: tools ## helm lint --strict every chart.
-	@for c in charts/*/Chart.yaml; do $(BIN)/helm lint --strict "$$(dirname $$c)" || exit 1; done
+lint-charts: build ## rudder lint: watches.yaml, every chart (Helm's lint, strict) and the samples.
+	$(BIN)/rudder lint --watches-file watches.yaml $(SAMPLES)
+
+.PHONY: test-templates
+test-templates: build ## Golden-file tests of what rudder applies for CRs (hack/template-test.sh; UPDATE=1 rewrites).
+	hack/template-test.sh watches.yaml charts/testdata/template
 
 .PHONY: test
-test: tools lint lint-charts ## Run unit and integration tests (real control plane from bin/).
+test: tools lint lint-charts test-templates ## Run unit and integration tests (real control plane from bin/).
 	go test -count=1 -timeout 25m ./...
 
 .PHONY: bench
@@ -70,7 +76,8 @@ docker-build: ## Build the image (needs a Docker engine).
 
 ##@ Local cluster
 .PHONY: dev-cluster
-dev-cluster: tools ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; kubeconfig in bin/dev/kubeconfig.
+dev-cluster: ## Start etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok; kubeconfig in bin/dev/kubeconfig.
+	@hack/tools/build.sh $(DEMO_TOOLS)
 	@hack/dev-cluster.sh up
 
 .PHONY: dev-cluster-down
@@ -78,7 +85,10 @@ dev-cluster-down: ## Stop the dev cluster and everything started with it.
 	@hack/dev-cluster.sh down
 
 .PHONY: demo
-demo: tools build ## Bring up the dev cluster, run rudder, apply the samples, show the results and a live chart reload.
+DEMO_TOOLS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm
+
+demo: build ## Bring up the dev cluster, run rudder, apply the samples, show the results and a live chart reload.
+	@hack/tools/build.sh $(DEMO_TOOLS)
 	@hack/demo.sh
 
 .PHONY: demo-down

@@ -3,7 +3,9 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -11,10 +13,24 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/operator"
 )
 
 func main() {
+	args := os.Args[1:]
+	switch {
+	case len(args) > 0 && args[0] == "run":
+		args = args[1:]
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
+		os.Exit(cli.Run(context.Background(), args, os.Stdout, os.Stderr))
+	}
+	runManager(args)
+}
+
+// runManager is `rudder` and `rudder run`: the operator, with kubebuilder's and operator-sdk's
+// flag names.
+func runManager(args []string) {
 	var (
 		opts       operator.Options
 		namespaces string
@@ -35,7 +51,11 @@ func main() {
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	flag.CommandLine.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: rudder [run] [flags]; other subcommands: %s\n", cli.Known())
+		flag.PrintDefaults()
+	}
+	_ = flag.CommandLine.Parse(args) // ExitOnError: exits on a bad flag
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 

@@ -45,6 +45,12 @@ func startRudder(t *testing.T, cfg *rest.Config, opts operator.Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startRudderWith(t, cfg, ws, opts)
+}
+
+// startRudderWith runs rudder with the given watches in-process until the test ends.
+func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts operator.Options) {
+	t.Helper()
 	opts.Watches = ws
 	mgr, _, err := operator.New(cfg, opts)
 	if err != nil {
@@ -69,7 +75,7 @@ func TestTenancyOverlay(t *testing.T) {
 	deploy(t)
 	ctx := context.Background()
 	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", "config/tenancy")
-	if !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/rudder-manager serverside-applied (server dry run)") {
+	if !strings.Contains(out, "clusterrole.rbac.authorization.k8s.io/rudder-manager-base serverside-applied (server dry run)") {
 		t.Fatalf("dry run of config/tenancy:\n%s", out)
 	}
 
@@ -79,7 +85,7 @@ func TestTenancyOverlay(t *testing.T) {
 	var defaultSA string
 	for _, doc := range strings.Split(kubectl(t, "kustomize", "config/tenancy"), "\n---\n") {
 		switch {
-		case strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "name: rudder-manager\n"):
+		case strings.Contains(doc, "kind: ClusterRole\n") && strings.Contains(doc, "name: rudder-manager-base\n"):
 			if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
 				t.Fatal(err)
 			}

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"net"
 	"reflect"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -344,28 +341,9 @@ func (p *pass) hookFailed(which string, err error) error {
 // buildValues: the CR's spec, then the watch's overrides on top. It returns the override keys
 // that were applied.
 func (p *pass) buildValues() ([]string, error) {
-	spec, _, _ := unstructured.NestedMap(p.obj.Object, "spec") // a deep copy
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	ov, err := p.r.opts.Watch.Overrides(p.obj.Object)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(ov))
-	for k := range ov {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		// Parsed like `helm --set`, with commas in the value kept literally.
-		v := strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(ov[k])
-		if err := strvals.ParseInto(k+"="+v, spec); err != nil {
-			return nil, fmt.Errorf("overrideValues.%s: %w", k, err)
-		}
-	}
-	p.values = spec
-	return keys, nil
+	values, overridden, err := Values(p.r.opts.Watch, p.obj)
+	p.values = values
+	return overridden, err
 }
 
 // cachedHead reads the newest revision's Secret labels from the manager's cache (which holds
@@ -428,7 +406,7 @@ func (p *pass) stuckError() error {
 		reason = c.Reason
 	}
 	return p.stall(reason, fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
-		p.want.ChartDigest[:12], p.want.ValuesDigest[:12], p.st.Release.Failed.Message))
+		helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), p.st.Release.Failed.Message))
 }
 
 // foreignPendingGrace is how long a pending revision that rudder did not start is left to the
@@ -586,39 +564,13 @@ func (p *pass) inSync(h *helm.Head) {
 	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonUpToDate, "")
 }
 
-// validate checks the final values (chart defaults coalesced) against values.schema.json.
-func (p *pass) validate() error {
-	if len(p.snap.Chart.Schema) == 0 {
-		return nil
-	}
-	vals, err := chartutil.CoalesceValues(p.snap.Chart, p.values)
-	if err != nil {
-		return err
-	}
-	return chartutil.ValidateAgainstSchema(p.snap.Chart, vals)
-}
-
 func (p *pass) request(action string, overridden []string) (*helm.Request, error) {
 	ch, err := p.snap.Fresh()
 	if err != nil {
 		return nil, err
 	}
-	desc := fmt.Sprintf("rudder %s: generation %d, chart %s-%s@%s, values %s", action, p.gen,
-		ch.Name(), ch.Metadata.Version, p.snap.ShortDigest(), p.want.ValuesDigest[:12])
-	if len(overridden) > 0 {
-		desc += ", overrides " + strings.Join(overridden, ",")
-	}
-	return &helm.Request{
-		Owner:        helm.Owner{GVK: p.r.gvk, Key: p.key, UID: p.obj.GetUID()},
-		Scope:        p.scope,
-		ReleaseName:  p.relName,
-		Chart:        ch,
-		ChartDigest:  p.snap.Digest,
-		Values:       p.values,
-		ValuesDigest: p.want.ValuesDigest,
-		MaxHistory:   p.r.opts.Watch.History(),
-		Description:  truncate(desc, 250),
-	}, nil
+	return NewRequest(p.r.opts.Watch, p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
+		Description(action, p.gen, ch, p.snap.Digest, p.want.ValuesDigest, overridden)), nil
 }
 
 // preflight runs the checks that need no cluster; their failure is permanent until a change.
@@ -628,7 +580,7 @@ func (p *pass) preflight(overridden []string) error {
 		return nil
 	}
 	p.preflighted = true
-	if err := p.validate(); err != nil {
+	if err := ValidateValues(p.snap.Chart, p.values); err != nil {
 		return p.stall(rstatus.ReasonValuesInvalid, "values do not match the chart's values.schema.json: "+err.Error())
 	}
 	if len(overridden) > 0 {

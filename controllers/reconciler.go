@@ -283,10 +283,15 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // scope is who acts for the releases of namespace ns, and where they may act.
 func (r *Reconciler) scope(ns string) helm.Scope {
-	w := r.opts.Watch
+	return Scope(r.opts.Watch, ns, r.opts.DefaultServiceAccount)
+}
+
+// Scope is who acts for the releases of a watch's CRs in namespace ns — the watch's
+// serviceAccountName, else defaultServiceAccount, else rudder itself — and where they may act.
+func Scope(w *watches.Watch, ns, defaultServiceAccount string) helm.Scope {
 	sa := w.ServiceAccountName
 	if sa == "" {
-		sa = r.opts.DefaultServiceAccount
+		sa = defaultServiceAccount
 	}
 	return helm.Scope{
 		Confinement:    helm.Confinement{Namespace: ns, AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
@@ -294,17 +299,8 @@ func (r *Reconciler) scope(ns string) helm.Scope {
 	}
 }
 
-// releaseName renders the watch's releaseName template (default: the CR name) and fits it into
-// Helm's 53 characters.
 func (r *Reconciler) releaseName(obj *unstructured.Unstructured) (string, error) {
-	name, err := r.opts.Watch.ReleaseNameFor(obj.Object)
-	if err != nil {
-		return "", err
-	}
-	if name == "" {
-		name = obj.GetName()
-	}
-	return helm.ReleaseName(name), nil
+	return ReleaseName(r.opts.Watch, obj)
 }
 
 func (r *Reconciler) event(obj runtime.Object, typ, reason, action, note string, args ...any) {

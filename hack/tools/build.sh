@@ -76,7 +76,15 @@ for tool in "${tools[@]}"; do
   fi
   echo "tools: building $tool $version (cold builds of the Kubernetes components take minutes)"
   start=$(date +%s)
-  (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$tool.tmp" "$pkg")
+  # A cold build of a Kubernetes component is silent for minutes: say that it is alive.
+  ( while sleep 30; do echo "tools: still building $tool ($(($(date +%s) - start))s)"; done ) &
+  ticker=$!
+  if ! (cd "$moddir" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/$tool.tmp" "$pkg"); then
+    kill "$ticker" 2>/dev/null
+    exit 1
+  fi
+  kill "$ticker" 2>/dev/null
+  wait "$ticker" 2>/dev/null || true
   mv "$BIN/$tool.tmp" "$BIN/$tool"
   echo "$key" >"$stamp"
   mkdir -p "$CACHE/$key" && cp "$BIN/$tool" "$CACHE/$key/$tool"

@@ -437,20 +437,27 @@ func (c *Client) precheck(req *Request) error {
 }
 
 // Render renders a release as Install would, without the cluster: lookups find nothing, and
-// the capabilities are the cluster's when the Client has read them, else Helm's defaults. The
-// release it returns has the post-rendered manifest and the hooks, all checked against the
-// request's confinement.
+// the capabilities are the cluster's when the Client has read them, else Helm's defaults.
 func (c *Client) Render(req *Request) (*release.Release, error) {
 	c.mu.Lock()
 	caps := c.caps
 	c.mu.Unlock()
+	return Render(req, c.mapper, caps)
+}
+
+// Render renders a release as Install would, without a cluster (`helm template`): lookups
+// find nothing; caps, when set, are the capabilities to render with (else Helm's defaults);
+// mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
+// the manifest post-rendered as rudder applies it — labels, owner annotation and owner
+// references — and the hooks, all checked against the request's confinement.
+func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
 	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	in.ClientOnly, in.DryRun, in.Replace = true, true, true
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.labels()
 	in.Description = req.Description
-	in.PostRenderer = req.postRenderer(c.mapper)
+	in.PostRenderer = req.postRenderer(mapper)
 	in.DisableOpenAPIValidation = true
 	if caps != nil {
 		kv := caps.KubeVersion
@@ -461,7 +468,7 @@ func (c *Client) Render(req *Request) (*release.Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := req.Scope.CheckRelease(c.mapper, rel, req.Chart, false); err != nil {
+	if err := req.Scope.CheckRelease(mapper, rel, req.Chart, false); err != nil {
 		return nil, err
 	}
 	return rel, nil

@@ -159,14 +159,14 @@ func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
 }
 
 func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
-	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err == nil {
-		return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
-	}
 	if ns, ok := s.crds[gvk.GroupKind()]; ok {
 		return ns, nil
 	}
-	return false, err
+	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
 // objectHead is what the check reads of a manifest document; Spec only for CRDs.

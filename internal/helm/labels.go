@@ -46,6 +46,15 @@ func ShortDigest(d string) string {
 	return d
 }
 
+// DisplayDigest is the 12-hex-digit form of a digest that messages and descriptions show.
+func DisplayDigest(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return d
+}
+
 // ValuesDigest hashes the final values. encoding/json sorts map keys, so equal values hash
 // equally whatever order they were built in.
 func ValuesDigest(values map[string]any) (string, error) {

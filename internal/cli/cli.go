@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// Commands are the subcommands Run knows, besides "run" (the manager, which main runs).
+var Commands = map[string]struct {
+	Summary string
+	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}{
+	"scaffold": {"write a CRD, RBAC, a watches.yaml entry and a sample CR for a chart", Scaffold},
+	"template": {"print what rudder would apply for each CR, without a cluster", Template},
+	"lint":     {"check watches.yaml, every chart (helm lint --strict) and CR files", Lint},
+}
+
+// Known lists every subcommand, for messages.
+func Known() string {
+	names := []string{"run"}
+	for n := range Commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// errUsage is returned after a usage message was printed.
+var errUsage = errors.New("usage")
+
+// Run runs one subcommand and returns the process's exit code: 0, 1 for what it found wrong
+// (printed to stderr), 2 for a usage error.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "rudder: a subcommand is required; known: %s\n", Known())
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	cmd, ok := Commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "rudder: unknown subcommand %q; known: %s\n", args[0], Known())
+		return 2
+	}
+	err := cmd.Run(ctx, args[1:], stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "rudder %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: rudder [run] [manager flags]   the operator (the default)")
+	names := make([]string, 0, len(Commands))
+	for n := range Commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "       rudder %-9s %s\n", n, Commands[n].Summary)
+	}
+	fmt.Fprintln(w, "`rudder <subcommand> -h` lists a subcommand's flags.")
+}
+
+// newFlags is a flag set that prints its usage to stderr and returns errors.
+func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("rudder "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: rudder %s %s\n", name, args)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses flags, reporting a usage error as errUsage.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestUnknownSubcommandListsTheKnownOnes(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Run(context.Background(), []string{"scafold"}, &out, &errOut); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{`unknown subcommand "scafold"`, "lint", "run", "scaffold", "template"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("%q does not contain %q", errOut.String(), want)
+		}
+	}
+}
+
+func schemaJSON(t *testing.T, s apiextensionsv1.JSONSchemaProps) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestFromJSONSchema(t *testing.T) {
+	tests := []struct {
+		name, in string
+		// want are substrings of the structural schema's JSON; notes, of the notes.
+		want  []string
+		notes string
+	}{
+		{"typed leaves", `{"type":"object","additionalProperties":false,"properties":{"port":{"type":"integer","minimum":1,"maximum":65535},"name":{"type":"string","pattern":"^a","format":"madeup"}}}`,
+			[]string{`"port":{"type":"integer","maximum":65535,"minimum":1}`, `"name":{"type":"string","pattern":"^a"}`}, ""},
+		{"open unless closed", `{"type":"object","properties":{"a":{"type":"string"}}}`, []string{`"x-kubernetes-preserve-unknown-fields":true`}, ""},
+		{"nullable", `{"type":"object","properties":{"a":{"type":["string","null"]}}}`, []string{`"a":{"type":"string","nullable":true}`}, ""},
+		{"oneOf is left open", `{"type":"object","properties":{"a":{"oneOf":[{"type":"string"},{"type":"integer"}]}}}`,
+			[]string{`"a":{"x-kubernetes-preserve-unknown-fields":true}`}, "spec.a: oneOf has no structural form"},
+		{"array without items", `{"type":"object","properties":{"a":{"type":"array"}}}`, []string{`"a":{"type":"array","items":{"x-kubernetes-preserve-unknown-fields":true}}`}, ""},
+		{"map of strings", `{"type":"object","properties":{"labels":{"type":"object","additionalProperties":{"type":"string"}}}}`,
+			[]string{`"labels":{"type":"object","additionalProperties":{"type":"string"}}`}, ""},
+		{"required only if listed", `{"type":"object","additionalProperties":false,"required":["a","zz"],"properties":{"a":{"type":"string"}}}`, []string{`"required":["a"]`}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var in map[string]any
+			if err := json.Unmarshal([]byte(tt.in), &in); err != nil {
+				t.Fatal(err)
+			}
+			var notes []string
+			got := schemaJSON(t, fromJSONSchema(in, "spec", &notes))
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s\ndoes not contain %s", got, w)
+				}
+			}
+			if tt.notes != "" && !strings.Contains(strings.Join(notes, "\n"), tt.notes) {
+				t.Errorf("notes %v lack %q", notes, tt.notes)
+			}
+		})
+	}
+}
+
+func TestInferSchema(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("replicas: 1\nratio: 0.5\nname: web\nenabled: true\nempty: {}\nlist: []\nports: [80, 443]\nnothing: null\nimage: {tag: '1.0'}\n"), &values); err != nil {
+		t.Fatal(err)
+	}
+	got := schemaJSON(t, inferSchema(values))
+	for _, w := range []string{
+		`"replicas":{"description":"Default: 1.","type":"integer"}`,
+		`"ratio":{"description":"Default: 0.5.","type":"number"}`,
+		`"enabled":{"description":"Default: true.","type":"boolean"}`,
+		`"empty":{"type":"object","x-kubernetes-preserve-unknown-fields":true}`,
+		`"list":{"type":"array","items":{"x-kubernetes-preserve-unknown-fields":true}}`,
+		`"ports":{"type":"array","items":{"type":"integer"}}`,
+		`"nothing":{"nullable":true,"x-kubernetes-preserve-unknown-fields":true}`,
+		`"image":{"type":"object","properties":{"tag":{"description":"Default: \"1.0\".","type":"string"}}}`,
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s\ndoes not contain %s", got, w)
+		}
+	}
+}
+
+func TestScaffoldRefuses(t *testing.T) {
+	dir := t.TempDir()
+	chart := filepath.Join(dir, "c")
+	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(chart, "Chart.yaml"), []byte("apiVersion: v2\nname: c\nversion: 0.1.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := filepath.Join(dir, "full")
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--chart", filepath.Join(dir, "none"), "--group", "a.example.com", "--kind", "A", "--output", filepath.Join(dir, "o1")}, "does not load"},
+		{[]string{"--chart", chart, "--group", "nodot", "--kind", "A", "--output", filepath.Join(dir, "o2")}, `--group "nodot"`},
+		{[]string{"--chart", chart, "--group", "a.example.com", "--kind", "lower", "--output", filepath.Join(dir, "o3")}, `--kind "lower"`},
+		{[]string{"--chart", chart, "--group", "a.example.com", "--kind", "A", "--version", "one", "--output", filepath.Join(dir, "o4")}, `--version "one"`},
+		{[]string{"--chart", chart, "--group", "a.example.com", "--kind", "A", "--output", full}, "not empty; use --force"},
+	} {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), append([]string{"scaffold"}, tc.args...), &out, &errOut)
+		if code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// Lint checks watches.yaml (every field), every chart it names (Helm's lint, strict: its
+// warnings fail too; a chart without values.schema.json is a warning of rudder's, since CRs of
+// its kind are then not validated) and each CR file through the template path. Findings are
+// printed one per line as "file: severity: message"; any error fails.
+func Lint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("lint", "[--watches-file W] [CR_FILE...]", stderr)
+	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	errs, warnings := 0, 0
+	report := func(file, severity, msg string) {
+		fmt.Fprintf(stdout, "%s: %s: %s\n", file, severity, msg)
+		if severity == "error" {
+			errs++
+		} else {
+			warnings++
+		}
+	}
+	ws, err := watches.Load(*wf)
+	if err != nil {
+		report(*wf, "error", err.Error())
+		return summary(stdout, errs, warnings)
+	}
+	seen := map[string]bool{}
+	for _, w := range ws {
+		path := w.ChartPath()
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		lintChart(path, report)
+	}
+	r, err := newRenderer(*wf, defaultKubeVersion(), "")
+	if err != nil {
+		return err
+	}
+	for _, file := range fs.Args() {
+		crs, err := readCRs(file)
+		if err != nil {
+			report(file, "error", err.Error())
+			continue
+		}
+		for _, cr := range crs {
+			if _, err := r.render(ctx, cr); err != nil {
+				report(file, "error", fmt.Sprintf("%s: %v", describeCR(cr), err))
+			}
+		}
+	}
+	return summary(stdout, errs, warnings)
+}
+
+func lintChart(path string, report func(file, severity, msg string)) {
+	l := action.NewLint()
+	l.Strict = true
+	res := l.Run([]string{path}, nil)
+	for _, m := range res.Messages {
+		sev := "info"
+		switch m.Severity {
+		case support.ErrorSev:
+			sev = "error"
+		case support.WarningSev:
+			sev = "error" // strict
+		case support.InfoSev:
+			continue
+		}
+		file := filepath.Join(path, m.Path)
+		if m.Path == "" {
+			file = path
+		}
+		report(file, sev, m.Err.Error())
+	}
+	if res.TotalChartsLinted == 0 && len(res.Messages) == 0 {
+		for _, err := range res.Errors {
+			report(path, "error", err.Error())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(path, "values.schema.json")); errors.Is(err, os.ErrNotExist) {
+		report(path, "warning", "no values.schema.json: the API server and rudder validate nothing of its CRs' spec (rudder scaffold can still infer a CRD schema from values.yaml)")
+	}
+	if b, err := os.ReadFile(filepath.Join(path, "values.yaml")); err == nil {
+		var v map[string]any
+		if err := yaml.Unmarshal(b, &v); err != nil {
+			report(filepath.Join(path, "values.yaml"), "error", err.Error())
+		}
+	}
+}
+
+func summary(w io.Writer, errs, warnings int) error {
+	fmt.Fprintf(w, "%d error(s), %d warning(s)\n", errs, warnings)
+	if errs > 0 {
+		return fmt.Errorf("%d error(s)", errs)
+	}
+	return nil
+}

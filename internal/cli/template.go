@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/clock"
+
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/operator"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// Template prints what rudder would apply for each CR of the files it is given.
+func Template(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("template", "[--watches-file W] [--kube-version V] [--api-versions G/V,...] CR_FILE...", stderr)
+	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
+	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
+	apiVersions := fs.String("api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	r, err := newRenderer(*wf, *kubeVersion, *apiVersions)
+	if err != nil {
+		return err
+	}
+	var failed []string
+	for _, file := range fs.Args() {
+		crs, err := readCRs(file)
+		if err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		for _, cr := range crs {
+			rel, err := r.render(ctx, cr)
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %s: %v", file, describeCR(cr), err))
+				continue
+			}
+			writeRelease(stdout, cr, rel)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "\n"))
+	}
+	return nil
+}
+
+// defaultKubeVersion is the Kubernetes minor rudder is built against (its client-go), which
+// charts with a kubeVersion constraint care about; Helm's own default is far older.
+func defaultKubeVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "k8s.io/client-go" && strings.HasPrefix(d.Version, "v0.") {
+				return "v1." + strings.TrimPrefix(d.Version, "v0.")
+			}
+		}
+	}
+	return builtAgainst
+}
+
+// builtAgainst is the Kubernetes version of go.mod's k8s.io modules, for binaries whose build
+// information lacks them (test binaries).
+const builtAgainst = "v1.37.0"
+
+// renderer builds releases for CRs the way the reconciler does, without a cluster.
+type renderer struct {
+	watches map[schema.GroupVersionKind]*watches.Watch
+	file    string
+	hooks   *hook.Registry
+	mapper  meta.RESTMapper
+	caps    *chartutil.Capabilities
+}
+
+func newRenderer(watchesFile, kubeVersion, apiVersions string) (*renderer, error) {
+	ws, err := watches.Load(watchesFile)
+	if err != nil {
+		return nil, err
+	}
+	r := &renderer{watches: map[schema.GroupVersionKind]*watches.Watch{}, file: watchesFile,
+		hooks: operator.BuiltinHooks(clock.RealClock{}), mapper: helm.StaticMapper(), caps: chartutil.DefaultCapabilities.Copy()}
+	for _, w := range ws {
+		r.watches[w.GroupVersionKind()] = w
+	}
+	if kubeVersion != "" {
+		kv, err := chartutil.ParseKubeVersion(kubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("--kube-version: %w", err)
+		}
+		r.caps.KubeVersion = *kv
+	}
+	for _, v := range strings.Split(apiVersions, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			r.caps.APIVersions = append(r.caps.APIVersions, v)
+		}
+	}
+	return r, nil
+}
+
+// render builds a CR's release exactly as a pass does before it installs: release name,
+// values (spec ⊕ overrideValues), the kind's PreRelease hooks (a hold is ignored: the output
+// is what would be applied once the hook lets it), schema validation, confinement.
+func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*release.Release, error) {
+	gvk := cr.GroupVersionKind()
+	w := r.watches[gvk]
+	if w == nil {
+		return nil, fmt.Errorf("no watch for %s in %s", gvk, r.file)
+	}
+	if cr.GetNamespace() == "" {
+		cr.SetNamespace("default")
+	}
+	ch, err := loader.Load(w.ChartPath())
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", w.ChartPath(), err)
+	}
+	name, err := controllers.ReleaseName(w, cr)
+	if err != nil {
+		return nil, err
+	}
+	values, overridden, err := controllers.Values(w, cr)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range r.hooks.PreReleaseHooks(gvk) {
+		if _, err := h.PreRelease(ctx, cr, values); err != nil {
+			return nil, fmt.Errorf("pre-release hook: %w", err)
+		}
+	}
+	if err := controllers.ValidateValues(ch, values); err != nil {
+		return nil, fmt.Errorf("values do not match the chart's values.schema.json: %w", err)
+	}
+	vd, err := helm.ValuesDigest(values)
+	if err != nil {
+		return nil, err
+	}
+	req := controllers.NewRequest(w, cr, controllers.Scope(w, cr.GetNamespace(), ""), name, ch, "", values, vd,
+		controllers.Description("install", cr.GetGeneration(), ch, "", vd, overridden))
+	return helm.Render(req, r.mapper, r.caps)
+}
+
+// readCRs reads every object of a YAML file ("-": standard input).
+func readCRs(file string) ([]*unstructured.Unstructured, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if u.GetKind() == "" || u.GetAPIVersion() == "" {
+			return nil, fmt.Errorf("%s: an object without apiVersion and kind", file)
+		}
+		out = append(out, u)
+	}
+}
+
+func describeCR(cr *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s %s/%s", cr.GetKind(), cr.GetNamespace(), cr.GetName())
+}
+
+// writeRelease prints a release like `helm template`: the manifest as rudder applies it, then
+// the hooks, each under a comment naming where it comes from.
+func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Release) {
+	fmt.Fprintf(w, "# %s: release %s in namespace %s\n", describeCR(cr), rel.Name, rel.Namespace)
+	fmt.Fprint(w, rel.Manifest)
+	hooks := append([]*release.Hook(nil), rel.Hooks...)
+	sort.SliceStable(hooks, func(i, j int) bool { return hooks[i].Weight < hooks[j].Weight })
+	for _, h := range hooks {
+		events := make([]string, len(h.Events))
+		for i, e := range h.Events {
+			events[i] = e.String()
+		}
+		fmt.Fprintf(w, "---\n# Hook (%s): %s\n%s\n", strings.Join(events, ","), h.Path, strings.TrimSpace(h.Manifest))
+	}
+}
