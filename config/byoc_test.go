@@ -10,8 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/operator"
@@ -55,6 +57,7 @@ func TestBringYourOwnChart(t *testing.T) {
 				t.Fatalf("scaffold does not say which kinds it found:\n%s", stdout)
 			}
 			kubectl(t, "apply", "--server-side", "-k", out)
+			t.Cleanup(func() { removeScaffolded(t, "rudder-"+tc.plural+".byoc.rudder.dev") })
 			kubectl(t, "wait", "--for=condition=Established", "crd/"+tc.plural+".byoc.rudder.dev")
 			eventually(t, "kubectl explain "+tc.field, 30*time.Second, func(context.Context) (bool, error) {
 				cmd := cluster.Command("kubectl", "explain", tc.plural+".spec."+tc.field)
@@ -126,6 +129,28 @@ func TestBringYourOwnChart(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, `namespace "victim"`) || strings.Contains(stdout, "victim") {
 		t.Fatalf("template of an escape: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
+}
+
+// removeScaffolded deletes a scaffolded role and waits until rudder's aggregated role no longer
+// holds its rules, which later tests must not inherit. (The CRD stays: its CRs keep rudder's
+// finalizer once no rudder runs.)
+func removeScaffolded(t *testing.T, role string) {
+	t.Helper()
+	kubectl(t, "delete", "--ignore-not-found", "clusterrole", role)
+	eventually(t, "rudder-manager without "+role, 30*time.Second, func(ctx context.Context) (bool, error) {
+		var agg rbacv1.ClusterRole
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "rudder-manager"}, &agg); err != nil {
+			return false, err
+		}
+		for _, r := range agg.Rules {
+			for _, g := range r.APIGroups {
+				if g == "byoc.rudder.dev" {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
 }
 
 // manifestOf is the manifest part of `rudder template` output for one CR: without the header
