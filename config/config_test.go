@@ -53,6 +53,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if testcluster.ShortMode("") {
+		return m.Run()
+	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	var err error
 	if root, err = testcluster.RepoRoot(); err != nil {

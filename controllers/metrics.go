@@ -50,10 +50,10 @@ func result(err error) string {
 
 // gvk labels are the watch's name (Watch.String), as on every rudder metric.
 
-func observeHook(gvk, phase string, start time.Time, err error) {
-	hookSeconds.WithLabelValues(gvk, phase, result(err)).Observe(time.Since(start).Seconds())
+func observeHook(gvk, phase string, took time.Duration, err error) {
+	hookSeconds.WithLabelValues(gvk, phase, result(err)).Observe(took.Seconds())
 }
 
-func observeReconcile(gvk string, start time.Time, err error) {
-	passSeconds.WithLabelValues(gvk, result(err)).Observe(time.Since(start).Seconds())
+func observeReconcile(gvk string, took time.Duration, err error) {
+	passSeconds.WithLabelValues(gvk, result(err)).Observe(took.Seconds())
 }

@@ -53,7 +53,6 @@ type pass struct {
 	requeue  time.Duration
 	objects  []*unstructured.Unstructured
 	revision int
-	relState string
 	// applied: this pass installed or upgraded, so Helm has just applied every object of the
 	// head revision (creating missing ones, merging edited ones back).
 	applied bool
@@ -134,7 +133,6 @@ func (p *pass) fail(reason string, err error) error {
 }
 
 func (p *pass) setState(s string) {
-	p.relState = s
 	p.r.recordState(p.key, s)
 }
 
@@ -223,7 +221,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	for _, h := range r.opts.Hooks.PreReleaseHooks(r.gvk) {
 		start := r.opts.Clock.Now()
 		d, err := h.PreRelease(ctx, p.obj, p.values)
-		observeHook(r.gvkLabel(), "pre", start, err)
+		observeHook(r.gvkLabel(), "pre", r.opts.Clock.Since(start), err)
 		if err != nil {
 			return reconcile.Result{}, p.hookFailed("pre-release", err)
 		}
@@ -246,7 +244,11 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	var rel *release.Release // decoded newest revision, when this pass needed it
 	var head *helm.Head
 	if held != nil {
-		p.set(rstatus.TypeReleased, condStatusOf(p.cond(rstatus.TypeReleased)), rstatus.ReasonHeld, held.Message)
+		reason := rstatus.ReasonHeld
+		if held.Reason != "" {
+			reason = held.Reason // the hook's own word for it ("Scheduled", "Done")
+		}
+		p.set(rstatus.TypeReleased, condStatusOf(p.cond(rstatus.TypeReleased)), reason, held.Message)
 		if held.RequeueAfter > 0 {
 			p.requeueIn(held.RequeueAfter)
 		}
@@ -255,9 +257,9 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		}
 		p.setState("Held")
 		if head == nil || head.OwnerUID != p.want.OwnerUID {
-			p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonHeld, held.Message)
-			p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonHeld, held.Message)
-			p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonHeld, held.Message)
+			p.set(rstatus.TypeReady, metav1.ConditionFalse, reason, held.Message)
+			p.set(rstatus.TypeReconciling, metav1.ConditionTrue, reason, held.Message)
+			p.set(rstatus.TypeStalled, metav1.ConditionFalse, reason, held.Message)
 			head, rel = nil, nil
 		}
 	} else {
@@ -287,7 +289,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		case p.applied:
 			// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
 			// mark for the pass its event causes.
-			r.markVerified(p.obj.GetUID())
+			r.markVerified(p.key, p.obj.GetUID())
 		case r.takeDrift(p.key, p.obj.GetUID()):
 			if err := p.correctDrift(ctx, head); err != nil {
 				return reconcile.Result{}, p.fail(rstatus.ReasonReconcileError, err)
@@ -305,7 +307,7 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	for _, h := range r.opts.Hooks.PostReleaseHooks(r.gvk) {
 		start := r.opts.Clock.Now()
 		d, err := h.PostRelease(ctx, p.obj, hrel, r.reader())
-		observeHook(r.gvkLabel(), "post", start, err)
+		observeHook(r.gvkLabel(), "post", r.opts.Clock.Since(start), err)
 		if err != nil {
 			return reconcile.Result{}, p.hookFailed("post-release", err)
 		}
@@ -402,8 +404,12 @@ func (p *pass) stuck() bool {
 
 func (p *pass) stuckError() error {
 	reason := rstatus.ReasonUpgradeFailed
-	if c := p.cond(rstatus.TypeReleased); c != nil && c.Status == metav1.ConditionFalse && c.Reason != rstatus.ReasonHeld {
-		reason = c.Reason
+	if c := p.cond(rstatus.TypeReleased); c != nil && c.Status == metav1.ConditionFalse {
+		switch c.Reason {
+		case rstatus.ReasonInstallFailed, rstatus.ReasonChartInvalid, rstatus.ReasonRolledBack, rstatus.ReasonRollbackFailed,
+			rstatus.ReasonForbidden, rstatus.ReasonUnlocked, rstatus.ReasonValuesInvalid:
+			reason = c.Reason
+		}
 	}
 	return p.stall(reason, fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
 		helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), p.st.Release.Failed.Message))
@@ -844,7 +850,7 @@ func (p *pass) readiness(ctx context.Context, held bool) error {
 				if !p.applied {
 					p.r.markDirty(p.key)
 				}
-				p.requeueIn(notReadyRequeue)
+				p.requeueIn(jitter(notReadyRequeue))
 			}
 			continue
 		}
@@ -874,7 +880,7 @@ func (p *pass) readiness(ctx context.Context, held bool) error {
 		p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonProgressing, msg)
 		p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonProgressing, msg)
 		if p.r.opts.Dependents == nil {
-			p.requeueIn(notReadyRequeue)
+			p.requeueIn(jitter(notReadyRequeue))
 		}
 	default:
 		msg := fmt.Sprintf("revision %d: %d objects ready", p.revision, len(p.objects))

@@ -84,8 +84,9 @@ type Reconciler struct {
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 	// dirty CRs had an operand changed or deleted by someone: check drift on the next pass.
 	dirty map[types.NamespacedName]bool
-	// verified CRs had their drift checked at least once by this process.
-	verified map[types.UID]bool
+	// verified CRs (by key, the UID of the CR checked) had their drift checked at least once by
+	// this process.
+	verified map[types.NamespacedName]types.UID
 	// manifests caches parsed release manifests by release key and revision.
 	manifests map[types.NamespacedName]parsedManifest
 	// watching holds the operand kinds with a dependent watch, started or being started.
@@ -175,7 +176,7 @@ func New(opts Options) (*Reconciler, error) {
 		gvk:       opts.Watch.GroupVersionKind(),
 		log:       ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
 		dirty:     map[types.NamespacedName]bool{},
-		verified:  map[types.UID]bool{},
+		verified:  map[types.NamespacedName]types.UID{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
 		failures:  map[types.NamespacedName]failure{},
@@ -195,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// ctx carries controller-runtime's logger, which names the controller, the CR and the
 	// reconcileID; lines about the release add it.
 	start := r.opts.Clock.Now()
-	defer func() { observeReconcile(r.gvkLabel(), start, retErr) }()
+	defer func() { observeReconcile(r.gvkLabel(), r.opts.Clock.Since(start), retErr) }()
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.gvk)
@@ -223,11 +224,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 	}()
 	res, err := p.run(ctx)
-	if errors.Is(err, errStalled) {
+	switch {
+	case errors.Is(err, errStalled):
 		// Permanent until the CR, the chart or the cluster changes; those changes are events.
 		return reconcile.Result{}, reconcile.TerminalError(err)
+	case err != nil:
+		// controller-runtime ignores (and warns about) a Result returned with an error.
+		return reconcile.Result{}, err
 	}
-	return res, err
+	return res, nil
 }
 
 // finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
@@ -272,6 +277,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.dirty, key)
+	delete(r.verified, key)
 	delete(r.manifests, key)
 	delete(r.failures, key)
 	delete(r.rollbacks, key)
@@ -336,18 +342,19 @@ func (r *Reconciler) markDirty(key types.NamespacedName) {
 func (r *Reconciler) takeDrift(key types.NamespacedName, uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	need := r.dirty[key] || !r.verified[uid]
+	need := r.dirty[key] || r.verified[key] != uid
 	delete(r.dirty, key)
-	r.verified[uid] = true
+	r.verified[key] = uid
 	return need
 }
 
-// markVerified records that the objects of uid's release are as the manifest says (Helm just
-// applied them), without clearing a drift mark an operand event set meanwhile.
-func (r *Reconciler) markVerified(uid types.UID) {
+// markVerified records that the objects of key's release (of the CR with uid) are as the
+// manifest says (Helm just applied them), without clearing a drift mark an operand event set
+// meanwhile.
+func (r *Reconciler) markVerified(key types.NamespacedName, uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.verified[uid] = true
+	r.verified[key] = uid
 }
 
 // manifestObjects parses a release manifest once per revision.

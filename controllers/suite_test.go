@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if testcluster.ShortMode("^TestEnsureWatchSharesOneStart$") {
+		return m.Run()
+	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(zapLevel()))))
 	var err error
 	if root, err = testcluster.RepoRoot(); err != nil {

@@ -26,8 +26,6 @@ type Snapshot struct {
 	Chart *chart.Chart
 	// Digest is a content hash of the chart's files ("sha256:…").
 	Digest string
-	// LoadedAt is when this snapshot was swapped in.
-	LoadedAt time.Time
 
 	files []*loader.BufferedFile
 }
@@ -186,7 +184,6 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 		s.opts.Log.Error(rerr, "chart rejected; keeping the last good version", "chart", path)
 		return true, rerr
 	}
-	snap.LoadedAt = time.Now()
 	s.swap(path, State{Current: snap}, dirs)
 	reloadsTotal.WithLabelValues(path, "ok").Inc()
 	chartInfo.DeletePartialMatch(map[string]string{"chart": path})

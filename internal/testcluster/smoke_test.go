@@ -24,6 +24,9 @@ import (
 var cluster *testcluster.Cluster
 
 func TestMain(m *testing.M) {
+	if testcluster.ShortMode("") {
+		os.Exit(m.Run())
+	}
 	c, err := testcluster.Start(context.Background(), testcluster.All())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)

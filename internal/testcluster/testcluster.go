@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -459,4 +461,22 @@ func (c *Cluster) openLog(name string) io.Writer {
 	}
 	c.logs = append(c.logs, f)
 	return f
+}
+
+// ShortMode is for a TestMain whose package's tests need the control plane: under
+// `go test -short` it reports true, having narrowed the run to the package's unit tests
+// (unitTests, a -run pattern; "" runs none), so that `go test -short ./...` needs no bin/.
+func ShortMode(unitTests string) bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if !testing.Short() {
+		return false
+	}
+	if unitTests == "" {
+		unitTests = "^$"
+	}
+	_ = flag.Set("test.run", unitTests)
+	fmt.Fprintln(os.Stderr, "testcluster: -short: integration tests skipped (they need the control plane from bin/)")
+	return true
 }
