@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -387,15 +388,17 @@ const helmNameInUse = "cannot re-use a name that is still in use"
 // the error wraps ErrNameInUse and nothing was changed.
 //
 // Nothing of a release that breaks its confinement is applied: the chart's crds/ are checked
-// before anything else, and a chart with crds/ (which Helm creates before it renders) is
-// rendered and checked first without the cluster; every other object, and every hook, is
-// checked before the first revision is stored.
+// before anything else; a chart with crds/ (which Helm creates before it renders) or with hooks
+// is rendered and checked first without the cluster, before any request; and the real render's
+// manifest and hooks are checked again before the first revision is stored.
 func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
 	crds := len(req.Chart.CRDObjects()) > 0
 	if crds {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
 			return nil, err
 		}
+	}
+	if crds || hasHooks(req.Chart) {
 		if err := c.precheck(req); err != nil {
 			return nil, err
 		}
@@ -425,8 +428,10 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 }
 
 // precheck renders a release without the cluster (lookups find nothing) and checks its
-// manifest and hooks: for a chart with crds/, which Helm creates before it renders. Only a
-// violation counts: a render that needs the cluster fails again, and says why, in the action.
+// manifest and hooks before the action's first request: Helm sees a chart's hooks only once it
+// has rendered, and creates crds/ before it renders. Only a violation counts: a render that
+// needs the cluster fails again, and says why, in the action. Charts without hooks or crds/
+// need no second render: their manifest is checked by the post-renderer, before any request.
 func (c *Client) precheck(req *Request) error {
 	_, err := c.Render(req)
 	var ce *ConfinementError
@@ -482,8 +487,14 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 // server still validates every object Helm creates or patches.
 const skipClientValidation = true
 
-// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade.
+// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade; a
+// chart with hooks is checked first as Install does.
 func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
+	if hasHooks(req.Chart) {
+		if err := c.precheck(req); err != nil {
+			return nil, err
+		}
+	}
 	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
 	if err != nil {
 		return nil, err
@@ -596,4 +607,22 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		rls.Info.Description = d.description
 	}
 	return d.secretsDriver.Create(key, rls)
+}
+
+// hookAnnotation is what marks a template's object as a Helm hook.
+var hookAnnotation = []byte("helm.sh/hook")
+
+// hasHooks reports whether any template of the chart or its subcharts can render a hook.
+func hasHooks(ch *chart.Chart) bool {
+	for _, t := range ch.Templates {
+		if bytes.Contains(t.Data, hookAnnotation) {
+			return true
+		}
+	}
+	for _, d := range ch.Dependencies() {
+		if hasHooks(d) {
+			return true
+		}
+	}
+	return false
 }

@@ -250,3 +250,13 @@ func TestLookupConfined(t *testing.T) {
 		t.Fatal("the render made no request at all: the test checked nothing")
 	}
 }
+
+func TestHasHooks(t *testing.T) {
+	plain := &chart.Chart{Metadata: &chart.Metadata{Name: "p"}, Templates: []*chart.File{{Name: "templates/a.yaml", Data: []byte("kind: ConfigMap")}}}
+	hooked := &chart.Chart{Metadata: &chart.Metadata{Name: "h"}, Templates: []*chart.File{{Name: "templates/h.yaml", Data: []byte(`annotations: {"helm.sh/hook": pre-install}`)}}}
+	parent := &chart.Chart{Metadata: &chart.Metadata{Name: "parent"}}
+	parent.SetDependencies(plain, hooked)
+	if hasHooks(plain) || !hasHooks(hooked) || !hasHooks(parent) {
+		t.Fatalf("plain %v, hooked %v, parent of hooked %v", hasHooks(plain), hasHooks(hooked), hasHooks(parent))
+	}
+}
