@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -15,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // The kinds of the confinement tests (controllers/testdata/charts): each chart tries one way
@@ -228,3 +232,109 @@ func forbidden(t *testing.T, ns, name string, parts ...string) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled: a release stored before its watch
+// was as strict as now (here: a revision whose manifest and delete hook reach another
+// namespace, written into storage by hand) is held to today's confinement on every path that
+// acts from storage: drift re-apply restores nothing of it, and uninstall deletes nothing and
+// runs no hook — the CR keeps its finalizer and says why.
+func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, victim := newNamespace(t), newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "legacy", map[string]any{"message": "hi"})); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "legacy", "Ready", metav1.ConditionTrue, "", timeout)
+	annotateWidget(t, ns, "legacy", map[string]string{"rudder.dev/paused": "true"})
+	waitCondition(t, widgetGVK, ns, "legacy", "Paused", metav1.ConditionTrue, "", timeout)
+
+	// Revision 2: revision 1 plus a ConfigMap in the victim namespace and a pre-delete hook
+	// there, as an older, laxer rudder could have stored it.
+	cfg := helmConfig(t, ns)
+	last, err := cfg.Releases.Last("legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: victim, Name: "theirs"}, Data: map[string]string{"owner": "victim"}}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	rev2 := *last
+	info := *last.Info
+	rev2.Info, rev2.Version, rev2.Labels = &info, 2, maps.Clone(last.Labels)
+	rev2.Labels[helm.LabelRevision] = "2"
+	rev2.Manifest += "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, namespace: " + victim + "}\ndata: {owner: rudder}\n"
+	rev2.Hooks = []*release.Hook{{Name: "cleanup", Kind: "ConfigMap", Path: "legacy/templates/hook.yaml",
+		Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hook-ran, namespace: " + victim + "}\n",
+		Events:   []release.HookEvent{release.HookPreDelete}}}
+	last.Info.Status = release.StatusSuperseded
+	if err := cfg.Releases.Update(last); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Releases.Create(&rev2); err != nil {
+		t.Fatal(err)
+	}
+	annotateWidget(t, ns, "legacy", nil)
+
+	// Drift: the CR's own ConfigMap deleted is not restored either (nothing of the revision is
+	// applied), and the pass says which object is out of bounds.
+	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy"}}); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "Ready=False naming the object outside", timeout, func(ctx context.Context) (bool, error) {
+		u, err := get(ctx, widgetGVK, ns, "legacy")
+		if err != nil {
+			return false, err
+		}
+		c := condition(u, "Ready")
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `ConfigMap "theirs" in namespace "`+victim+`"`) {
+			return false, fmt.Errorf("Ready: %+v", c)
+		}
+		return true, nil
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "legacy"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the drifted ConfigMap was restored from a revision outside the confinement (err=%v)", err)
+	}
+
+	// Uninstall: refused before anything runs.
+	u, err := get(ctx, widgetGVK, ns, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	crtest.WaitEvent(t, k8s, ns, "legacy", "UninstallFailed", `hook (pre-delete) ConfigMap "hook-ran" in namespace "`+victim+`"`)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(theirs), &cm); err != nil || cm.Data["owner"] != "victim" {
+		t.Fatalf("the victim's ConfigMap was touched: %v %v", err, cm.Data)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: victim, Name: "hook-ran"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pre-delete hook ran in %s (err=%v)", victim, err)
+	}
+	if h := history(t, ns, "legacy"); len(h) != 2 {
+		t.Fatalf("history: %s", describe(h))
+	}
+	// Let the CR go: the person who made the old release cleans up.
+	u, err = get(ctx, widgetGVK, ns, "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetFinalizers(nil)
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func annotateWidget(t *testing.T, ns, name string, a map[string]string) {
+	t.Helper()
+	u, err := get(context.Background(), widgetGVK, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetAnnotations(a)
+	if err := k8s.Update(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+}
