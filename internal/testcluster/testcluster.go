@@ -480,3 +480,76 @@ func ShortMode(unitTests string) bool {
 	fmt.Fprintln(os.Stderr, "testcluster: -short: integration tests skipped (they need the control plane from bin/)")
 	return true
 }
+
+// KillAndRestart SIGKILLs one of the processes envtest started for this cluster (etcd or
+// kube-apiserver), keeps it down for down, then starts it again with the same command line
+// (same ports, certificates and data), as a node reboot would, and waits until the API server
+// is ready again. The restarted process is stopped by Stop.
+func (c *Cluster) KillAndRestart(ctx context.Context, name string, down time.Duration) error {
+	bin := filepath.Join(c.binDir, name)
+	pid, args, err := childProcess(bin)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing %s (pid %d): %w", name, pid, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (pid %d) did not die", name, pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.start(name, args...); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil, nil
+	})
+}
+
+// childProcess finds this process's child running bin and returns its pid and arguments.
+func childProcess(bin string) (int, []string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, nil, err
+	}
+	me := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(me) {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(argv) > 0 && argv[0] == bin {
+			return pid, argv[1:], nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no child process runs %s", bin)
+}
