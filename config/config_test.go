@@ -314,7 +314,11 @@ func TestManagerRBAC(t *testing.T) {
 	if msg := condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, "stays at revision 1") {
 		t.Fatalf("Released message: %s", msg)
 	}
-	time.Sleep(2 * time.Second) // a few back-off retries
+	// A few retries, counted: each is a refused upgrade.
+	refused := crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "upgrade", "result": "failed"})
+	eventually(t, "three more refused retries", 60*time.Second, func(context.Context) (bool, error) {
+		return crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "upgrade", "result": "failed"}) >= refused+3, nil
+	})
 	if out := tool(t, "helm", "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
 		t.Fatalf("retries of a refused upgrade changed the history:\n%s", out)
 	}

@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -68,26 +68,17 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 	}
 }
 
+var widgetLabel = map[string]string{"gvk": "Widget.test.rudder.dev/v1"}
+
 func statusWrites(t *testing.T) float64 {
 	t.Helper()
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "rudder_status_writes_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "gvk" && l.GetValue() == "Widget.test.rudder.dev/v1" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return crtest.Metric(t, "rudder_status_writes_total", widgetLabel)
+}
+
+// widgetPasses counts the Widget reconcile passes that completed.
+func widgetPasses(t *testing.T) float64 {
+	t.Helper()
+	return crtest.Metric(t, "rudder_reconcile_pass_seconds", widgetLabel)
 }
 
 func TestNoOpReconcilesWriteNothing(t *testing.T) {
@@ -97,27 +88,43 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCondition(t, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
-	time.Sleep(time.Second) // let trailing events settle
-	u, _ := get(ctx, widgetGVK, ns, "idle")
-	statusRV := statusManagedTime(u.GetManagedFields())
-	before := statusWrites(t)
-	for i := range 20 {
-		// Each annotation bump passes the CR predicate and forces a full pass.
+	// Each annotation bump passes the CR predicate and forces a full pass; the next bump waits
+	// until the pass counter shows it, so that 20 passes are counted, not assumed.
+	bump := func(i int) {
+		t.Helper()
+		u, err := get(ctx, widgetGVK, ns, "idle")
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes := widgetPasses(t)
 		u.SetAnnotations(map[string]string{"bump": fmt.Sprint(i)})
 		if err := k8s.Update(ctx, u); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-		u, _ = get(ctx, widgetGVK, ns, "idle")
+		eventually(t, "a pass after the bump", timeout, func(context.Context) (bool, error) { return widgetPasses(t) > passes, nil })
 	}
-	time.Sleep(time.Second)
+	bump(0) // a first forced pass: what the install left behind has settled
+	u, err := get(ctx, widgetGVK, ns, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusRV := statusManagedTime(u.GetManagedFields())
+	if statusRV == "" {
+		t.Fatal("no status entry in managedFields: the check below would compare nothing")
+	}
+	before := statusWrites(t)
+	for i := 1; i <= 20; i++ {
+		bump(i)
+	}
 	if got := len(history(t, ns, "idle")); got != 1 {
 		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
 	}
 	if after := statusWrites(t); after != before {
 		t.Fatalf("status writes during no-op passes: %v", after-before)
 	}
-	u, _ = get(ctx, widgetGVK, ns, "idle")
+	if u, err = get(ctx, widgetGVK, ns, "idle"); err != nil {
+		t.Fatal(err)
+	}
 	if got := statusManagedTime(u.GetManagedFields()); got != statusRV {
 		t.Fatalf("status was written: managedFields time %s → %s", statusRV, got)
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/rudder-operator/rudder/controllers"
 )
@@ -102,4 +103,42 @@ func WaitEvent(t testing.TB, c client.Reader, ns, object, reason string, contain
 		return false, nil
 	})
 	return note
+}
+
+// Metric sums, over controller-runtime's registry, the samples of a counter (or the sample
+// count of a histogram) whose labels include every one of labels: what tests count passes and
+// writes with, instead of sleeping and hoping they happened.
+func Metric(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range mf.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.GetLabel() {
+					if l.GetName() == k && l.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue samples
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				total += c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				total += float64(h.GetSampleCount())
+			}
+		}
+	}
+	return total
 }
