@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
-	if k8s, err = client.New(c.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(c.ClientConfig(), client.Options{Scheme: operator.Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

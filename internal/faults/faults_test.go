@@ -76,7 +76,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = cluster.Stop() }()
-	if k8s, err = client.New(cluster.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cluster.ClientConfig(), client.Options{Scheme: operator.Scheme()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -553,3 +553,11 @@ func childProcess(bin string) (int, []string, error) {
 	}
 	return 0, nil, fmt.Errorf("no child process runs %s", bin)
 }
+
+// ClientConfig is Config for the clients tests assert through: parallel tests poll through one
+// client, which client-go's default rate (5 requests a second) would starve.
+func (c *Cluster) ClientConfig() *rest.Config {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg
+}
