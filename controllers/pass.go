@@ -516,6 +516,16 @@ func (p *pass) ensureRelease(ctx context.Context, overridden []string) (*helm.He
 			return nil, nil, p.fail(rstatus.ReasonReconcileError, err)
 		}
 		return head, rel, err
+	case helm.StateUninstalled:
+		// An uninstall that died (rudder's clean-up of a failed install, killed) or one that
+		// kept its history: Helm installs over neither, so finish it first.
+		if err := r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
+			return nil, nil, p.fail(rstatus.ReasonReconcileError, fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err))
+		}
+		if p.stuck() {
+			return nil, nil, p.stuckError()
+		}
+		return p.install(ctx, overridden)
 	case helm.StateFailed:
 		deployed, err := r.opts.Helm.LastDeployed(p.scope, p.relName, rel.Version)
 		if err != nil {

@@ -436,3 +436,43 @@ func TestValuesViolatingTheSchemaStall(t *testing.T) {
 		t.Fatal("a release was made from invalid values")
 	}
 }
+
+// TestDeadUninstallIsFinished: a release left "uninstalling" by an uninstall that died (the
+// clean-up of a failed install, SIGKILLed; found by the fault suite) is uninstalled, then
+// installed again: Helm refuses to install over it, which used to fail every retry.
+func TestDeadUninstallIsFinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "halfgone", map[string]any{"message": "a"})); err != nil {
+		t.Fatal(err)
+	}
+	u := waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
+	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
+	cfg := helmConfig(t, ns)
+	last, err := cfg.Releases.Last("halfgone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last.Info.Status = release.StatusUninstalling
+	if err := cfg.Releases.Update(last); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = get(ctx, widgetGVK, ns, "halfgone"); err != nil {
+		t.Fatal(err)
+	}
+	u.SetAnnotations(nil)
+	u.Object["spec"] = map[string]any{"message": "b"}
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
+	h := history(t, ns, "halfgone")
+	if len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Config["message"] != "b" {
+		t.Fatalf("history: %s", describe(h))
+	}
+}

@@ -111,7 +111,12 @@ func start(t *testing.T, name string, extra ...string) *replica {
 	}
 	r := &replica{cmd: cmd, log: log, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); f.Close(); close(r.done) }()
-	t.Cleanup(func() { r.kill() })
+	t.Cleanup(func() {
+		r.kill()
+		if t.Failed() {
+			t.Logf("--- log of %s (last lines)\n%s", name, tail(r.logs()))
+		}
+	})
 	return r
 }
 
@@ -271,8 +276,8 @@ func leads(r *replica) bool {
 }
 
 func tail(s string) string {
-	if len(s) > 3000 {
-		return s[len(s)-3000:]
+	if len(s) > 6000 {
+		return s[len(s)-6000:]
 	}
 	return s
 }

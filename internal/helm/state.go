@@ -18,6 +18,11 @@ const (
 	// operation per release at a time, so a pending revision found at the start of a pass was
 	// left by an operation that died: unlock it.
 	StateLocked State = "Locked"
+	// StateUninstalled: the newest revision is uninstalling (an uninstall that died, such as
+	// rudder's clean-up of a failed install) or uninstalled with its history kept (helm
+	// uninstall --keep-history). Helm refuses to install over either: finish the uninstall,
+	// then install.
+	StateUninstalled State = "Uninstalled"
 	// StateFailed: the newest revision failed (or is in a state no operation will move on).
 	StateFailed State = "Failed"
 	// StateOutOfSync: deployed, but from another chart or other values: upgrade.
@@ -128,8 +133,7 @@ func DetermineState(head *Head, want Desired) State {
 		}
 		return StateOutOfSync
 	case release.StatusUninstalled, release.StatusUninstalling:
-		// Only with --keep-history, which rudder never uses: a person uninstalled by hand.
-		return StateAbsent
+		return StateUninstalled
 	default: // failed, superseded as newest, unknown
 		return StateFailed
 	}

@@ -27,7 +27,8 @@ func TestDetermineState(t *testing.T) {
 		{"pending rollback", head(release.StatusPendingRollback, "u1", "c1", "v1"), StateLocked},
 		{"failed", head(release.StatusFailed, "u1", "c1", "v1"), StateFailed},
 		{"superseded as newest", head(release.StatusSuperseded, "u1", "c1", "v1"), StateFailed},
-		{"uninstalled, history kept", head(release.StatusUninstalled, "u1", "c1", "v1"), StateAbsent},
+		{"uninstalled, history kept", head(release.StatusUninstalled, "u1", "c1", "v1"), StateUninstalled},
+		{"an uninstall that died", head(release.StatusUninstalling, "u1", "c1", "v1"), StateUninstalled},
 	}
 	for _, tc := range cases {
 		if got := DetermineState(tc.head, want); got != tc.want {
