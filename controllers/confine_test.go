@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -317,24 +318,10 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// Let the CR go: the person who made the old release cleans up.
-	u, err = get(ctx, widgetGVK, ns, "legacy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetFinalizers(nil)
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	updateCR(t, widgetGVK, ns, "legacy", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
 }
 
 func annotateWidget(t *testing.T, ns, name string, a map[string]string) {
 	t.Helper()
-	u, err := get(context.Background(), widgetGVK, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetAnnotations(a)
-	if err := k8s.Update(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
+	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.SetAnnotations(a) })
 }

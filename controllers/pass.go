@@ -820,6 +820,7 @@ func (p *pass) correctDrift(ctx context.Context, head *helm.Head) error {
 	// The same confinement as every action: a release made before the watch became stricter
 	// is not restored where it may no longer act.
 	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), p.objects); err != nil {
+		p.r.markDirty(p.key) // every pass says so, not only the first after the change
 		return fmt.Errorf("not restoring revision %d: %w", head.Revision, err)
 	}
 	w, err := p.r.opts.Helm.Writer(p.scope)

@@ -447,11 +447,10 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "halfgone", map[string]any{"message": "a"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
-	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
+	updateCR(t, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+	})
 	waitCondition(t, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := helmConfig(t, ns)
 	last, err := cfg.Releases.Last("halfgone")
@@ -462,14 +461,10 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 	if err := cfg.Releases.Update(last); err != nil {
 		t.Fatal(err)
 	}
-	if u, err = get(ctx, widgetGVK, ns, "halfgone"); err != nil {
-		t.Fatal(err)
-	}
-	u.SetAnnotations(nil)
-	u.Object["spec"] = map[string]any{"message": "b"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	updateCR(t, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(nil)
+		u.Object["spec"] = map[string]any{"message": "b"}
+	})
 	waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "halfgone")
 	if len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Config["message"] != "b" {

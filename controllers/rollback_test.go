@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/controllers"
@@ -32,33 +33,38 @@ func widgetAt(t *testing.T, ns, name string) {
 	waitRevision(t, ns, name, 2, 0)
 }
 
-func setSpec(t *testing.T, ns, name, message string) {
+// updateCR reads a CR, changes it and writes it back, again on a conflict (rudder writes the
+// CR's status and finalizer meanwhile).
+func updateCR(t *testing.T, gvk schema.GroupVersionKind, ns, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
-	u, err := get(context.Background(), widgetGVK, ns, name)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := get(context.Background(), gvk, ns, name)
+		if err != nil {
+			return err
+		}
+		change(u)
+		return k8s.Update(context.Background(), u)
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	u.Object["spec"] = map[string]any{"message": message}
-	if err := k8s.Update(context.Background(), u); err != nil {
 		t.Fatal(err)
 	}
 }
 
+func setSpec(t *testing.T, ns, name, message string) {
+	t.Helper()
+	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": message} })
+}
+
 func annotate(t *testing.T, ns, name, key, value string) {
 	t.Helper()
-	u, err := get(context.Background(), widgetGVK, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := u.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	u.SetAnnotations(a)
-	if err := k8s.Update(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
+	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) {
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[key] = value
+		u.SetAnnotations(a)
+	})
 }
 
 // waitRevision waits until the CR is Ready on revision rev, rolled back to rolledBackTo (0:
@@ -223,16 +229,11 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}
-	u, err := get(ctx, widgetGVK, ns, "busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetAnnotations(nil)
-	u.Object["spec"] = map[string]any{"message": "b"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	u = waitCondition(t, widgetGVK, ns, "busy", "Released", metav1.ConditionFalse, "PendingOperation", timeout)
+	updateCR(t, widgetGVK, ns, "busy", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(nil)
+		u.Object["spec"] = map[string]any{"message": "b"}
+	})
+	u := waitCondition(t, widgetGVK, ns, "busy", "Released", metav1.ConditionFalse, "PendingOperation", timeout)
 	if msg := condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
 		t.Fatalf("Released: %s", msg)
 	}
@@ -265,28 +266,16 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 	}
 	for i, msg := range []string{"two", "three"} {
 		waitCondition(t, gvk, ns, "h", "Ready", metav1.ConditionTrue, "", timeout)
-		u, err := get(ctx, gvk, ns, "h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Object["spec"] = map[string]any{"message": msg}
-		if err := k8s.Update(ctx, u); err != nil {
-			t.Fatal(err)
-		}
+		updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": msg} })
 		eventually(t, fmt.Sprintf("revision %d", i+2), timeout, func(ctx context.Context) (bool, error) {
 			u, err := get(ctx, gvk, ns, "h")
 			r, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision")
 			return err == nil && r == int64(i+2), err
 		})
 	}
-	u, err := get(ctx, gvk, ns, "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
+	})
 	waitCondition(t, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
 	h := history(t, ns, "h")
 	if len(h) != 3 || h[0].Version != 2 || h[2].Version != 4 || !strings.Contains(h[2].Info.Description, "rollback to revision 1") {
