@@ -428,7 +428,9 @@ var errWaiting = errors.New("waiting")
 // foreignOperation reports (and says on the CR) whether the pending newest revision belongs to
 // an operation rudder did not start that may still be running.
 func (p *pass) foreignOperation(rel *release.Release) bool {
-	if helm.HeadOf(rel).MadeByRudder() || rel.Info == nil {
+	if rel.Info == nil || helm.HeadOf(rel).MadeByRudder() || strings.HasPrefix(rel.Info.Description, "rudder ") {
+		// rudder's own: an install or upgrade carries its revision label, a rollback rudder
+		// made its description.
 		return false
 	}
 	age := p.r.opts.Clock.Since(rel.Info.LastDeployed.Time)
