@@ -132,6 +132,20 @@ func (c Confinement) outsideNamespaces() string {
 	return fmt.Sprintf("outside the CR's namespace %q and the watch's allowedNamespaces %v", c.Namespace, c.AllowedNamespaces)
 }
 
+// check decides one object whose kind's scope s knows; a kind neither the API server nor the
+// chart's crds/ define is an UnknownKindError. Every per-object check goes through it.
+func (c Confinement) check(s *scoper, src Source, gvk schema.GroupVersionKind, name, ns string) (*Violation, error) {
+	namespaced, err := s.namespaced(gvk)
+	if err != nil {
+		what := fmt.Sprintf("%s %q (%s): %v", gvk.Kind, name, gvk.GroupVersion(), err)
+		if src != SourceManifest {
+			what = string(src) + " " + what
+		}
+		return nil, &UnknownKindError{Object: what}
+	}
+	return c.checkObject(src, gvk, name, ns, namespaced), nil
+}
+
 // crdGVK is the kind of everything in a chart's crds/ directory.
 var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
@@ -218,11 +232,11 @@ func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte
 		if gvk.Kind == "" {
 			return fmt.Errorf("%s object %q without kind", src, h.Metadata.Name)
 		}
-		namespaced, err := s.namespaced(gvk)
+		v, err := c.check(s, src, gvk, h.Metadata.Name, h.Metadata.Namespace)
 		if err != nil {
-			return &UnknownKindError{Object: fmt.Sprintf("%s %s %q (%s): %v", src, gvk.Kind, h.Metadata.Name, gvk.GroupVersion(), err)}
+			return err
 		}
-		if v := c.checkObject(src, gvk, h.Metadata.Name, h.Metadata.Namespace, namespaced); v != nil {
+		if v != nil {
 			v.Hook = hook
 			out = append(out, *v)
 		}
@@ -304,11 +318,11 @@ func (c Confinement) CheckObjects(mapper meta.RESTMapper, objs []*unstructured.U
 	var vs []Violation
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		namespaced, err := s.namespaced(gvk)
+		v, err := c.check(s, SourceManifest, gvk, o.GetName(), o.GetNamespace())
 		if err != nil {
-			return &UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, o.GetName(), gvk.GroupVersion(), err)}
+			return err
 		}
-		if v := c.checkObject(SourceManifest, gvk, o.GetName(), o.GetNamespace(), namespaced); v != nil {
+		if v != nil {
 			vs = append(vs, *v)
 		}
 	}
