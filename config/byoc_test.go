@@ -3,6 +3,7 @@ package config_test
 import (
 	"bytes"
 	"context"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func TestBringYourOwnChart(t *testing.T) {
 			kubectl(t, "apply", "--server-side", "-k", out)
 			t.Cleanup(func() { removeScaffolded(t, "rudder-"+tc.plural+".byoc.rudder.dev") })
 			kubectl(t, "wait", "--for=condition=Established", "crd/"+tc.plural+".byoc.rudder.dev")
-			eventually(t, "kubectl explain "+tc.field, 30*time.Second, func(context.Context) (bool, error) {
+			crtest.Eventually(t, "kubectl explain "+tc.field, 30*time.Second, func(context.Context) (bool, error) {
 				cmd := cluster.Command("kubectl", "explain", tc.plural+".spec."+tc.field)
 				b, err := cmd.CombinedOutput()
 				return err == nil && strings.Contains(string(b), tc.fieldType), nil
@@ -84,7 +85,7 @@ func TestBringYourOwnChart(t *testing.T) {
 			kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
 			gvk := schema.GroupVersionKind{Group: "byoc.rudder.dev", Version: "v1", Kind: tc.kind}
 			name := strings.ToLower(tc.kind) + "-sample"
-			waitCondition(t, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 120*time.Second)
+			crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 120*time.Second)
 
 			// rudder template of the live CR prints exactly what rudder applied.
 			live := filepath.Join(tmp, tc.kind+"-live.yaml")
@@ -137,7 +138,7 @@ func TestBringYourOwnChart(t *testing.T) {
 func removeScaffolded(t *testing.T, role string) {
 	t.Helper()
 	kubectl(t, "delete", "--ignore-not-found", "clusterrole", role)
-	eventually(t, "rudder-manager without "+role, 30*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "rudder-manager without "+role, 30*time.Second, func(ctx context.Context) (bool, error) {
 		var agg rbacv1.ClusterRole
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "rudder-manager"}, &agg); err != nil {
 			return false, err

@@ -20,10 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
@@ -49,39 +47,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if testcluster.ShortMode("") {
-		return m.Run()
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	var err error
-	if root, err = testcluster.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := testcluster.Start(context.Background(), testcluster.All())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		return 1
-	}
-	cluster = c
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	if k8s, err = client.New(c.ClientConfig(), client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		c.DumpLogs(os.Stderr)
-	}
-	return code
+	os.Exit(crtest.Main(m, crtest.Suite{Scheme: operator.Scheme(), Setup: func(e *crtest.Env) (func() error, error) {
+		cluster, k8s, root = e.Cluster, e.Client, e.Root
+		return nil, nil
+	}}))
 }
 
 // tool runs bin/<name> against the test cluster from the repository root, failing the test on
@@ -120,11 +89,6 @@ func deploy(t *testing.T) {
 	}
 }
 
-func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	crtest.Eventually(t, what, timeout, cond)
-}
-
 // TestKustomizeDefault: config/default (and the PVC overlay) validate on the API server, and a
 // real apply runs the manager Deployment on the kwok node with the config volume it expects.
 func TestKustomizeDefault(t *testing.T) {
@@ -139,7 +103,7 @@ func TestKustomizeDefault(t *testing.T) {
 	deploy(t)
 
 	var dep appsv1.Deployment
-	eventually(t, "the manager Deployment available", 90*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "the manager Deployment available", 90*time.Second, func(ctx context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "rudder-manager"}, &dep); err != nil {
 			return false, err
 		}
@@ -245,10 +209,10 @@ func TestManagerRBAC(t *testing.T) {
 	}()
 
 	kubectl(t, "apply", "-k", "config/samples")
-	waitCondition(t, nginxGVK, "nginx-operator-system", "nginxoperator-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
-	waitCondition(t, appGVK, "default", "nginx-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
-	eventually(t, "at-sample DONE", 120*time.Second, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, atGVK, "default", "at-sample")
+	crtest.WaitCondition(t, k8s, nginxGVK, "nginx-operator-system", "nginxoperator-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
+	crtest.WaitCondition(t, k8s, appGVK, "default", "nginx-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
+	crtest.Eventually(t, "at-sample DONE", 120*time.Second, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, atGVK, "default", "at-sample")
 		if err != nil {
 			return false, err
 		}
@@ -265,11 +229,11 @@ func TestManagerRBAC(t *testing.T) {
 	if err := k8s.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
-	if msg := condition(u, "Released").Message; !strings.Contains(msg, "configmaps") || !strings.Contains(msg, "forbidden") {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "configmaps") || !strings.Contains(msg, "forbidden") {
 		t.Fatalf("Released message does not say what was refused: %s", msg)
 	}
-	if r := condition(u, "Ready"); r == nil || r.Status != metav1.ConditionFalse {
+	if r := crtest.Condition(u, "Ready"); r == nil || r.Status != metav1.ConditionFalse {
 		t.Fatalf("Ready: %+v", r)
 	}
 	expectEvent(t, "needs-configmaps", rstatus.ReasonForbidden)
@@ -277,12 +241,12 @@ func TestManagerRBAC(t *testing.T) {
 	// Granting everything but list/watch: the install goes through, and the dependent watch that
 	// would never sync is refused up front, naming the missing verbs.
 	grant(t, "rudder-manager-widgets-cm", "configmaps", "get", "create", "update", "patch", "delete")
-	eventually(t, "installed, and Ready=False naming the missing verbs", 60*time.Second, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, widgetGVK, "default", "needs-configmaps")
+	crtest.Eventually(t, "installed, and Ready=False naming the missing verbs", 60*time.Second, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, widgetGVK, "default", "needs-configmaps")
 		if err != nil {
 			return false, err
 		}
-		rel, ready := condition(u, "Released"), condition(u, "Ready")
+		rel, ready := crtest.Condition(u, "Released"), crtest.Condition(u, "Ready")
 		if rel == nil || ready == nil || rel.Status != metav1.ConditionTrue || ready.Status != metav1.ConditionFalse {
 			return false, fmt.Errorf("Released %+v, Ready %+v", rel, ready)
 		}
@@ -291,7 +255,7 @@ func TestManagerRBAC(t *testing.T) {
 
 	// The full rule: Ready, with nothing done to the CR.
 	grant(t, "rudder-manager-widgets-cm", "configmaps", "get", "list", "watch", "create", "update", "patch", "delete")
-	waitCondition(t, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
+	crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
 	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &cm); err != nil || cm.Data["message"] != "hi" {
 		t.Fatalf("configmap: %v %v", err, cm.Data)
@@ -300,7 +264,7 @@ func TestManagerRBAC(t *testing.T) {
 	// An upgrade that adds a kind outside the role (a ServiceAccount) is refused before Helm
 	// records a revision: the release stays at revision 1 (no rollback revision per retry), the
 	// CR says why, and granting the kind lets the retry through.
-	w, err = get(ctx, widgetGVK, "default", "needs-configmaps")
+	w, err = crtest.Get(ctx, k8s, widgetGVK, "default", "needs-configmaps")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,20 +274,20 @@ func TestManagerRBAC(t *testing.T) {
 	if err := k8s.Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	u = waitCondition(t, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
-	if msg := condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, "stays at revision 1") {
+	u = crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, "stays at revision 1") {
 		t.Fatalf("Released message: %s", msg)
 	}
 	// A few retries, counted: each is a refused upgrade.
 	refused := crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "upgrade", "result": "failed"})
-	eventually(t, "three more refused retries", 60*time.Second, func(context.Context) (bool, error) {
+	crtest.Eventually(t, "three more refused retries", 60*time.Second, func(context.Context) (bool, error) {
 		return crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "upgrade", "result": "failed"}) >= refused+3, nil
 	})
 	if out := tool(t, "helm", "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
 		t.Fatalf("retries of a refused upgrade changed the history:\n%s", out)
 	}
 	grant(t, "rudder-manager-widgets-sa", "serviceaccounts", "get", "list", "watch", "create", "update", "patch", "delete")
-	u = waitCondition(t, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
+	u = crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
 	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
 		t.Fatalf("revision after the grant = %d, want 2", rev)
 	}
@@ -355,7 +319,7 @@ func grant(t *testing.T, name, resource string, verbs ...string) {
 
 func expectEvent(t *testing.T, object, reason string) {
 	t.Helper()
-	eventually(t, "a "+reason+" event on "+object, 30*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "a "+reason+" event on "+object, 30*time.Second, func(ctx context.Context) (bool, error) {
 		var evs corev1.EventList
 		if err := k8s.List(ctx, &evs, client.InNamespace("default")); err != nil {
 			return false, err
@@ -367,17 +331,4 @@ func expectEvent(t *testing.T, object, reason string) {
 		}
 		return false, nil
 	})
-}
-
-func get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	return crtest.Get(ctx, k8s, gvk, ns, name)
-}
-
-func condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
-	return crtest.Condition(u, typ)
-}
-
-func waitCondition(t *testing.T, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
-	t.Helper()
-	return crtest.WaitCondition(t, k8s, gvk, ns, name, typ, status, reason, timeout)
 }

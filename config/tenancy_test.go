@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"io"
 	"net"
 	"net/http"
@@ -148,9 +149,9 @@ func TestTenancyOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitCondition(t, nginxGVK, "team-a", "nginxoperator-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
-	u := waitCondition(t, nginxGVK, "team-b", "nginxoperator-sample", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
-	if msg := condition(u, "Released").Message; !strings.Contains(msg, "system:serviceaccount:team-b:"+defaultSA) {
+	crtest.WaitCondition(t, k8s, nginxGVK, "team-a", "nginxoperator-sample", "Ready", metav1.ConditionTrue, "", 120*time.Second)
+	u := crtest.WaitCondition(t, k8s, nginxGVK, "team-b", "nginxoperator-sample", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "system:serviceaccount:team-b:"+defaultSA) {
 		t.Fatalf("Forbidden does not name the tenant's ServiceAccount: %s", msg)
 	}
 }
@@ -220,7 +221,7 @@ func TestMetricsAuthentication(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b), err
 	}
-	eventually(t, "the metrics endpoint serving a scraper", 60*time.Second, func(context.Context) (bool, error) {
+	crtest.Eventually(t, "the metrics endpoint serving a scraper", 60*time.Second, func(context.Context) (bool, error) {
 		code, body, err := scrape(scraper)
 		if err != nil {
 			return false, err

@@ -36,8 +36,8 @@ var (
 // name every part of the violation.
 func stalledOn(t *testing.T, gvk schema.GroupVersionKind, ns, name string, parts ...string) {
 	t.Helper()
-	u := waitCondition(t, gvk, ns, name, "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
-	msg := condition(u, "Stalled").Message
+	u := crtest.WaitCondition(t, k8s, gvk, ns, name, "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
+	msg := crtest.Condition(u, "Stalled").Message
 	for _, p := range parts {
 		if !strings.Contains(msg, p) {
 			t.Errorf("Stalled does not name %q: %s", p, msg)
@@ -65,8 +65,8 @@ func noConfigMaps(t *testing.T, ns string) {
 func TestHookOutsideTheNamespaceIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, victim := newNamespace(t), newNamespace(t)
-	if err := k8s.Create(ctx, newCR(hookProbeGVK, ns, "h", map[string]any{"target": victim})); err != nil {
+	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(hookProbeGVK, ns, "h", map[string]any{"target": victim})); err != nil {
 		t.Fatal(err)
 	}
 	stalledOn(t, hookProbeGVK, ns, "h", `hook (pre-install,pre-upgrade) ConfigMap "h-hook" in namespace "`+victim+`"`)
@@ -74,10 +74,10 @@ func TestHookOutsideTheNamespaceIsRefused(t *testing.T) {
 	noConfigMaps(t, ns)
 
 	// The same chart with its hook at home: the hook runs.
-	if err := k8s.Create(ctx, newCR(hookProbeGVK, ns, "home", map[string]any{})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(hookProbeGVK, ns, "home", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, hookProbeGVK, ns, "home", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, hookProbeGVK, ns, "home", "Ready", metav1.ConditionTrue, "", timeout)
 	var cm corev1.ConfigMap
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "home-hook"}, &cm); err != nil || cm.Data["ran"] != "yes" {
 		t.Fatalf("the pre-install hook in the CR's namespace did not run: %v %v", err, cm.Data)
@@ -87,28 +87,28 @@ func TestHookOutsideTheNamespaceIsRefused(t *testing.T) {
 func TestLookupOutsideTheNamespaceIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, victim := newNamespace(t), newNamespace(t)
+	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
 	for _, where := range []string{ns, victim} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: where, Name: "source"}, StringData: map[string]string{"password": "in-" + where}}
 		if err := k8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "steal", map[string]any{"from": map[string]any{"namespace": victim, "name": "source"}})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, "steal", map[string]any{"from": map[string]any{"namespace": victim, "name": "source"}})); err != nil {
 		t.Fatal(err)
 	}
 	stalledOn(t, lookupProbeGVK, ns, "steal", `get Secret "source" in namespace "`+victim+`"`)
 	noConfigMaps(t, ns)
 
 	// A lookup of the own namespace reads, and one that finds nothing gives an empty map.
-	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "own", map[string]any{"from": map[string]any{"name": "source"}})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, "own", map[string]any{"from": map[string]any{"name": "source"}})); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Create(ctx, newCR(lookupProbeGVK, ns, "none", map[string]any{"from": map[string]any{"name": "missing"}})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, "none", map[string]any{"from": map[string]any{"name": "missing"}})); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"own": `"password":"` + b64("in-"+ns) + `"`, "none": "{}"} {
-		waitCondition(t, lookupProbeGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
+		crtest.WaitCondition(t, k8s, lookupProbeGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
 		var cm corev1.ConfigMap
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func TestLookupOutsideTheNamespaceIsRefused(t *testing.T) {
 // creates no CRD either, even where CRDs are allowed.
 func TestCRDsOnlyWhereAllowed(t *testing.T) {
 	ctx := context.Background()
-	ns, victim := newNamespace(t), newNamespace(t)
+	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 	crd.SetName("things.escape.rudder.dev")
@@ -135,23 +135,23 @@ func TestCRDsOnlyWhereAllowed(t *testing.T) {
 		}
 	}
 
-	if err := k8s.Create(ctx, newCR(crdProbeGVK, ns, "c", map[string]any{})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(crdProbeGVK, ns, "c", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
 	stalledOn(t, crdProbeGVK, ns, "c", `CRD (crds/) CustomResourceDefinition "things.escape.rudder.dev"`, "allowClusterScoped")
 	noCRD()
 
-	if err := k8s.Create(ctx, newCR(crdAllowedGVK, ns, "hook", map[string]any{"hookTarget": victim})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(crdAllowedGVK, ns, "hook", map[string]any{"hookTarget": victim})); err != nil {
 		t.Fatal(err)
 	}
 	stalledOn(t, crdAllowedGVK, ns, "hook", `hook (post-install) ConfigMap "hook-hook" in namespace "`+victim+`"`)
 	noCRD()
 	noConfigMaps(t, victim)
 
-	if err := k8s.Create(ctx, newCR(crdAllowedGVK, ns, "ok", map[string]any{})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(crdAllowedGVK, ns, "ok", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, crdAllowedGVK, ns, "ok", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, crdAllowedGVK, ns, "ok", "Ready", metav1.ConditionTrue, "", timeout)
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), crd) })
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
 		t.Fatalf("the allowed CRD was not installed: %v", err)
@@ -166,7 +166,7 @@ func TestCRDsOnlyWhereAllowed(t *testing.T) {
 func TestTenantActsAsItsServiceAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer"}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"},
@@ -179,7 +179,7 @@ func TestTenantActsAsItsServiceAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := k8s.Create(ctx, newCR(tenantAppGVK, ns, "app", map[string]any{})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(tenantAppGVK, ns, "app", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
 	user := `"system:serviceaccount:` + ns + `:deployer"`
@@ -198,8 +198,8 @@ func TestTenantActsAsItsServiceAccount(t *testing.T) {
 	grant("services")
 	forbidden(t, ns, "app", user, `resource "secrets"`, `namespace "`+ns+`"`)
 	grant("secrets")
-	u := waitCondition(t, tenantAppGVK, ns, "app", "Ready", metav1.ConditionTrue, "", timeout)
-	if c := condition(u, "Released"); c.Status != metav1.ConditionTrue {
+	u := crtest.WaitCondition(t, k8s, tenantAppGVK, ns, "app", "Ready", metav1.ConditionTrue, "", timeout)
+	if c := crtest.Condition(u, "Released"); c.Status != metav1.ConditionTrue {
 		t.Fatalf("Released after recovery: %+v", c)
 	}
 	if h := history(t, ns, "app"); len(h) != 1 || h[0].Version != 1 {
@@ -215,11 +215,11 @@ func TestTenantActsAsItsServiceAccount(t *testing.T) {
 func forbidden(t *testing.T, ns, name string, parts ...string) {
 	t.Helper()
 	crtest.Eventually(t, "Released=Forbidden naming "+strings.Join(parts, ", "), timeout, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, tenantAppGVK, ns, name)
+		u, err := crtest.Get(ctx, k8s, tenantAppGVK, ns, name)
 		if err != nil {
 			return false, err
 		}
-		c := condition(u, "Released")
+		c := crtest.Condition(u, "Released")
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "Forbidden" {
 			return false, fmt.Errorf("Released: %+v", c)
 		}
@@ -242,13 +242,13 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns, victim := newNamespace(t), newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "legacy", map[string]any{"message": "hi"})); err != nil {
+	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "legacy", map[string]any{"message": "hi"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "legacy", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "legacy", "Ready", metav1.ConditionTrue, "", timeout)
 	annotateWidget(t, ns, "legacy", map[string]string{"rudder.dev/paused": "true"})
-	waitCondition(t, widgetGVK, ns, "legacy", "Paused", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "legacy", "Paused", metav1.ConditionTrue, "", timeout)
 
 	// Revision 2: revision 1 plus a ConfigMap in the victim namespace and a pre-delete hook
 	// there, as an older, laxer rudder could have stored it.
@@ -284,11 +284,11 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	crtest.Eventually(t, "Ready=False naming the object outside", timeout, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, widgetGVK, ns, "legacy")
+		u, err := crtest.Get(ctx, k8s, widgetGVK, ns, "legacy")
 		if err != nil {
 			return false, err
 		}
-		c := condition(u, "Ready")
+		c := crtest.Condition(u, "Ready")
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `ConfigMap "theirs" in namespace "`+victim+`"`) {
 			return false, fmt.Errorf("Ready: %+v", c)
 		}
@@ -299,7 +299,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	}
 
 	// Uninstall: refused before anything runs.
-	u, err := get(ctx, widgetGVK, ns, "legacy")
+	u, err := crtest.Get(ctx, k8s, widgetGVK, ns, "legacy")
 	if err != nil {
 		t.Fatal(err)
 	}

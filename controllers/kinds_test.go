@@ -20,6 +20,7 @@ import (
 	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
 	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/crtest"
 )
 
 var (
@@ -41,7 +42,7 @@ func TestNginxOperatorSample(t *testing.T) {
 	applySample(t, "nginx-operator-system.yaml")
 	applySample(t, "operator_v1alpha1_nginxoperator.yaml")
 	const ns, name = "nginx-operator-system", "nginxoperator-sample"
-	waitCondition(t, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
+	crtest.WaitCondition(t, k8s, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
 	var dep appsv1.Deployment
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestNginxOperatorSample(t *testing.T) {
 
 	// replicas: 5 scales without a new Pod template.
 	patch(t, nginxGVK, ns, name, `{"spec":{"replicas":5}}`)
-	waitCondition(t, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
+	crtest.WaitCondition(t, k8s, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +64,11 @@ func TestNginxOperatorSample(t *testing.T) {
 
 	// forceRedeploy rolls the Pods (a new template) with nothing else changed.
 	patch(t, nginxGVK, ns, name, `{"spec":{"forceRedeploy":"2026-11-29T10:00:00Z"}}`)
-	waitCondition(t, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
+	crtest.WaitCondition(t, k8s, nginxGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
 	if h := templateHash(t, ns, name); h == hash0 {
 		t.Fatal("forceRedeploy did not change the Pod template")
 	}
-	eventually(t, "rollout to 5 new pods", 90*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "rollout to 5 new pods", 90*time.Second, func(ctx context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
 			return false, err
 		}
@@ -108,8 +109,8 @@ func patch(t *testing.T, gvk schema.GroupVersionKind, ns, name, body string) {
 func TestAtSampleRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	applySample(t, "cnat_v1alpha1_at.yaml")
-	eventually(t, "at-sample DONE", 90*time.Second, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, atGVK, "default", "at-sample")
+	crtest.Eventually(t, "at-sample DONE", 90*time.Second, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, atGVK, "default", "at-sample")
 		if err != nil {
 			return false, err
 		}
@@ -135,20 +136,22 @@ func TestAtSampleRunsOnce(t *testing.T) {
 	if err := k8s.Delete(ctx, &pod); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod deleted", 30*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "pod deleted", 30*time.Second, func(ctx context.Context) (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "at-sample"}, &corev1.Pod{})
 		return apierrors.IsNotFound(err), nil
 	})
-	consistently(t, "pod stays gone", 2*time.Second, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "at-sample"}, &corev1.Pod{})
-		return apierrors.IsNotFound(err), nil
-	})
+	crtest.Passes(t, k8s, atGVK, "default", "at-sample", 3)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "at-sample"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("passes over a DONE At brought its pod back: %v", err)
+	}
 }
 
+// An At whose schedule is an hour away waits: passes over it install nothing. Once the hooks'
+// clock reaches the schedule, the next pass runs it.
 func TestAtInTheFutureWaits(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	when := time.Now().Add(8 * time.Second).UTC().Truncate(time.Second)
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	when := hookClock.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	at := &cnatv1alpha1.At{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"},
 		Spec:       cnatv1alpha1.AtSpec{Schedule: when.Format(time.RFC3339), Command: "date"},
@@ -156,29 +159,27 @@ func TestAtInTheFutureWaits(t *testing.T) {
 	if err := k8s.Create(ctx, at); err != nil {
 		t.Fatal(err)
 	}
-	phase := func(ctx context.Context) string {
+	phase := func(ctx context.Context) (string, error) {
 		var a cnatv1alpha1.At
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(at), &a); err != nil {
-			return ""
-		}
-		return a.Status.Phase
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(at), &a)
+		return a.Status.Phase, err
 	}
-	eventually(t, "PENDING", 10*time.Second, func(ctx context.Context) (bool, error) {
-		return phase(ctx) == cnatv1alpha1.PhasePending, nil
+	crtest.Eventually(t, "PENDING", 10*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := phase(ctx)
+		return p == cnatv1alpha1.PhasePending, err
 	})
-	for time.Now().Before(when.Add(-time.Second)) {
-		if p := phase(ctx); p != cnatv1alpha1.PhasePending {
-			t.Fatalf("phase %s before the schedule", p)
-		}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "later"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("pod exists before the schedule (err=%v)", err)
-		}
-		time.Sleep(300 * time.Millisecond)
+	crtest.Passes(t, k8s, atGVK, ns, "later", 3)
+	if p, err := phase(ctx); err != nil || p != cnatv1alpha1.PhasePending {
+		t.Fatalf("phase %q (%v) before the schedule", p, err)
 	}
-	eventually(t, "DONE after the schedule", 30*time.Second, func(ctx context.Context) (bool, error) {
-		if p := phase(ctx); p != cnatv1alpha1.PhaseDone {
-			u, _ := get(ctx, atGVK, ns, "later")
-			return false, fmt.Errorf("phase %s, status %v", p, u.Object["status"])
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "later"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pod exists before the schedule (err=%v)", err)
+	}
+	hookClock.Step(time.Hour)
+	crtest.Passes(t, k8s, atGVK, ns, "later", 1)
+	crtest.Eventually(t, "DONE after the schedule", 60*time.Second, func(ctx context.Context) (bool, error) {
+		if p, err := phase(ctx); err != nil || p != cnatv1alpha1.PhaseDone {
+			return false, fmt.Errorf("phase %q (%w)", p, err)
 		}
 		return true, nil
 	})
@@ -195,7 +196,7 @@ func TestApplicationSample(t *testing.T) {
 	ctx := context.Background()
 	applySample(t, "apps_v1_application.yaml")
 	const ns, name = "default", "nginx-sample"
-	waitCondition(t, appGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
+	crtest.WaitCondition(t, k8s, appGVK, ns, name, "Ready", metav1.ConditionTrue, "", 90*time.Second)
 	var svc corev1.Service
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
 		t.Fatal(err)
@@ -210,12 +211,15 @@ func TestApplicationSample(t *testing.T) {
 	if dep.Labels["app"] != "nginx" || dep.Spec.Template.Labels["app"] != "nginx" {
 		t.Fatalf("labels: deployment %v, template %v", dep.Labels, dep.Spec.Template.Labels)
 	}
-	eventually(t, "status mirrors the live objects", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "status mirrors the live objects", 60*time.Second, func(ctx context.Context) (bool, error) {
 		var app appv1.Application
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &app); err != nil {
 			return false, err
 		}
-		u, _ := get(ctx, appGVK, ns, name)
+		u, err := crtest.Get(ctx, k8s, appGVK, ns, name)
+		if err != nil {
+			return false, err
+		}
 		_, hasNetwork, _ := unstructured.NestedMap(u.Object, "status", "network")
 		return app.Status.Workflow.ReadyReplicas == 1 && app.Status.Workflow.ObservedGeneration == dep.Generation && hasNetwork, nil
 	})
@@ -224,7 +228,7 @@ func TestApplicationSample(t *testing.T) {
 	if err := k8s.Delete(ctx, &svc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "service recreated", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "service recreated", 60*time.Second, func(ctx context.Context) (bool, error) {
 		var s corev1.Service
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &s)
 		return err == nil && s.UID != svc.UID, nil
@@ -233,7 +237,7 @@ func TestApplicationSample(t *testing.T) {
 	if out, err := kubectl(t, "delete", "application", name, "-n", ns, "--wait=true", "--timeout=60s"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	eventually(t, "deployment and service gone", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "deployment and service gone", 60*time.Second, func(ctx context.Context) (bool, error) {
 		e1 := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.Deployment{})
 		e2 := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{})
 		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2), nil
@@ -241,7 +245,7 @@ func TestApplicationSample(t *testing.T) {
 }
 
 func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	cases := []struct {
 		name  string
 		obj   client.Object

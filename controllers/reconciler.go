@@ -12,7 +12,6 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +45,7 @@ const (
 type Options struct {
 	Watch  *watches.Watch
 	Charts *chartsource.Source
-	Helm   *helm.Client
+	Helm   Releases
 	Hooks  *hook.Registry
 
 	// Client reads CRs and release Secrets from the manager's cache and writes.
@@ -72,6 +71,30 @@ type Options struct {
 	MaxConcurrentReconciles int
 }
 
+// Releases is what the reconciler needs of Helm: read a release's revisions, and run one
+// action on it. Every call acts as, and within, the scope it is given. *helm.Client is the
+// implementation; unit tests of the pass use a fake.
+type Releases interface {
+	// Last is the newest revision (nil, nil: none).
+	Last(s helm.Scope, name string) (*release.Release, error)
+	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
+	LastDeployed(s helm.Scope, name string, before int) (*release.Release, error)
+	// Revision is one revision (nil, nil: not in the history).
+	Revision(s helm.Scope, name string, version int) (*release.Release, error)
+	// Install and Upgrade return the revision they made; an Install of a name that is taken
+	// returns helm.ErrNameInUse and writes nothing.
+	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Rollback(s helm.Scope, name string, toRevision, maxHistory int, description string) error
+	Uninstall(s helm.Scope, name, description string) error
+	// Unlock marks a pending revision failed.
+	Unlock(s helm.Scope, rel *release.Release) error
+	// Writer writes operands as the scope's identity (drift re-apply).
+	Writer(s helm.Scope) (client.Client, error)
+}
+
+var _ Releases = (*helm.Client)(nil)
+
 // Reconciler reconciles the CRs of one watch: one Helm release per CR.
 type Reconciler struct {
 	opts Options
@@ -95,7 +118,7 @@ type Reconciler struct {
 	// states is the last release state per CR, for the rudder_release_state gauge.
 	states map[types.NamespacedName]string
 	// failures are the (chart, values) held back per CR, as in status.release.failed; see
-	// pass.stuck.
+	// pass.heldBack.
 	failures map[types.NamespacedName]failure
 	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
 	// status.release.rollbackRequest, until the cache shows that status.
@@ -185,7 +208,7 @@ func New(opts Options) (*Reconciler, error) {
 }
 
 // errStalled marks passes that cannot make progress until the CR, the chart or the cluster
-// changes; the Stalled condition says why.
+// changes (returned as a reconcile.TerminalError); the Stalled condition says why.
 var errStalled = errors.New("stalled")
 
 // Reconcile is thin: get → deletion → finalizer → pass → one status patch.
@@ -223,16 +246,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 			retErr = errors.Join(retErr, err)
 		}
 	}()
-	res, err := p.run(ctx)
-	switch {
-	case errors.Is(err, errStalled):
-		// Permanent until the CR, the chart or the cluster changes; those changes are events.
-		return reconcile.Result{}, reconcile.TerminalError(err)
-	case err != nil:
-		// controller-runtime ignores (and warns about) a Result returned with an error.
-		return reconcile.Result{}, err
-	}
-	return res, nil
+	return p.run(ctx)
 }
 
 // finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
@@ -384,24 +398,4 @@ func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*
 		return nil, false
 	}
 	return pm.objects, true
-}
-
-// Conditions reads status.conditions of an unstructured CR.
-func Conditions(obj *unstructured.Unstructured) []metav1.Condition {
-	raw, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	if !ok {
-		return nil
-	}
-	var out []metav1.Condition
-	for _, c := range raw {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		var cond metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err == nil {
-			out = append(out, cond)
-		}
-	}
-	return out
 }

@@ -26,12 +26,12 @@ const timeout = 60 * time.Second
 
 func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	w := newCR(widgetGVK, ns, "w1", map[string]any{"message": "first"})
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	w := crtest.NewCR(widgetGVK, ns, "w1", map[string]any{"message": "first"})
 	if err := k8s.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "ObjectsReady", timeout)
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "ObjectsReady", timeout)
 	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 1 {
 		t.Fatalf("status.release.revision = %d, want 1", rev)
 	}
@@ -48,7 +48,7 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "w1")
 	if len(h) != 2 {
 		t.Fatalf("history has %d revisions, want 2", len(h))
@@ -75,36 +75,16 @@ func statusWrites(t *testing.T) float64 {
 	return crtest.Metric(t, "rudder_status_writes_total", widgetLabel)
 }
 
-// widgetPasses counts the Widget reconcile passes that completed.
-func widgetPasses(t *testing.T) float64 {
-	t.Helper()
-	return crtest.Metric(t, "rudder_reconcile_pass_seconds", widgetLabel)
-}
-
 func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "idle", map[string]any{"message": "x"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "idle", map[string]any{"message": "x"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
-	// Each annotation bump passes the CR predicate and forces a full pass; the next bump waits
-	// until the pass counter shows it, so that 20 passes are counted, not assumed.
-	bump := func(i int) {
-		t.Helper()
-		u, err := get(ctx, widgetGVK, ns, "idle")
-		if err != nil {
-			t.Fatal(err)
-		}
-		passes := widgetPasses(t)
-		u.SetAnnotations(map[string]string{"bump": fmt.Sprint(i)})
-		if err := k8s.Update(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "a pass after the bump", timeout, func(context.Context) (bool, error) { return widgetPasses(t) > passes, nil })
-	}
-	bump(0) // a first forced pass: what the install left behind has settled
-	u, err := get(ctx, widgetGVK, ns, "idle")
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
+	// A first forced pass: what the install left behind has settled.
+	crtest.Passes(t, k8s, widgetGVK, ns, "idle", 1)
+	u, err := crtest.Get(ctx, k8s, widgetGVK, ns, "idle")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,16 +93,15 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 		t.Fatal("no status entry in managedFields: the check below would compare nothing")
 	}
 	before := statusWrites(t)
-	for i := 1; i <= 20; i++ {
-		bump(i)
-	}
+	// 20 passes, counted, not assumed.
+	crtest.Passes(t, k8s, widgetGVK, ns, "idle", 20)
 	if got := len(history(t, ns, "idle")); got != 1 {
 		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
 	}
 	if after := statusWrites(t); after != before {
 		t.Fatalf("status writes during no-op passes: %v", after-before)
 	}
-	if u, err = get(ctx, widgetGVK, ns, "idle"); err != nil {
+	if u, err = crtest.Get(ctx, k8s, widgetGVK, ns, "idle"); err != nil {
 		t.Fatal(err)
 	}
 	if got := statusManagedTime(u.GetManagedFields()); got != statusRV {
@@ -141,17 +120,17 @@ func statusManagedTime(mf []metav1.ManagedFieldsEntry) string {
 
 func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "drift", map[string]any{"message": "keep", "replicas": 2})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "drift", map[string]any{"message": "keep", "replicas": 2})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "drift", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "drift", "Ready", metav1.ConditionTrue, "", timeout)
 
 	// Deleted → recreated.
 	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "drift"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "configmap recreated", timeout, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "configmap recreated", timeout, func(ctx context.Context) (bool, error) {
 		var cm corev1.ConfigMap
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm)
 		return err == nil && cm.Data["message"] == "keep", nil
@@ -174,7 +153,7 @@ func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 	if err := k8s.Update(ctx, &dep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "edits reverted", timeout, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "edits reverted", timeout, func(ctx context.Context) (bool, error) {
 		var cm corev1.ConfigMap
 		var dep appsv1.Deployment
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
@@ -198,17 +177,17 @@ func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 
 func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "bad", map[string]any{"message": "ok"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "bad", map[string]any{"message": "ok"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
 	u.Object["spec"] = map[string]any{"message": "ok", "invalidService": true}
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	u = waitCondition(t, widgetGVK, ns, "bad", "Stalled", metav1.ConditionTrue, "UpgradeFailed", timeout)
-	rel := condition(u, "Released")
+	u = crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Stalled", metav1.ConditionTrue, "UpgradeFailed", timeout)
+	rel := crtest.Condition(u, "Released")
 	if rel.Reason != "RolledBack" || !strings.Contains(rel.Message, "70000") {
 		t.Fatalf("Released condition = %+v", rel)
 	}
@@ -217,16 +196,17 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// No retry loop: the same broken (chart, values) is not tried again.
-	consistently(t, "no new revisions", 4*time.Second, func(ctx context.Context) (bool, error) {
-		return len(history(t, ns, "bad")) == 3, nil
-	})
+	crtest.Passes(t, k8s, widgetGVK, ns, "bad", 3)
+	if h := history(t, ns, "bad"); len(h) != 3 {
+		t.Fatalf("passes over a held-back failure changed the history: %s", describe(h))
+	}
 	// Fixing the spec recovers.
-	u, _ = get(ctx, widgetGVK, ns, "bad")
+	u = crtest.MustGet(t, k8s, widgetGVK, ns, "bad")
 	u.Object["spec"] = map[string]any{"message": "fixed"}
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "bad"); len(h) != 4 {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
@@ -236,27 +216,25 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 // (chart, values) is not retried; fixing the spec installs revision 1.
 func TestFailedInstallIsRemoved(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "badinstall", map[string]any{"message": "ok", "invalidService": true})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "badinstall", map[string]any{"message": "ok", "invalidService": true})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "badinstall", "Stalled", metav1.ConditionTrue, "InstallFailed", timeout)
-	if msg := condition(u, "Released").Message; !strings.Contains(msg, "70000") {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Stalled", metav1.ConditionTrue, "InstallFailed", timeout)
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "70000") {
 		t.Fatalf("Released message: %s", msg)
 	}
-	consistently(t, "no release and no objects left", 3*time.Second, func(ctx context.Context) (bool, error) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
-		if h := history(t, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("history %s, configmap: %w", describe(h), err)
-		}
-		return true, nil
-	})
-	u, _ = get(ctx, widgetGVK, ns, "badinstall")
+	crtest.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
+	if h := history(t, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
+		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
+	}
+	u = crtest.MustGet(t, k8s, widgetGVK, ns, "badinstall")
 	u.Object["spec"] = map[string]any{"message": "fixed"}
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
@@ -272,17 +250,17 @@ func describe(h []*release.Release) string {
 
 func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "locked", map[string]any{"message": "a"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "locked", map[string]any{"message": "a"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	// Simulate an operator killed mid-upgrade: pause, leave a pending-upgrade revision, resume.
 	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := helmConfig(t, ns)
 	last, err := cfg.Releases.Last("locked")
 	if err != nil {
@@ -300,13 +278,13 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}
-	u, _ = get(ctx, widgetGVK, ns, "locked")
+	u = crtest.MustGet(t, k8s, widgetGVK, ns, "locked")
 	u.SetAnnotations(nil)
 	u.Object["spec"] = map[string]any{"message": "b"}
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "locked")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
 		h[2].Info.Status != release.StatusDeployed {
@@ -316,16 +294,16 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 
 func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "same", map[string]any{"message": "widget"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "same", map[string]any{"message": "widget"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "same", "Ready", metav1.ConditionTrue, "", timeout)
-	if err := k8s.Create(ctx, newCR(gadgetGVK, ns, "same", map[string]any{"message": "gadget"})); err != nil {
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "same", "Ready", metav1.ConditionTrue, "", timeout)
+	if err := k8s.Create(ctx, crtest.NewCR(gadgetGVK, ns, "same", map[string]any{"message": "gadget"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, gadgetGVK, ns, "same", "Stalled", metav1.ConditionTrue, "ReleaseNameConflict", timeout)
-	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, "Widget.test.rudder.dev") {
+	u := crtest.WaitCondition(t, k8s, gadgetGVK, ns, "same", "Stalled", metav1.ConditionTrue, "ReleaseNameConflict", timeout)
+	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "Widget.test.rudder.dev") {
 		t.Errorf("conflict message does not name the owner: %s", msg)
 	}
 	var cm corev1.ConfigMap
@@ -333,12 +311,12 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 		t.Fatalf("the Widget's operand was touched: %v %v", err, cm.Data)
 	}
 	// Deleting the Gadget must not uninstall the Widget's release.
-	g, _ := get(ctx, gadgetGVK, ns, "same")
+	g := crtest.MustGet(t, k8s, gadgetGVK, ns, "same")
 	if err := k8s.Delete(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "gadget gone", timeout, func(ctx context.Context) (bool, error) {
-		_, err := get(ctx, gadgetGVK, ns, "same")
+	crtest.Eventually(t, "gadget gone", timeout, func(ctx context.Context) (bool, error) {
+		_, err := crtest.Get(ctx, k8s, gadgetGVK, ns, "same")
 		return apierrors.IsNotFound(err), nil
 	})
 	if h := history(t, ns, "same"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
@@ -348,13 +326,13 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 
 func TestObjectsOutsideTheNamespaceAreRefused(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	other := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "escape", map[string]any{"otherNamespace": other})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	other := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "escape", map[string]any{"otherNamespace": other})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "escape", "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
-	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, other) || !strings.Contains(msg, `ConfigMap "escape"`) {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "escape", "Stalled", metav1.ConditionTrue, "ChartInvalid", timeout)
+	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, other) || !strings.Contains(msg, `ConfigMap "escape"`) {
 		t.Errorf("message does not name the object: %s", msg)
 	}
 	var list corev1.ConfigMapList
@@ -369,27 +347,28 @@ func TestObjectsOutsideTheNamespaceAreRefused(t *testing.T) {
 
 func TestPauseAndResume(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "p", map[string]any{"message": "1"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "p", map[string]any{"message": "1"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
 	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	u.Object["spec"] = map[string]any{"message": "2"}
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
-	consistently(t, "paused release unchanged", 2*time.Second, func(ctx context.Context) (bool, error) {
-		return len(history(t, ns, "p")) == 1, nil
-	})
-	u, _ = get(ctx, widgetGVK, ns, "p")
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
+	crtest.Passes(t, k8s, widgetGVK, ns, "p", 3)
+	if h := history(t, ns, "p"); len(h) != 1 {
+		t.Fatalf("passes over a paused CR changed the release: %s", describe(h))
+	}
+	u = crtest.MustGet(t, k8s, widgetGVK, ns, "p")
 	u.SetAnnotations(nil)
 	if err := k8s.Update(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
-	waitCondition(t, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "p"); len(h) != 2 {
 		t.Fatalf("history after resume: %s", describe(h))
 	}
@@ -397,16 +376,16 @@ func TestPauseAndResume(t *testing.T) {
 
 func TestDeletionRemovesEverything(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "gone", map[string]any{})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "gone", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "gone", "Ready", metav1.ConditionTrue, "", timeout)
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "gone", "Ready", metav1.ConditionTrue, "", timeout)
 	if err := k8s.Delete(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "CR, release and operands gone", timeout, func(ctx context.Context) (bool, error) {
-		_, err := get(ctx, widgetGVK, ns, "gone")
+	crtest.Eventually(t, "CR, release and operands gone", timeout, func(ctx context.Context) (bool, error) {
+		_, err := crtest.Get(ctx, k8s, widgetGVK, ns, "gone")
 		if !apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -424,12 +403,12 @@ func TestDeletionRemovesEverything(t *testing.T) {
 
 func TestValuesViolatingTheSchemaStall(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "schema", map[string]any{"replicas": -1})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "schema", map[string]any{"replicas": -1})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "schema", "Stalled", metav1.ConditionTrue, "ValuesInvalid", timeout)
-	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, "replicas") {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "schema", "Stalled", metav1.ConditionTrue, "ValuesInvalid", timeout)
+	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "replicas") {
 		t.Errorf("message does not name the field: %s", msg)
 	}
 	if len(history(t, ns, "schema")) != 0 {
@@ -443,15 +422,15 @@ func TestValuesViolatingTheSchemaStall(t *testing.T) {
 func TestDeadUninstallIsFinished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "halfgone", map[string]any{"message": "a"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "halfgone", map[string]any{"message": "a"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
 	updateCR(t, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	})
-	waitCondition(t, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := helmConfig(t, ns)
 	last, err := cfg.Releases.Last("halfgone")
 	if err != nil {
@@ -465,7 +444,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
-	waitCondition(t, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "halfgone")
 	if len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Config["message"] != "b" {
 		t.Fatalf("history: %s", describe(h))

@@ -11,6 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // TestLiveChartReload edits the gizmo chart through ConfigMap-style atomic swaps: every Gizmo
@@ -18,15 +21,15 @@ import (
 // recovers.
 func TestLiveChartReload(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	names := []string{"g1", "g2", "g3"}
 	for _, n := range names {
-		if err := k8s.Create(ctx, newCR(gizmoGVK, ns, n, map[string]any{"message": n})); err != nil {
+		if err := k8s.Create(ctx, crtest.NewCR(gizmoGVK, ns, n, map[string]any{"message": n})); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, n := range names {
-		waitCondition(t, gizmoGVK, ns, n, "Ready", metav1.ConditionTrue, "", timeout)
+		crtest.WaitCondition(t, k8s, gizmoGVK, ns, n, "Ready", metav1.ConditionTrue, "", timeout)
 	}
 	src := filepath.Join(chartDir, "widget")
 	tpl, err := os.ReadFile(filepath.Join(src, "templates", "all.yaml"))
@@ -40,19 +43,19 @@ func TestLiveChartReload(t *testing.T) {
 	if err := swapChart(vol, src, map[string]string{"templates/all.yaml": edited}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the chart source to load the new version", timeout, func(context.Context) (bool, error) {
+	crtest.Eventually(t, "the chart source to load the new version", timeout, func(context.Context) (bool, error) {
 		st, _ := charts.Get(vol)
 		return st.Current.Digest != before.Current.Digest, nil
 	})
 	st, _ := charts.Get(vol)
 	for _, n := range names {
-		eventually(t, n+" upgraded to the new chart", timeout, func(ctx context.Context) (bool, error) {
-			u, err := get(ctx, gizmoGVK, ns, n)
+		crtest.Eventually(t, n+" upgraded to the new chart", timeout, func(ctx context.Context) (bool, error) {
+			u, err := crtest.Get(ctx, k8s, gizmoGVK, ns, n)
 			if err != nil {
 				return false, err
 			}
 			d, _, _ := unstructured.NestedString(u.Object, "status", "release", "chartDigest")
-			c := condition(u, "Ready")
+			c := crtest.Condition(u, "Ready")
 			return d != "" && strings.HasPrefix(strings.TrimPrefix(st.Current.Digest, "sha256:"), d) &&
 				c != nil && c.Status == metav1.ConditionTrue, nil
 		})
@@ -64,8 +67,8 @@ func TestLiveChartReload(t *testing.T) {
 		if len(h) != 2 {
 			t.Fatalf("%s: %s", n, describe(h))
 		}
-		if !strings.Contains(h[1].Info.Description, st.Current.ShortDigest()) {
-			t.Errorf("revision description %q does not name digest %s", h[1].Info.Description, st.Current.ShortDigest())
+		if !strings.Contains(h[1].Info.Description, helm.DisplayDigest(st.Current.Digest)) {
+			t.Errorf("revision description %q does not name digest %s", h[1].Info.Description, helm.DisplayDigest(st.Current.Digest))
 		}
 	}
 
@@ -74,8 +77,8 @@ func TestLiveChartReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		u := waitCondition(t, gizmoGVK, ns, n, "ChartReady", metav1.ConditionFalse, "ChartInvalid", timeout)
-		if msg := condition(u, "ChartReady").Message; !strings.Contains(msg, "nosuchfunc") {
+		u := crtest.WaitCondition(t, k8s, gizmoGVK, ns, n, "ChartReady", metav1.ConditionFalse, "ChartInvalid", timeout)
+		if msg := crtest.Condition(u, "ChartReady").Message; !strings.Contains(msg, "nosuchfunc") {
 			t.Errorf("ChartReady message: %s", msg)
 		}
 		if h := history(t, ns, n); len(h) != 2 {
@@ -88,14 +91,14 @@ func TestLiveChartReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		waitCondition(t, gizmoGVK, ns, n, "ChartReady", metav1.ConditionTrue, "", timeout)
-		eventually(t, n+" on the fixed chart", timeout, func(ctx context.Context) (bool, error) {
+		crtest.WaitCondition(t, k8s, gizmoGVK, ns, n, "ChartReady", metav1.ConditionTrue, "", timeout)
+		crtest.Eventually(t, n+" on the fixed chart", timeout, func(ctx context.Context) (bool, error) {
 			var cm corev1.ConfigMap
 			err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &cm)
 			return err == nil && cm.Data["edition"] == "3", err
 		})
-		waitCondition(t, gizmoGVK, ns, n, "Ready", metav1.ConditionTrue, "", timeout)
-		eventually(t, n+" revision 3 deployed", timeout, func(ctx context.Context) (bool, error) {
+		crtest.WaitCondition(t, k8s, gizmoGVK, ns, n, "Ready", metav1.ConditionTrue, "", timeout)
+		crtest.Eventually(t, n+" revision 3 deployed", timeout, func(ctx context.Context) (bool, error) {
 			h := history(t, ns, n)
 			return len(h) == 3 && h[2].Info.Status == "deployed", nil
 		})

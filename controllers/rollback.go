@@ -1,12 +1,10 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,78 +29,74 @@ func (p *pass) rollbackRequest() string {
 // revision (a new revision whose description names the request), or, for a revision the
 // history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
 // what became of it. Only a transient failure leaves the value to be tried again.
-func (p *pass) requestedRollback(ctx context.Context) error {
+func (p *pass) requestedRollback(o *outcome) {
 	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
 	if v == "" || v == p.rollbackRequest() {
-		return nil
+		return
 	}
 	if p.r.handledRollback(p.key, p.obj.GetUID(), v) {
 		// Handled by a pass whose status write the cache does not show yet.
 		p.handledRollback(v)
-		return nil
+		return
 	}
 	to, err := strconv.Atoi(v)
-	var target *release.Release
+	var target *helm.Head
 	if err == nil && to > 0 {
-		if target, err = p.r.opts.Helm.Revision(p.scope, p.relName, to); err != nil {
-			return p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err))
+		rel, err := p.r.opts.Helm.Revision(p.scope, p.relName, to)
+		if err != nil {
+			o.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err))
+			return
 		}
+		target = helm.HeadOf(rel)
 	}
 	p.handledRollback(v)
-	if target == nil || target.Labels[helm.LabelOwnerUID] != p.want.OwnerUID {
+	if target == nil || target.OwnerUID != p.want.OwnerUID {
 		msg := fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
 			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace)
-		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackRejected, "Rollback", "%s", msg)
-		p.set(rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, msg)
-		return nil
+		o.note(corev1.EventTypeWarning, rstatus.ReasonRollbackRejected, "Rollback", msg)
+		o.rollbackRequest = &condition{metav1.ConditionFalse, rstatus.ReasonRollbackRejected, msg}
+		return
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, to, p.r.opts.Watch.History(), desc); err != nil {
+	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "failed").Inc()
 		if isTransient(err) {
 			// Try this value again.
 			p.st.Release.RollbackRequest = ""
 			p.r.rememberRollback(p.key, handled{})
-			return p.fail(rstatus.ReasonRollbackFailed, fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err))
+			o.fail(rstatus.ReasonRollbackFailed, fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err))
+			return
 		}
 		msg := fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err)
-		p.event(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", "%s", msg)
-		p.set(rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackFailed, msg)
-		return nil
+		o.note(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", msg)
+		o.rollbackRequest = &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, msg}
+		return
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "ok").Inc()
 	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
-	p.event(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", "%s", msg)
-	p.set(rstatus.TypeRollbackRequest, metav1.ConditionTrue, rstatus.ReasonRolledBack, msg)
+	o.note(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg)
+	o.rollbackRequest = &condition{metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}
 	// The state decision sees it as any rollback: the newest revision, not made from the spec.
 	p.rolledBack = true
-	return nil
 }
 
 func (p *pass) handledRollback(v string) {
-	if p.st.Release == nil {
-		p.st.Release = &rstatus.Release{Name: p.relName}
-	}
-	p.st.Release.RollbackRequest = v
+	p.releaseStatus().RollbackRequest = v
 	p.r.rememberRollback(p.key, handled{uid: p.obj.GetUID(), value: v})
 }
 
 // keepRollback keeps a deployed revision that rudder did not make from the spec (helm
 // rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
-// changed since rudder's newest own revision: no revert, no new revision. rel is the decoded
-// revision when the pass has it.
-func (p *pass) keepRollback(ctx context.Context, h *helm.Head, rel *release.Release) error {
-	p.setState("RolledBack")
+// changed since rudder's newest own revision: no revert, no new revision.
+func (p *pass) keepRollback(obs observed, o *outcome) {
+	h, rel := obs.head, obs.rel
+	o.phase, o.reason, o.head, o.rel = phaseRolledBack, rstatus.ReasonManualRollback, h, rel
 	to := h.RolledBackTo()
 	if to == 0 && rel != nil && rel.Info != nil {
 		// Helm's own description of a rollback to a revision without rudder's label.
 		_, _ = fmt.Sscanf(rel.Info.Description, "Rollback to %d", &to)
 	}
-	st := p.st.Release
-	if st == nil {
-		st = &rstatus.Release{Name: p.relName}
-		p.st.Release = st
-	}
+	st := p.releaseStatus()
 	seen := st.Revision == h.Revision && st.RolledBackTo == to
 	st.Name, st.Revision, st.RolledBackTo = p.relName, h.Revision, to
 	st.ChartDigest, st.ValuesDigest, st.Failed = h.ChartDigest, h.ValuesDigest, nil
@@ -113,12 +107,14 @@ func (p *pass) keepRollback(ctx context.Context, h *helm.Head, rel *release.Rele
 		if rel == nil {
 			var err error
 			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
-				return p.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
+				o.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
+				return
 			}
 		}
 		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
 			st.Chart = rel.Chart.Name() + "-" + rel.Chart.Metadata.Version
 		}
+		o.rel = rel
 	}
 	p.r.forgetFailure(p.key)
 	target := "a revision rudder did not make from the spec"
@@ -127,9 +123,7 @@ func (p *pass) keepRollback(ctx context.Context, h *helm.Head, rel *release.Rele
 	}
 	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
 	if !seen && !p.rolledBack {
-		p.event(corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", "%s", msg)
+		o.note(corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg)
 	}
-	p.set(rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonManualRollback, msg)
-	p.set(rstatus.TypeStalled, metav1.ConditionFalse, rstatus.ReasonManualRollback, "")
-	return nil
+	o.released = &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg}
 }

@@ -25,10 +25,10 @@ import (
 func widgetAt(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, name, map[string]any{"message": "one"})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, name, map[string]any{"message": "one"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
 	setSpec(t, ns, name, "two")
 	waitRevision(t, ns, name, 2, 0)
 }
@@ -38,7 +38,7 @@ func widgetAt(t *testing.T, ns, name string) {
 func updateCR(t *testing.T, gvk schema.GroupVersionKind, ns, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := get(context.Background(), gvk, ns, name)
+		u, err := crtest.Get(context.Background(), k8s, gvk, ns, name)
 		if err != nil {
 			return err
 		}
@@ -73,14 +73,14 @@ func waitRevision(t *testing.T, ns, name string, rev, rolledBackTo int64) *unstr
 	t.Helper()
 	var last *unstructured.Unstructured
 	crtest.Eventually(t, fmt.Sprintf("%s/%s Ready on revision %d (rolled back to %d)", ns, name, rev, rolledBackTo), timeout, func(ctx context.Context) (bool, error) {
-		u, err := get(ctx, widgetGVK, ns, name)
+		u, err := crtest.Get(ctx, k8s, widgetGVK, ns, name)
 		if err != nil {
 			return false, err
 		}
 		last = u
 		r, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision")
 		to, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "rolledBackTo")
-		c := condition(u, "Ready")
+		c := crtest.Condition(u, "Ready")
 		if r != rev || to != rolledBackTo || c == nil || c.Status != metav1.ConditionTrue {
 			return false, fmt.Errorf("revision %d, rolled back to %d, Ready %+v", r, to, c)
 		}
@@ -103,14 +103,14 @@ func configMapMessage(t *testing.T, ns, name string) string {
 func TestManualRollbackSticks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	widgetAt(t, ns, "rb")
 
 	if out, err := helmCLI(t, "rollback", "rb", "1", "-n", ns); err != nil {
 		t.Fatalf("helm rollback: %v\n%s", err, out)
 	}
 	u := waitRevision(t, ns, "rb", 3, 1)
-	rel := condition(u, "Released")
+	rel := crtest.Condition(u, "Released")
 	if rel.Status != metav1.ConditionTrue || rel.Reason != "ManualRollback" ||
 		!strings.Contains(rel.Message, "revision 3 is a rollback to revision 1") || !strings.Contains(rel.Message, "until the spec or the chart changes") {
 		t.Fatalf("Released: %+v", rel)
@@ -124,7 +124,7 @@ func TestManualRollbackSticks(t *testing.T) {
 	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rb"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ConfigMap restored from revision 3", timeout, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "the ConfigMap restored from revision 3", timeout, func(ctx context.Context) (bool, error) {
 		var cm corev1.ConfigMap
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "rb"}, &cm); err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -141,7 +141,7 @@ func TestManualRollbackSticks(t *testing.T) {
 	// The next change upgrades from the head, history intact.
 	setSpec(t, ns, "rb", "three")
 	u = waitRevision(t, ns, "rb", 4, 0)
-	if c := condition(u, "Released"); c.Reason != "UpgradeSucceeded" && c.Reason != "UpToDate" {
+	if c := crtest.Condition(u, "Released"); c.Reason != "UpgradeSucceeded" && c.Reason != "UpToDate" {
 		t.Fatalf("Released after the spec change: %+v", c)
 	}
 	h := history(t, ns, "rb")
@@ -157,13 +157,13 @@ func TestManualRollbackSticks(t *testing.T) {
 // request; a revision the history lacks is refused with a condition and an Event.
 func TestRollbackByAnnotation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	widgetAt(t, ns, "ann")
 
 	annotate(t, ns, "ann", controllers.AnnotationRollbackTo, "1")
-	waitCondition(t, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
 	u := waitRevision(t, ns, "ann", 3, 1)
-	if c := condition(u, "Released"); c.Reason != "ManualRollback" {
+	if c := crtest.Condition(u, "Released"); c.Reason != "ManualRollback" {
 		t.Fatalf("Released: %+v", c)
 	}
 	if v, _, _ := unstructured.NestedString(u.Object, "status", "release", "rollbackRequest"); v != "1" {
@@ -179,8 +179,8 @@ func TestRollbackByAnnotation(t *testing.T) {
 	}
 
 	annotate(t, ns, "ann", controllers.AnnotationRollbackTo, "99")
-	u = waitCondition(t, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionFalse, "RollbackRejected", timeout)
-	if msg := condition(u, "RollbackRequest").Message; !strings.Contains(msg, `"99"`) || !strings.Contains(msg, "nothing was done") {
+	u = crtest.WaitCondition(t, k8s, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionFalse, "RollbackRejected", timeout)
+	if msg := crtest.Condition(u, "RollbackRequest").Message; !strings.Contains(msg, `"99"`) || !strings.Contains(msg, "nothing was done") {
 		t.Fatalf("RollbackRequest: %s", msg)
 	}
 	crtest.WaitEvent(t, k8s, ns, "ann", "RollbackRejected", `"99"`)
@@ -208,13 +208,13 @@ func TestRollbackByAnnotation(t *testing.T) {
 func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "busy", map[string]any{"message": "a"})); err != nil {
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "busy", map[string]any{"message": "a"})); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
 	annotate(t, ns, "busy", controllers.AnnotationPaused, "true")
-	waitCondition(t, widgetGVK, ns, "busy", "Paused", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Paused", metav1.ConditionTrue, "", timeout)
 
 	// What `helm rollback` stores first: a copy of the target's labels, pending-rollback.
 	cfg := helmConfig(t, ns)
@@ -233,8 +233,8 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
-	u := waitCondition(t, widgetGVK, ns, "busy", "Released", metav1.ConditionFalse, "PendingOperation", timeout)
-	if msg := condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Released", metav1.ConditionFalse, "PendingOperation", timeout)
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
 		t.Fatalf("Released: %s", msg)
 	}
 	if h := history(t, ns, "busy"); len(h) != 2 || h[1].Info.Status != release.StatusPendingRollback {
@@ -247,7 +247,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	annotate(t, ns, "busy", "test.rudder.dev/nudge", "1")
-	waitCondition(t, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "busy")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") {
 		t.Fatalf("history: %s", describe(h))
@@ -259,16 +259,16 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 func TestRollbackKeepsMaxHistory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	gvk := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "HistoryProbe"}
-	if err := k8s.Create(ctx, newCR(gvk, ns, "h", map[string]any{"message": "one"})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(gvk, ns, "h", map[string]any{"message": "one"})); err != nil {
 		t.Fatal(err)
 	}
 	for i, msg := range []string{"two", "three"} {
-		waitCondition(t, gvk, ns, "h", "Ready", metav1.ConditionTrue, "", timeout)
+		crtest.WaitCondition(t, k8s, gvk, ns, "h", "Ready", metav1.ConditionTrue, "", timeout)
 		updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": msg} })
-		eventually(t, fmt.Sprintf("revision %d", i+2), timeout, func(ctx context.Context) (bool, error) {
-			u, err := get(ctx, gvk, ns, "h")
+		crtest.Eventually(t, fmt.Sprintf("revision %d", i+2), timeout, func(ctx context.Context) (bool, error) {
+			u, err := crtest.Get(ctx, k8s, gvk, ns, "h")
 			r, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision")
 			return err == nil && r == int64(i+2), err
 		})
@@ -276,7 +276,7 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 	updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
 	})
-	waitCondition(t, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
+	crtest.WaitCondition(t, k8s, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
 	h := history(t, ns, "h")
 	if len(h) != 3 || h[0].Version != 2 || h[2].Version != 4 || !strings.Contains(h[2].Info.Description, "rollback to revision 1") {
 		t.Fatalf("history: %s", describe(h))

@@ -56,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
 			crChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
-		WatchesMetadata(ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
+		WatchesMetadata(helm.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
 			r.queue = q
@@ -105,11 +105,11 @@ func (r *Reconciler) foreignRevision() predicate.Predicate {
 	kind := helm.KindLabel(r.gvk.GroupKind())
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
-		if l["owner"] != "helm" || l[helm.LabelOwnerKind] != kind || strings.HasPrefix(l["status"], "pending") {
+		if !helm.IsReleaseRecord(l) || l[helm.LabelOwnerKind] != kind {
 			return false
 		}
 		h := helm.HeadOfLabels(l)
-		return h != nil && !h.MadeByRudder()
+		return h != nil && !h.Pending() && !h.MadeByRudder()
 	})
 }
 
@@ -262,8 +262,10 @@ func (r *Reconciler) reader() client.Reader {
 	return r.opts.APIReader
 }
 
-// recordState keeps the rudder_release_state gauge at one series per CR.
-func (r *Reconciler) recordState(key types.NamespacedName, state string) {
+// recordPhase keeps the rudder_release_state gauge at one series per CR: the phase its last
+// pass ended in.
+func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
+	state := string(ph)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.states == nil {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -71,9 +72,9 @@ func reconcileOnce(t *testing.T, r *controllers.Reconciler, ns, name string) {
 // decides: the release is neither installed again nor removed as a failed install.
 func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	r := sprocketReconciler(t, blindToReleases{k8s})
-	if err := k8s.Create(ctx, newCR(sprocketGVK, ns, "s", map[string]any{"message": "one"})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(sprocketGVK, ns, "s", map[string]any{"message": "one"})); err != nil {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
@@ -82,7 +83,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 	}
 
 	// The status that names the release is lost too: nothing but storage knows it now.
-	u, err := get(ctx, sprocketGVK, ns, "s")
+	u, err := crtest.Get(ctx, k8s, sprocketGVK, ns, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +99,14 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "s"}, &cm); err != nil || cm.Data["message"] != "one" {
 		t.Fatalf("operand: %v %v", err, cm.Data)
 	}
-	u, err = get(ctx, sprocketGVK, ns, "s")
+	u, err = crtest.Get(ctx, k8s, sprocketGVK, ns, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 1 {
 		t.Errorf("status.release.revision = %d, want 1", rev)
 	}
-	if c := condition(u, "Released"); c == nil || c.Status != metav1.ConditionTrue {
+	if c := crtest.Condition(u, "Released"); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Released = %+v, want True", c)
 	}
 
@@ -114,7 +115,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if _, err := get(ctx, sprocketGVK, ns, "s"); !apierrors.IsNotFound(err) {
+	if _, err := crtest.Get(ctx, k8s, sprocketGVK, ns, "s"); !apierrors.IsNotFound(err) {
 		t.Fatalf("CR after deletion: %v", err)
 	}
 	if h := history(t, ns, "s"); len(h) != 0 {
@@ -126,15 +127,15 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 // and no trace of the refused install is left.
 func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "t-")
 	if out, err := helmCLI(t, "install", "theirs", filepath.Join(chartDir, "widget"), "-n", ns, "--set", "message=theirs"); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	if err := k8s.Create(ctx, newCR(widgetGVK, ns, "theirs", map[string]any{"message": "ours"})); err != nil {
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "theirs", map[string]any{"message": "ours"})); err != nil {
 		t.Fatal(err)
 	}
-	u := waitCondition(t, widgetGVK, ns, "theirs", "Stalled", metav1.ConditionTrue, "ReleaseNameConflict", timeout)
-	if msg := condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "theirs", "Stalled", metav1.ConditionTrue, "ReleaseNameConflict", timeout)
+	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
 		t.Errorf("conflict message: %s", msg)
 	}
 	if h := history(t, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[helm.LabelOwnerUID] != "" {

@@ -1,27 +1,21 @@
 package controllers_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-
-	"go.uber.org/zap/zapcore"
 
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
@@ -45,95 +39,63 @@ var (
 	gizmoGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Gizmo"}
 )
 
+// hookClock is the built-in hooks' clock: real time, which a test may move forward (At's
+// schedule). The reconcilers keep the real clock.
+var hookClock = &shiftedClock{}
+
+// shiftedClock is the real clock plus an offset that only grows.
+type shiftedClock struct{ offset atomic.Int64 }
+
+func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *shiftedClock) Step(d time.Duration)            { c.offset.Add(int64(d)) }
+
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(crtest.Main(m, crtest.Suite{
+		Unit:   "^(TestPass|TestEnsureWatchSharesOneStart$)",
+		Scheme: operator.Scheme(),
+		Options: func(o *testcluster.Options, root string) {
+			o.CRDDirectoryPaths = []string{filepath.Join(root, "config/crd/bases"), "testdata/crds"}
+		},
+		Setup: setup,
+	}))
 }
 
-func run(m *testing.M) int {
-	if testcluster.ShortMode("^TestEnsureWatchSharesOneStart$") {
-		return m.Run()
-	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.Level(zapLevel()))))
-	var err error
-	if root, err = testcluster.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	opts := testcluster.All()
-	opts.CRDDirectoryPaths = []string{filepath.Join(root, "config/crd/bases"), "testdata/crds"}
-	c, err := testcluster.Start(context.Background(), opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		return 1
-	}
-	cluster = c
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	if k8s, err = client.New(c.ClientConfig(), client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-
+// setup runs rudder in this process, on a private copy of the charts, with testWatches.
+func setup(e *crtest.Env) (func() error, error) {
+	cluster, k8s, root = e.Cluster, e.Client, e.Root
 	tmp, err := os.MkdirTemp("", "rudder-charts-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
 	chartDir = tmp
 	for _, src := range []string{filepath.Join(root, "charts") + "/.", "testdata/charts/."} {
 		if out, err := exec.Command("cp", "-r", src, tmp).CombinedOutput(); err != nil {
-			fmt.Fprintln(os.Stderr, string(out), err)
-			return 1
+			return nil, fmt.Errorf("%w: %s", err, out)
 		}
 	}
 	// gizmo: the widget chart laid out as a ConfigMap volume (see swapChart).
 	if err := swapChart(filepath.Join(tmp, "gizmo"), filepath.Join(tmp, "widget"), nil); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	wf := filepath.Join(tmp, "watches.yaml")
 	if err := os.WriteFile(wf, []byte(testWatches), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	ws, err := watches.Load(wf)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	mgr, src, err := operator.New(c.Config, operator.Options{
+	mgr, src, err := operator.New(cluster.Config, operator.Options{
 		Watches: ws, ChartReload: true, ChartDebounce: 300 * time.Millisecond, ChartRescan: 0,
-		MaxConcurrentReconciles: 4,
+		MaxConcurrentReconciles: 4, Hooks: operator.BuiltinHooks(hookClock),
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "setting up rudder:", err)
-		return 1
+		return nil, fmt.Errorf("setting up rudder: %w", err)
 	}
 	charts = src
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		code = 1
-	}
-	if code != 0 {
-		c.DumpLogs(os.Stderr)
-	}
-	return code
-}
-
-func zapLevel() int8 {
-	if os.Getenv("RUDDER_TEST_VERBOSE") != "" {
-		return -2
-	}
-	return 0
+	stop := crtest.StartManager(mgr)
+	return func() error { return errors.Join(stop(), os.RemoveAll(tmp)) }, nil
 }
 
 // Widget and Gadget are generic kinds with no Go code; both use the widget test chart, so a
@@ -152,54 +114,6 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 - {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
 `
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
-
-func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	crtest.Eventually(t, what, timeout, cond)
-}
-
-// consistently fails if cond turns false within d.
-func consistently(t *testing.T, what string, d time.Duration, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		ok, err := cond(context.Background())
-		if err != nil || !ok {
-			t.Fatalf("%s stopped holding: ok=%v err=%v", what, ok, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func newCR(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
-
-func get(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	return crtest.Get(ctx, k8s, gvk, ns, name)
-}
-
-func condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
-	return crtest.Condition(u, typ)
-}
-
-func waitCondition(t *testing.T, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
-	t.Helper()
-	return crtest.WaitCondition(t, k8s, gvk, ns, name, typ, status, reason, timeout)
-}
 
 func helmConfig(t *testing.T, ns string) *action.Configuration {
 	t.Helper()

@@ -91,7 +91,7 @@ func NewRequest(w *watches.Watch, obj *unstructured.Unstructured, scope helm.Sco
 		ChartDigest:  chartDigest,
 		Values:       values,
 		ValuesDigest: valuesDigest,
-		MaxHistory:   w.History(),
+		MaxHistory:   w.HistoryLimit(),
 		Description:  description,
 	}
 }

@@ -1,6 +1,10 @@
 package status
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+)
 
 // Condition types rudder sets on every CR.
 const (
@@ -129,4 +133,25 @@ type FailedRelease struct {
 	ValuesDigest string `json:"valuesDigest"`
 	// Message is Helm's error.
 	Message string `json:"message,omitempty"`
+}
+
+// ConditionsOf reads status.conditions of a CR held as unstructured (what rudder's
+// reconcilers and tests read); entries that do not parse are skipped.
+func ConditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
+	raw, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if !ok {
+		return nil
+	}
+	out := make([]metav1.Condition, 0, len(raw))
+	for _, c := range raw {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		var cond metav1.Condition
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err == nil {
+			out = append(out, cond)
+		}
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"io"
 	"maps"
 	"net/http"
@@ -50,10 +51,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
@@ -84,86 +83,53 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	warn := zapcore.WarnLevel // warnings and errors only
+	os.Exit(crtest.Main(m, crtest.Suite{
+		// `go test ./...` (make test): no benchmark, no control plane.
+		Skip:     func() bool { flag.Parse(); return flag.Lookup("test.bench").Value.String() == "" },
+		Scheme:   operator.Scheme(),
+		LogLevel: &warn,
+		Options: func(o *testcluster.Options, _ string) {
+			o.CRDDirectoryPaths = []string{"testdata/crds"}
+		},
+		BeforeStart: func() error {
+			if !isolateCores() {
+				return nil
+			}
+			// The control plane forked from here inherits CPU 0; this process moves off it after.
+			return pinSelf(0)
+		},
+		Setup: setup,
+	}))
 }
 
-func run(m *testing.M) int {
-	flag.Parse()
-	if flag.Lookup("test.bench").Value.String() == "" {
-		return m.Run() // `go test ./...` (make test): no benchmark, no control plane
-	}
-	ctrl.SetLogger(zap.New(zap.Level(zapcore.WarnLevel))) // warnings and errors only
-	if isolateCores() {
-		// The control plane forked from here inherits CPU 0; this process moves off it after.
-		if err := pinSelf(0); err != nil {
-			fmt.Fprintln(os.Stderr, "isolating cores:", err)
-			return 1
-		}
-	}
-	c, err := testcluster.Start(context.Background(), func() testcluster.Options {
-		o := testcluster.All()
-		o.CRDDirectoryPaths = []string{"testdata/crds"}
-		return o
-	}())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	cluster = c
-	defer func() { _ = c.Stop() }()
+// setup moves this process off the control plane's core, then runs rudder in it, with the
+// bench's kinds, and a cache of their CRs for the waits.
+func setup(e *crtest.Env) (func() error, error) {
+	cluster = e.Cluster
 	if isolateCores() {
 		if err := pinSelf(otherCPUs()...); err != nil {
-			fmt.Fprintln(os.Stderr, "isolating cores:", err)
-			return 1
+			return nil, fmt.Errorf("isolating cores: %w", err)
 		}
 		fmt.Printf("cores: control plane on CPU 0, rudder and the plain clients on CPUs %v (RUDDER_BENCH_SHARED_CORES=1 shares all)\n", otherCPUs())
 	} else {
 		fmt.Println("cores: control plane, rudder and the plain clients share every CPU")
 	}
-	cfg := rest.CopyConfig(c.Config)
+	cfg := rest.CopyConfig(e.Cluster.Config)
 	cfg.QPS = -1 // as ctrl.GetConfig: no client-side throttling, the API server's fairness rules
+	var err error
 	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-
 	if crs, err = cache.New(cfg, cache.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-
-	tmp, err := os.MkdirTemp("", "rudder-bench-")
+	if chartDir, err = os.MkdirTemp("", "rudder-bench-"); err != nil {
+		return nil, err
+	}
+	ws, err := benchWatches()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(tmp)
-	chartDir = tmp
-	web, err := chartsourcetest.ReadDir("testdata/charts/web")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	// Site10 and Site100 each get their own copy, laid out as a ConfigMap volume.
-	for _, d := range []string{"web", "site10", "site100"} {
-		if err := chartsourcetest.PublishAtomic(filepath.Join(tmp, d), web); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	wf := filepath.Join(tmp, "watches.yaml")
-	if err := os.WriteFile(wf, []byte(fmt.Sprintf(`
-- {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
-- {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
-- {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
-`, resyncPeriod)), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ws, err := watches.Load(wf)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	rcfg := rest.CopyConfig(cfg)
 	rcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt} })
@@ -172,20 +138,39 @@ func run(m *testing.M) int {
 		ChartReload: true, ChartDebounce: time.Second, // the defaults of main.go
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
+	stop := crtest.StartManager(mgr)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	go func() { _ = crs.Start(ctx) }()
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-		code = 1
+	return func() error {
+		cancel()
+		return errors.Join(stop(), os.RemoveAll(chartDir))
+	}, nil
+}
+
+// benchWatches publishes the web chart for each kind, laid out as a ConfigMap volume, and
+// returns their watches.
+func benchWatches() ([]*watches.Watch, error) {
+	web, err := chartsourcetest.ReadDir("testdata/charts/web")
+	if err != nil {
+		return nil, err
 	}
-	return code
+	// Site10 and Site100 each get their own copy.
+	for _, d := range []string{"web", "site10", "site100"} {
+		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, d), web); err != nil {
+			return nil, err
+		}
+	}
+	wf := filepath.Join(chartDir, "watches.yaml")
+	if err := os.WriteFile(wf, []byte(fmt.Sprintf(`
+- {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
+- {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
+- {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
+`, resyncPeriod)), 0o644); err != nil {
+		return nil, err
+	}
+	return watches.Load(wf)
 }
 
 // countRequests counts the API requests rudder sends that change something (writes), and

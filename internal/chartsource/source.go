@@ -16,6 +16,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // Snapshot is one loaded, linted chart. It is immutable: never modify Chart.
@@ -36,19 +38,10 @@ func (s *Snapshot) Fresh() (*chart.Chart, error) {
 	return loader.LoadFiles(s.files)
 }
 
-// ShortDigest is the first 12 hex digits of the digest, for messages and Helm descriptions.
-func (s *Snapshot) ShortDigest() string {
-	d := strings.TrimPrefix(s.Digest, "sha256:")
-	if len(d) > 12 {
-		d = d[:12]
-	}
-	return d
-}
-
-// State is what the source knows of one chart: the snapshot in use and, when the files on disk
+// Loaded is what the source knows of one chart: the snapshot in use and, when the files on disk
 // are broken, why. A chart can be both served (Current) and failing (Err): the last good
 // snapshot stays in use.
-type State struct {
+type Loaded struct {
 	Current *Snapshot
 	// Err is the last load/lint failure for FailedDigest; nil once a good version loads.
 	Err          error
@@ -83,7 +76,7 @@ type Source struct {
 
 type entry struct {
 	path  string
-	state State
+	state Loaded
 	dirs  []string // real directories of the tree at the last read
 }
 
@@ -119,12 +112,12 @@ func (s *Source) Add(path string) error {
 }
 
 // Get returns the state of a chart added before.
-func (s *Source) Get(path string) (State, bool) {
+func (s *Source) Get(path string) (Loaded, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.charts[filepath.Clean(path)]
 	if !ok {
-		return State{}, false
+		return Loaded{}, false
 	}
 	return e.state, true
 }
@@ -143,7 +136,7 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	path = filepath.Clean(path)
 	s.mu.RLock()
 	e, ok := s.charts[path]
-	var prev State
+	var prev Loaded
 	if ok {
 		prev = e.state
 	}
@@ -162,9 +155,9 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 			if prev.Err == nil {
 				return false, nil
 			}
-			s.swap(path, State{Current: prev.Current}, dirs)
+			s.swap(path, Loaded{Current: prev.Current}, dirs)
 			reloadsTotal.WithLabelValues(path, "recovered").Inc()
-			s.opts.Log.Info("chart recovered", "chart", path, "digest", prev.Current.ShortDigest())
+			s.opts.Log.Info("chart recovered", "chart", path, "digest", helm.DisplayDigest(prev.Current.Digest))
 			return true, nil
 		}
 		if prev.Err != nil && prev.FailedDigest == d {
@@ -178,20 +171,20 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	}
 	if rerr != nil {
 		rerr = fmt.Errorf("chart %s: %w", path, rerr)
-		st := State{Current: prev.Current, Err: rerr, FailedDigest: d}
+		st := Loaded{Current: prev.Current, Err: rerr, FailedDigest: d}
 		s.swap(path, st, dirs)
 		reloadsTotal.WithLabelValues(path, "failed").Inc()
 		s.opts.Log.Error(rerr, "chart rejected; keeping the last good version", "chart", path)
 		return true, rerr
 	}
-	s.swap(path, State{Current: snap}, dirs)
+	s.swap(path, Loaded{Current: snap}, dirs)
 	reloadsTotal.WithLabelValues(path, "ok").Inc()
 	chartInfo.DeletePartialMatch(map[string]string{"chart": path})
 	chartInfo.WithLabelValues(path, snap.Chart.Metadata.Version, snap.Digest).Set(1)
 	reloadSeconds.WithLabelValues(path).Observe(time.Since(start).Seconds())
 	if prev.Current != nil {
 		s.opts.Log.Info("chart reloaded", "chart", path, "version", snap.Chart.Metadata.Version,
-			"digest", snap.ShortDigest(), "previousDigest", prev.Current.ShortDigest())
+			"digest", helm.DisplayDigest(snap.Digest), "previousDigest", helm.DisplayDigest(prev.Current.Digest))
 	}
 	return true, nil
 }
@@ -228,7 +221,7 @@ func (s *Source) setDirs(path string, dirs []string) {
 	}
 }
 
-func (s *Source) swap(path string, st State, dirs []string) {
+func (s *Source) swap(path string, st Loaded, dirs []string) {
 	s.mu.Lock()
 	e, ok := s.charts[path]
 	if ok {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/rudder-operator/rudder/controllers"
+	rstatus "github.com/rudder-operator/rudder/api/status"
 )
 
 // Eventually polls cond until it returns true, failing the test after timeout with the last
@@ -51,7 +51,7 @@ func Get(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, 
 
 // Condition returns the CR's condition of type typ, or nil, read as the reconciler reads it.
 func Condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
-	return meta.FindStatusCondition(controllers.Conditions(u), typ)
+	return meta.FindStatusCondition(rstatus.ConditionsOf(u), typ)
 }
 
 // WaitCondition waits until the CR's condition has the status (and reason, if given) for the

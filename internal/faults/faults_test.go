@@ -20,7 +20,6 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,52 +38,35 @@ var (
 	webGVK  = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(crtest.Main(m, crtest.Suite{
+		Scheme: operator.Scheme(),
+		Options: func(o *testcluster.Options, root string) {
+			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml")}
+		},
+		Setup: setup,
+	}))
+}
 
-func run(m *testing.M) int {
-	if testcluster.ShortMode("") {
-		return m.Run()
-	}
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+// setup builds bin/rudder from this checkout and writes the Web watch.
+func setup(e *crtest.Env) (func() error, error) {
+	cluster, k8s = e.Cluster, e.Client
 	tmp, err := os.MkdirTemp("", "rudder-faults-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
 	binary = filepath.Join(tmp, "rudder")
 	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Dir = root
+	build.Dir = e.Root
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building rudder: %v\n%s", err, out)
-		return 1
+		return nil, fmt.Errorf("building rudder: %w\n%s", err, out)
 	}
 	watches = filepath.Join(tmp, "watches.yaml")
-	chart := filepath.Join(root, "internal/bench/testdata/charts/web")
+	chart := filepath.Join(e.Root, "internal/bench/testdata/charts/web")
 	if err := os.WriteFile(watches, []byte("- {group: bench.rudder.dev, version: v1, kind: Web, chart: "+chart+"}\n"), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	opts := testcluster.All()
-	opts.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml")}
-	if cluster, err = testcluster.Start(context.Background(), opts); err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		return 1
-	}
-	defer func() { _ = cluster.Stop() }()
-	if k8s, err = client.New(cluster.ClientConfig(), client.Options{Scheme: operator.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		cluster.DumpLogs(os.Stderr)
-	}
-	return code
+	return func() error { return os.RemoveAll(tmp) }, nil
 }
 
 // replica is one rudder process.
@@ -129,15 +111,6 @@ func (r *replica) kill() {
 func (r *replica) logs() string {
 	b, _ := os.ReadFile(r.log)
 	return string(b)
-}
-
-func newNamespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 func createWebs(t *testing.T, ns string, n int, replicas int64) []string {
@@ -222,7 +195,7 @@ func converged(t *testing.T, ns string, names []string, replicas int64) {
 // TestSIGKILLDuringInstallsAndUpgrades kills rudder ten times while 20 CRs install and then
 // upgrade twice, restarting it each time.
 func TestSIGKILLDuringInstallsAndUpgrades(t *testing.T) {
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "faults-")
 	r := start(t, "rudder-0")
 	names := createWebs(t, ns, 20, 1)
 	replicas := int64(1)
@@ -246,7 +219,7 @@ func TestSIGKILLDuringInstallsAndUpgrades(t *testing.T) {
 // TestLeaderFailover runs two replicas with --leader-elect; SIGKILLing the leader hands the work
 // to the other, which converges CRs created and changed after the kill.
 func TestLeaderFailover(t *testing.T) {
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "faults-")
 	extra := []string{"--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "faults-failover"}
 	a, b := start(t, "a", extra...), start(t, "b", extra...)
 	names := createWebs(t, ns, 10, 1)
@@ -261,7 +234,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	leader.kill()
 	setReplicas(t, ns, names, 2)
-	ns2 := newNamespace(t)
+	ns2 := crtest.NewNamespace(t, k8s, "faults-")
 	later := createWebs(t, ns2, 5, 2)
 	converged(t, ns, names, 2)
 	converged(t, ns2, later, 2)
@@ -285,7 +258,7 @@ func tail(s string) string {
 // TestControlPlaneRestarts SIGKILLs kube-apiserver, then etcd, each in the middle of installs
 // or upgrades, keeps it down for a few seconds and starts it again.
 func TestControlPlaneRestarts(t *testing.T) {
-	ns := newNamespace(t)
+	ns := crtest.NewNamespace(t, k8s, "faults-")
 	start(t, "rudder")
 	names := createWebs(t, ns, 10, 1)
 	ctx := context.Background()

@@ -63,11 +63,13 @@ type Request struct {
 	Description  string
 }
 
-func (r *Request) labels() map[string]string {
+// Labels are the labels rudder puts on every revision a request makes (besides LabelRevision,
+// which is stamped when the revision is stored).
+func (r *Request) Labels() map[string]string {
 	return map[string]string{
 		LabelOwnerUID:     string(r.Owner.UID),
 		LabelOwnerKind:    KindLabel(r.Owner.GVK.GroupKind()),
-		LabelChartDigest:  ShortDigest(r.ChartDigest),
+		LabelChartDigest:  LabelDigest(r.ChartDigest),
 		LabelValuesDigest: r.ValuesDigest,
 	}
 }
@@ -410,7 +412,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in := action.NewInstall(r.conf)
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
-	in.Labels = req.labels()
+	in.Labels = req.Labels()
 	in.Description = req.Description
 	in.PostRenderer = req.postRenderer(c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
@@ -460,7 +462,7 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 	in.ClientOnly, in.DryRun, in.Replace = true, true, true
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
-	in.Labels = req.labels()
+	in.Labels = req.Labels()
 	in.Description = req.Description
 	in.PostRenderer = req.postRenderer(mapper)
 	in.DisableOpenAPIValidation = true
@@ -501,7 +503,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	}
 	up := action.NewUpgrade(r.conf)
 	up.Namespace = req.Scope.Namespace
-	up.Labels = req.labels()
+	up.Labels = req.Labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
 	up.PostRenderer = req.postRenderer(c.mapper)

@@ -37,8 +37,9 @@ const (
 // digestLen is how many hex digits of a sha256 go into a label value (max 63 characters).
 const digestLen = 40
 
-// ShortDigest cuts a "sha256:<hex>" (or bare hex) digest to what fits in a label.
-func ShortDigest(d string) string {
+// LabelDigest is the form of a "sha256:<hex>" (or bare hex) digest that release labels carry:
+// its first 40 hex digits, which fit in a label value.
+func LabelDigest(d string) string {
 	d = strings.TrimPrefix(d, "sha256:")
 	if len(d) > digestLen {
 		d = d[:digestLen]

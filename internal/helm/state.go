@@ -38,7 +38,7 @@ const (
 // Desired identifies the release a CR wants.
 type Desired struct {
 	OwnerUID     string
-	ChartDigest  string // ShortDigest form
+	ChartDigest  string // LabelDigest form
 	ValuesDigest string
 	// Generation of the CR now, and Applied, what rudder's newest own revision was made from
 	// (nil: unknown): a revision rudder did not make is kept while the two agree.
@@ -49,7 +49,7 @@ type Desired struct {
 // Applied is what rudder's newest install or upgrade was made from.
 type Applied struct {
 	Generation  int64
-	ChartDigest string // ShortDigest form
+	ChartDigest string // LabelDigest form
 }
 
 // Head is what DetermineState needs of a revision; it can come from a decoded release or from
@@ -68,6 +68,15 @@ type Head struct {
 
 // MadeByRudder reports whether rudder made the revision from a CR's spec (install, upgrade).
 func (h *Head) MadeByRudder() bool { return h.MadeAs == h.Revision }
+
+// Pending reports whether an operation is (or was, if it died) writing the revision.
+func (h *Head) Pending() bool {
+	switch h.Status {
+	case release.StatusPendingInstall, release.StatusPendingUpgrade, release.StatusPendingRollback:
+		return true
+	}
+	return false
+}
 
 // RolledBackTo is the revision a rollback revision returned to, when the labels say (0
 // otherwise).
@@ -120,9 +129,10 @@ func DetermineState(head *Head, want Desired) State {
 	case head.OwnerUID != want.OwnerUID:
 		return StateConflict
 	}
-	switch head.Status {
-	case release.StatusPendingInstall, release.StatusPendingUpgrade, release.StatusPendingRollback:
+	if head.Pending() {
 		return StateLocked
+	}
+	switch head.Status {
 	case release.StatusDeployed:
 		switch {
 		case head.ChartDigest == want.ChartDigest && head.ValuesDigest == want.ValuesDigest:

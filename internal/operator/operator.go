@@ -141,7 +141,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: namespaces,
 			ByObject: map[client.Object]cache.ByObject{
-				controllers.ReleaseSecret(): {Label: labels.NewSelector().Add(*ownedReleases)},
+				helm.ReleaseSecret(): {Label: labels.NewSelector().Add(*ownedReleases)},
 			},
 		},
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
@@ -156,7 +156,7 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := helm.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "0" {

@@ -2,8 +2,9 @@ package testcluster_test
 
 import (
 	"context"
-	"fmt"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"os"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"testing"
 	"time"
@@ -15,32 +16,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
-var cluster *testcluster.Cluster
+var (
+	cluster *testcluster.Cluster
+	k8s     client.Client
+)
 
 func TestMain(m *testing.M) {
-	if testcluster.ShortMode("") {
-		os.Exit(m.Run())
-	}
-	c, err := testcluster.Start(context.Background(), testcluster.All())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the test control plane:", err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if code != 0 {
-		c.DumpLogs(os.Stderr)
-	}
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(crtest.Main(m, crtest.Suite{Setup: func(e *crtest.Env) (func() error, error) {
+		cluster, k8s = e.Cluster, e.Client
+		return nil, nil
+	}}))
 }
 
 func clientset(t *testing.T) *kubernetes.Clientset {
@@ -59,25 +49,6 @@ func tool(t *testing.T, name string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-func namespace(t *testing.T, cs *kubernetes.Clientset) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "smoke-"}}
-	ns, err := cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 func TestComponentsRunning(t *testing.T) {
@@ -103,7 +74,7 @@ func TestServerVersion(t *testing.T) {
 // kube-scheduler (binding) and kwok (Running, Ready).
 func TestDeploymentAvailable(t *testing.T) {
 	cs := clientset(t)
-	ns := namespace(t, cs)
+	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	labels := map[string]string{"app": "web"}
 	dep := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
@@ -120,7 +91,7 @@ func TestDeploymentAvailable(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "2 available replicas", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "2 available replicas", 60*time.Second, func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		return err == nil && d.Status.AvailableReplicas == 2 && d.Status.ReadyReplicas == 2, nil
 	})
@@ -141,7 +112,7 @@ func TestDeploymentAvailable(t *testing.T) {
 	if err := cs.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "dependents garbage-collected", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "dependents garbage-collected", 60*time.Second, func(ctx context.Context) (bool, error) {
 		rs, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -153,7 +124,7 @@ func TestDeploymentAvailable(t *testing.T) {
 
 func TestRunToCompletionPodSucceeds(t *testing.T) {
 	cs := clientset(t)
-	ns := namespace(t, cs)
+	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "once", Namespace: ns},
@@ -163,7 +134,7 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod Succeeded", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "pod Succeeded", 60*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "once", metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodSucceeded, nil
 	})
@@ -174,7 +145,7 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod Failed with exit code 3", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "pod Failed with exit code 3", 60*time.Second, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "fails", metav1.GetOptions{})
 		if err != nil || p.Status.Phase != corev1.PodFailed || len(p.Status.ContainerStatuses) == 0 {
 			return false, nil
@@ -187,7 +158,7 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "once", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod gone", 60*time.Second, func(ctx context.Context) (bool, error) {
+	crtest.Eventually(t, "pod gone", 60*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, "once", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -195,8 +166,7 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 
 // TestHelmSDKReleaseVisibleToCLI installs through the SDK and reads it back with bin/helm.
 func TestHelmSDKReleaseVisibleToCLI(t *testing.T) {
-	cs := clientset(t)
-	ns := namespace(t, cs)
+	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	settings := cli.New()
 	settings.KubeConfig = cluster.Kubeconfig
 	settings.SetNamespace(ns)

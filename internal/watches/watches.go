@@ -86,8 +86,8 @@ func (w *Watch) WatchesDependents() bool {
 // RollsBack reports whether a failed upgrade is rolled back automatically.
 func (w *Watch) RollsBack() bool { return w.RollbackOnFailure == nil || *w.RollbackOnFailure }
 
-// History is the number of revisions kept.
-func (w *Watch) History() int {
+// HistoryLimit is the number of revisions Helm keeps (maxHistory, or its default).
+func (w *Watch) HistoryLimit() int {
 	if w.MaxHistory == nil {
 		return DefaultMaxHistory
 	}

@@ -1,0 +1,194 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// notReadyRequeue is how soon a pass looks again at objects that are not ready when no
+// dependent watch will announce their change.
+const notReadyRequeue = 5 * time.Second
+
+// settle looks at the objects of the revision the pass ended on: it restores drift (the one
+// action on objects) and computes their readiness; then it runs the post-release hooks.
+func (p *pass) settle(ctx context.Context, o *outcome) {
+	if o.head != nil && !p.settleObjects(ctx, o) {
+		return
+	}
+	var hrel *hook.Release
+	if o.head != nil {
+		hrel = &hook.Release{Name: p.relName, Namespace: p.key.Namespace, Revision: o.head.Revision, Status: o.head.Status, Objects: o.objects}
+	}
+	for _, h := range p.r.opts.Hooks.PostReleaseHooks(p.r.gvk) {
+		start := p.r.opts.Clock.Now()
+		d, err := h.PostRelease(ctx, p.obj, hrel, p.r.reader())
+		observeHook(p.r.gvkLabel(), "post", p.r.opts.Clock.Since(start), err)
+		if err != nil {
+			o.hookFailed("post-release", err)
+			return
+		}
+		o.requeueIn(d)
+	}
+}
+
+func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
+	var err error
+	if o.objects, err = p.loadObjects(ctx, o.head, o.rel); err != nil {
+		reason := rstatus.ReasonReconcileError
+		if ae := (*AccessError)(nil); errors.As(err, &ae) {
+			reason = rstatus.ReasonForbidden
+		}
+		o.fail(reason, err)
+		return false
+	}
+	switch {
+	case o.phase == phaseHeld || p.r.opts.Dependents == nil:
+	case o.applied:
+		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
+		// mark for the pass its event causes.
+		p.r.markVerified(p.key, p.obj.GetUID())
+	case p.r.takeDrift(p.key, p.obj.GetUID()):
+		if err := p.correctDrift(ctx, o); err != nil {
+			o.fail(rstatus.ReasonReconcileError, err)
+			return false
+		}
+	}
+	if o.ready, err = p.readiness(ctx, o); err != nil {
+		o.fail(rstatus.ReasonReconcileError, err)
+		return false
+	}
+	return true
+}
+
+// loadObjects gets the parsed manifest of the head revision and makes sure every kind in it
+// has a dependent watch.
+func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release) ([]*unstructured.Unstructured, error) {
+	if objs, ok := p.r.cachedManifest(p.key, head.Revision); ok {
+		return objs, nil
+	}
+	if rel == nil || rel.Version != head.Revision {
+		var err error
+		if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+			return nil, err
+		}
+		if rel == nil {
+			return nil, fmt.Errorf("release %s disappeared", p.relName)
+		}
+	}
+	objs, err := p.r.manifestObjects(p.key, rel)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if err := p.r.ensureWatch(ctx, o.GroupVersionKind()); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// correctDrift re-applies what the head revision's manifest sets on objects someone changed
+// or deleted, without a new revision.
+func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
+	// The same confinement as every action: a release made before the watch became stricter
+	// is not restored where it may no longer act.
+	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), o.objects); err != nil {
+		p.r.markDirty(p.key) // every pass says so, not only the first after the change
+		return fmt.Errorf("not restoring revision %d: %w", o.head.Revision, err)
+	}
+	w, err := p.r.opts.Helm.Writer(p.scope)
+	if err != nil {
+		return err
+	}
+	restored, err := helm.Reapply(ctx, o.objects, p.r.reader(), w)
+	if err != nil {
+		p.r.markDirty(p.key) // the retry must check again
+	}
+	if len(restored) > 0 {
+		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
+		o.note(corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
+			fmt.Sprintf("restored from revision %d without a new revision: %s", o.head.Revision, strings.Join(restored, ", ")))
+	}
+	return err
+}
+
+// readiness is kstatus's view of the live objects. A held release (a hook said "not now") is
+// reported as it is: nothing would restore a missing object, so none is waited for.
+func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
+	held := o.phase == phaseHeld
+	r := &readiness{revision: o.head.Revision, count: len(o.objects)}
+	for _, want := range o.objects {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		// kstatus only reads the object: the cache's copy is enough.
+		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
+		if apierrors.IsNotFound(err) {
+			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
+			// let that pass restore it if it is really gone. Right after Helm created it, the
+			// cache is simply behind: its create event brings the next pass.
+			r.waiting = append(r.waiting, helm.Describe(want)+": not found")
+			if !held {
+				if !o.applied {
+					p.r.markDirty(p.key)
+				}
+				o.requeueIn(jitter(notReadyRequeue))
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		res, err := status.Compute(live)
+		if err != nil {
+			return nil, err
+		}
+		switch res.Status {
+		case status.CurrentStatus:
+		case status.FailedStatus:
+			r.failed = append(r.failed, helm.Describe(want)+": "+res.Message)
+		default:
+			r.waiting = append(r.waiting, helm.Describe(want)+": "+res.Message)
+		}
+	}
+	if len(r.failed) == 0 && len(r.waiting) > 0 && p.r.opts.Dependents == nil {
+		o.requeueIn(jitter(notReadyRequeue))
+	}
+	return r, nil
+}
+
+// isChartError: the chart rendered objects outside its scope or of unknown kinds; nothing was
+// applied.
+func isChartError(err error) bool {
+	var ce *helm.ConfinementError
+	var ue *helm.UnknownKindError
+	return errors.As(err, &ce) || errors.As(err, &ue)
+}
+
+// isTransient: errors worth retrying as they are (the API server was briefly unreachable or
+// overloaded), as opposed to what the chart and values caused.
+func isTransient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)
+}

@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// observed is the release as a pass found it.
+type observed struct {
+	// head is the newest revision (nil: none).
+	head *helm.Head
+	// rel is the decoded newest revision when storage was read (nil when the cache decided).
+	rel *release.Release
+	// state is what the release needs, decided once per read by helm.DetermineState.
+	state helm.State
+	// assumed: nothing was read. Neither the cache nor the CR's status knows a release, so it
+	// is taken to be absent; Helm's install checks the name in storage before it writes.
+	assumed bool
+}
+
+// observe reads what the pass acts on. It returns an outcome when the pass ends here: the CR
+// is paused, its values do not render, or a pre-release hook failed.
+func (p *pass) observe(ctx context.Context) *outcome {
+	if p.obj.GetAnnotations()[AnnotationPaused] == "true" {
+		return &outcome{phase: phasePaused}
+	}
+	// Chart: always the last good snapshot; a broken chart on disk is reported, never used.
+	cs, _ := p.r.opts.Charts.Get(p.r.opts.Watch.ChartPath())
+	p.snap, p.chartErr = cs.Current, cs.Err
+
+	var err error
+	if p.relName, err = p.r.releaseName(p.obj); err != nil {
+		return stalled(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	if p.values, p.overridden, err = Values(p.r.opts.Watch, p.obj); err != nil {
+		return stalled(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	if out := p.preReleaseHooks(ctx); out != nil {
+		return out
+	}
+	vd, err := helm.ValuesDigest(p.values)
+	if err != nil {
+		return stalled(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.snap.Digest), ValuesDigest: vd,
+		Generation: p.gen}
+	if p.st.Release != nil && p.st.Release.Applied != nil {
+		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
+	}
+	if p.release, err = p.observeRelease(ctx, false); err != nil {
+		return failed(rstatus.ReasonReconcileError, err)
+	}
+	return nil
+}
+
+// preReleaseHooks runs the kind's pre-release hooks, which may change the values or hold the
+// release (the first hold wins).
+func (p *pass) preReleaseHooks(ctx context.Context) *outcome {
+	r := p.r
+	for _, h := range r.opts.Hooks.PreReleaseHooks(r.gvk) {
+		start := r.opts.Clock.Now()
+		d, err := h.PreRelease(ctx, p.obj, p.values)
+		observeHook(r.gvkLabel(), "pre", r.opts.Clock.Since(start), err)
+		if err != nil {
+			return hookFailed("pre-release", err)
+		}
+		if d.Hold {
+			p.held = &d
+			return nil
+		}
+	}
+	return nil
+}
+
+// observeRelease reads the newest revision and decides what it needs. The manager's cache of
+// release-Secret metadata decides alone when no action follows (in sync, or a rollback that is
+// kept); every other state is decided from storage, which the action then works on. A new CR
+// reads nothing (see observed.assumed). fromStorage skips the cache (after this pass changed
+// the release).
+func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, error) {
+	if !fromStorage {
+		h, err := helm.CachedHead(ctx, p.r.opts.Client, p.key.Namespace, p.relName)
+		switch {
+		case err != nil:
+			p.log.V(1).Info("reading the cached release head", "release", p.relName, "error", err.Error())
+		case h != nil && p.st.Release != nil && h.Revision < p.st.Release.Revision:
+			// The cache is behind this CR's own status (a revision a pass just made).
+		case h != nil:
+			if s := helm.DetermineState(h, p.want); s == helm.StateInSync || s == helm.StateRolledBack {
+				return observed{head: h, state: s}, nil
+			}
+		case p.st.Release == nil:
+			return observed{state: helm.StateAbsent, assumed: true}, nil
+		}
+	}
+	rel, err := p.r.opts.Helm.Last(p.scope, p.relName)
+	if err != nil {
+		return observed{}, fmt.Errorf("reading release %s: %w", p.relName, err)
+	}
+	h := helm.HeadOf(rel)
+	return observed{head: h, rel: rel, state: helm.DetermineState(h, p.want)}, nil
+}

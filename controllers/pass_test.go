@@ -1,0 +1,520 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	helmtime "helm.sh/helm/v3/pkg/time"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// The decision table of a pass: release state × action result → Helm calls, conditions,
+// Events and Result. A fake Helm and controller-runtime's fake client stand in for the
+// cluster; every behaviour here is also exercised against a real control plane by the
+// integration tests of this package.
+
+var unitGVK = schema.GroupVersionKind{Group: "unit.rudder.dev", Version: "v1", Kind: "Widget"}
+
+const unitUID = types.UID("uid-1")
+
+type harness struct {
+	t     *testing.T
+	r     *Reconciler
+	c     client.Client
+	helm  *fakeHelm
+	rec   *events.FakeRecorder
+	clock *clocktesting.FakeClock
+	key   types.NamespacedName
+	// chartDigest and valuesDigest are what the CR's spec and chart give (label forms).
+	chartDigest, valuesDigest string
+}
+
+type harnessOpts struct {
+	watch       string // extra watches.yaml fields for the Widget watch
+	annotations map[string]string
+	status      map[string]any
+	pre         hook.PreRelease
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	ws, err := watches.Parse([]byte("- group: unit.rudder.dev\n  version: v1\n  kind: Widget\n  chart: charts/widget\n"+o.watch),
+		"testdata", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	charts := chartsource.New(chartsource.Options{})
+	if err := charts.Add(ws[0].ChartPath()); err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string]any{"message": "hello", "replicas": int64(1)}
+	cr := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	cr.SetGroupVersionKind(unitGVK)
+	cr.SetNamespace("ns")
+	cr.SetName("w")
+	cr.SetUID(unitUID)
+	cr.SetGeneration(1)
+	cr.SetAnnotations(o.annotations)
+	if o.status != nil {
+		cr.Object["status"] = o.status
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// The release's one object exists and is ready unless a case deletes it.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(helm.StaticMapper()).
+		WithObjects(cr, cm).WithStatusSubresource(cr).
+		WithIndex(helm.ReleaseSecret(), helm.ReleaseSecretIndex, helm.ReleaseNameOf).Build()
+	h := &harness{t: t, c: c, key: types.NamespacedName{Namespace: "ns", Name: "w"},
+		rec:   events.NewFakeRecorder(100),
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
+		helm:  &fakeHelm{name: "w", ns: "ns", mirror: c, manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n"},
+	}
+	hooks := hook.NewRegistry()
+	if o.pre != nil {
+		hooks.AddPreRelease(unitGVK, o.pre)
+	}
+	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm, Hooks: hooks, Client: c, APIReader: c,
+		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := charts.Get(ws[0].ChartPath())
+	h.chartDigest = helm.LabelDigest(cs.Current.Digest)
+	if h.valuesDigest, err = helm.ValuesDigest(spec); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// seed stores a revision of the release as it would be found. current: made from the CR's
+// spec and chart (else from older values); madeAs: the revision whose labels it carries (0:
+// its own, as rudder's installs and upgrades).
+func (h *harness) seed(status release.Status, current bool, madeAs int, owner types.UID) *release.Release {
+	version := len(h.helm.history) + 1
+	if madeAs == 0 {
+		madeAs = version
+	}
+	vd := h.valuesDigest
+	if !current {
+		vd = "older"
+	}
+	rel := &release.Release{Name: "w", Namespace: "ns", Manifest: h.helm.manifest,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "widget", Version: "0.1.0"}},
+		Labels: map[string]string{helm.LabelOwnerUID: string(owner), helm.LabelOwnerKind: helm.KindLabel(unitGVK.GroupKind()),
+			helm.LabelChartDigest: h.chartDigest, helm.LabelValuesDigest: vd, helm.LabelRevision: strconv.Itoa(madeAs)},
+		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: helmtime.Time{Time: h.clock.Now()}}}
+	h.helm.store(rel)
+	return rel
+}
+
+// pass runs one Reconcile.
+func (h *harness) pass() (reconcile.Result, error) {
+	h.t.Helper()
+	return h.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: h.key})
+}
+
+func (h *harness) cr() *unstructured.Unstructured {
+	h.t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(unitGVK)
+	if err := h.c.Get(context.Background(), h.key, u); err != nil {
+		h.t.Fatal(err)
+	}
+	return u
+}
+
+// conds renders the CR's conditions as "Type=Status/Reason".
+func (h *harness) conds(types ...string) []string {
+	h.t.Helper()
+	cs := rstatus.ConditionsOf(h.cr())
+	out := make([]string, 0, len(types))
+	for _, typ := range types {
+		c := meta.FindStatusCondition(cs, typ)
+		if c == nil {
+			out = append(out, typ+"=none")
+			continue
+		}
+		out = append(out, typ+"="+string(c.Status)+"/"+c.Reason)
+	}
+	return out
+}
+
+// eventReasons drains the recorded Events into "Type Reason".
+func (h *harness) eventReasons() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.rec.Events:
+			f := strings.Fields(e)
+			out = append(out, f[0]+" "+f[1])
+		default:
+			return out
+		}
+	}
+}
+
+// outcomeOf classifies a Reconcile result as controller-runtime acts on it.
+func outcomeOf(res reconcile.Result, err error) string {
+	switch {
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		return "terminal"
+	case err != nil:
+		return "retry"
+	case res.RequeueAfter > 0:
+		return "requeue"
+	}
+	return "done"
+}
+
+func TestPassDecisionTable(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	cases := []struct {
+		name  string
+		opts  harnessOpts
+		setup func(h *harness)
+		// want
+		calls  []string
+		conds  []string // Released, Ready, Reconciling, Stalled
+		events []string
+		result string
+		// waits: the pass waits for something else and completes nothing (no
+		// observedGeneration).
+		waits bool
+	}{{
+		name:   "absent: install",
+		calls:  []string{"Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "in sync in the cache: only the manifest read, once per process",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
+		result: "requeue",
+	}, {
+		name:   "objects not there yet: progressing",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID); h.deleteObject() },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=True/UpToDate", "Ready=False/Progressing", "Reconciling=True/Progressing", "Stalled=False/UpToDate"},
+		result: "requeue",
+	}, {
+		name:   "out of sync: upgrade",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID) },
+		calls:  []string{"Last", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
+		name: "upgrade fails: rolled back, held back",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = boom, true
+		},
+		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
+		conds:  []string{"Released=False/RolledBack", "Ready=False/UpgradeFailed", "Reconciling=False/UpgradeFailed", "Stalled=True/UpgradeFailed"},
+		events: []string{"Warning UpgradeFailed", "Normal RolledBack"},
+		result: "terminal",
+	}, {
+		name: "upgrade fails, rollback off",
+		opts: harnessOpts{watch: "  rollbackOnFailure: false\n"},
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = boom, true
+		},
+		calls:  []string{"Last", "Upgrade", "Last"},
+		conds:  []string{"Released=False/UpgradeFailed", "Ready=False/UpgradeFailed", "Reconciling=False/UpgradeFailed", "Stalled=True/UpgradeFailed"},
+		events: []string{"Warning UpgradeFailed"},
+		result: "terminal",
+	}, {
+		name:   "install fails: removed, held back",
+		setup:  func(h *harness) { h.helm.installErr, h.helm.stores = boom, true },
+		calls:  []string{"Install", "Last", "Uninstall"},
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
+		events: []string{"Warning InstallFailed"},
+		result: "terminal",
+	}, {
+		name: "install refused by confinement: chart invalid",
+		setup: func(h *harness) {
+			h.helm.installErr = &helm.ConfinementError{Violations: []helm.Violation{{Kind: "ConfigMap"}}}
+		},
+		calls:  []string{"Install", "Last"},
+		conds:  []string{"Released=False/ChartInvalid", "Ready=False/ChartInvalid", "Reconciling=False/ChartInvalid", "Stalled=True/ChartInvalid"},
+		events: []string{"Warning ChartInvalid"},
+		result: "terminal",
+	}, {
+		name:   "install transient: retried",
+		setup:  func(h *harness) { h.helm.installErr = apierrors.NewServiceUnavailable("etcd leader changed") },
+		calls:  []string{"Install"},
+		conds:  []string{"Released=none", "Ready=False/InstallFailed", "Reconciling=True/InstallFailed", "Stalled=False/InstallFailed"},
+		result: "retry",
+	}, {
+		name: "install forbidden: retried",
+		setup: func(h *harness) {
+			h.helm.installErr = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "w", errors.New("no rule"))
+		},
+		calls:  []string{"Install", "Last"},
+		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
+		events: []string{"Warning Forbidden"},
+		result: "retry",
+	}, {
+		name: "left pending by rudder: unlocked, then upgraded",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(release.StatusPendingUpgrade, true, 0, unitUID)
+		},
+		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Warning Unlocked", "Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
+		name: "someone else's pending rollback: waited for",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.seed(release.StatusPendingRollback, true, 1, unitUID)
+		},
+		calls:  []string{"Last"},
+		waits:  true,
+		conds:  []string{"Released=False/PendingOperation", "Ready=False/PendingOperation", "Reconciling=True/PendingOperation", "Stalled=False/PendingOperation"},
+		result: "requeue",
+	}, {
+		name: "someone else's pending rollback, older than the grace: unlocked",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			h.clock.Step(foreignPendingGrace)
+		},
+		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Warning Unlocked", "Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "failed install left by a dead pass: removed, installed",
+		setup:  func(h *harness) { h.seed(release.StatusFailed, true, 0, unitUID) },
+		calls:  []string{"Last", "LastDeployed", "Uninstall", "Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "uninstall that died: finished, installed",
+		setup:  func(h *harness) { h.seed(release.StatusUninstalling, true, 0, unitUID) },
+		calls:  []string{"Last", "Uninstall", "Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "another owner's release: conflict",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, "someone-else") },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=False/ReleaseNameConflict", "Ready=False/ReleaseNameConflict", "Reconciling=False/ReleaseNameConflict", "Stalled=True/ReleaseNameConflict"},
+		result: "terminal",
+	}, {
+		name: "manual rollback: kept",
+		opts: harnessOpts{status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
+			"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
+		setup: func(h *harness) {
+			h.seed(release.StatusSuperseded, false, 0, unitUID)
+			h.seed(release.StatusSuperseded, true, 0, unitUID)
+			h.seed(release.StatusDeployed, false, 1, unitUID)
+		},
+		calls:  []string{"Last"},
+		conds:  []string{"Released=True/ManualRollback", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/ManualRollback"},
+		events: []string{"Normal ManualRollback"},
+		result: "requeue",
+	}, {
+		name: "rollback-to annotation: rolled back, kept",
+		opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "1"},
+			status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
+				"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
+		setup: func(h *harness) {
+			h.seed(release.StatusSuperseded, false, 0, unitUID)
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+		},
+		calls:  []string{"Revision 1", "Rollback 1", "Last"},
+		conds:  []string{"Released=True/ManualRollback", "RollbackRequest=True/RolledBack", "Ready=True/ObjectsReady", "Stalled=False/ManualRollback"},
+		events: []string{"Normal RolledBack"},
+		result: "requeue",
+	}, {
+		name:   "rollback-to a revision the history lacks: rejected",
+		opts:   harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}},
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		calls:  []string{"Revision 9", "Last"},
+		conds:  []string{"Released=True/UpToDate", "RollbackRequest=False/RollbackRejected", "Ready=True/ObjectsReady", "Stalled=False/UpToDate"},
+		events: []string{"Warning RollbackRejected"},
+		result: "requeue",
+	}, {
+		name: "held by a hook with no release",
+		opts: harnessOpts{pre: hook.PreReleaseFunc(func(context.Context, *unstructured.Unstructured, map[string]any) (hook.Decision, error) {
+			return hook.Decision{Hold: true, Reason: "Scheduled", Message: "later", RequeueAfter: time.Minute}, nil
+		})},
+		conds:  []string{"Released=False/Scheduled", "Ready=False/Scheduled", "Reconciling=True/Scheduled", "Stalled=False/Scheduled"},
+		result: "requeue",
+	}, {
+		name: "held by a hook with a release: its objects still read",
+		opts: harnessOpts{pre: hook.PreReleaseFunc(func(context.Context, *unstructured.Unstructured, map[string]any) (hook.Decision, error) {
+			return hook.Decision{Hold: true, Reason: "Done"}, nil
+		})},
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID) },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=False/Done", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/Done"},
+		result: "requeue",
+	}, {
+		name: "pre-release hook fails",
+		opts: harnessOpts{pre: hook.PreReleaseFunc(func(context.Context, *unstructured.Unstructured, map[string]any) (hook.Decision, error) {
+			return hook.Decision{}, boom
+		})},
+		conds:  []string{"Released=none", "Ready=False/HookFailed", "Reconciling=True/HookFailed", "Stalled=False/HookFailed"},
+		events: []string{"Warning HookFailed"},
+		result: "retry",
+	}, {
+		name:   "paused",
+		opts:   harnessOpts{annotations: map[string]string{AnnotationPaused: "true"}},
+		conds:  []string{"Paused=True/Paused", "Reconciling=False/Paused", "Released=none"},
+		result: "done",
+	}, {
+		name:   "storage unreadable: retried",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID); h.helm.lastErr = boom },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError"},
+		result: "retry",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.opts.status != nil {
+				tc.opts.status = runtime.DeepCopyJSON(tc.opts.status)
+			}
+			h := newHarness(t, tc.opts)
+			h.fixDigests(tc.opts.status)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			h.helm.Calls()
+			res, err := h.pass()
+			if got := outcomeOf(res, err); got != tc.result {
+				t.Errorf("result %s (%v, %v), want %s", got, res, err, tc.result)
+			}
+			if got := h.helm.Calls(); !slices.Equal(got, tc.calls) {
+				t.Errorf("Helm calls %q, want %q", got, tc.calls)
+			}
+			var typs []string
+			for _, c := range tc.conds {
+				typs = append(typs, c[:strings.Index(c, "=")])
+			}
+			if got := h.conds(typs...); !slices.Equal(got, tc.conds) {
+				t.Errorf("conditions %q, want %q", got, tc.conds)
+			}
+			if got := h.eventReasons(); !slices.Equal(got, tc.events) {
+				t.Errorf("events %q, want %q", got, tc.events)
+			}
+			og, _, _ := unstructured.NestedInt64(h.cr().Object, "status", "observedGeneration")
+			if completed := (tc.result == "requeue" || tc.result == "terminal") && !tc.waits; completed != (og == 1) {
+				t.Errorf("observedGeneration %d after a %s pass", og, tc.result)
+			}
+		})
+	}
+}
+
+// fixDigests puts the chart digest into a seeded status (the table cannot know it).
+func (h *harness) fixDigests(status map[string]any) {
+	if status == nil {
+		return
+	}
+	if err := unstructured.SetNestedField(status, h.chartDigest, "release", "applied", "chartDigest"); err != nil {
+		h.t.Fatal(err)
+	}
+	u := h.cr()
+	u.Object["status"] = status
+	if err := h.c.Status().Update(context.Background(), u); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) deleteObject() {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
+	if err := h.c.Delete(context.Background(), cm); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// A failed (chart, values) is not tried again: the next pass with the same spec makes no
+// install, and a spec change does.
+func TestPassHoldsBackAFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.helm.installErr, h.helm.stores = errors.New("boom"), true
+	if _, err := h.pass(); outcomeOf(reconcile.Result{}, err) != "terminal" {
+		t.Fatalf("first pass: %v", err)
+	}
+	h.helm.Calls()
+	h.helm.installErr = nil
+	if _, err := h.pass(); outcomeOf(reconcile.Result{}, err) != "terminal" {
+		t.Fatalf("second pass: %v, want it stalled again", err)
+	}
+	if got := h.helm.Calls(); slices.Contains(got, "Install") {
+		t.Fatalf("a held-back failure was tried again: %q", got)
+	}
+	u := h.cr()
+	if err := unstructured.SetNestedField(u.Object, "changed", "spec", "message"); err != nil {
+		t.Fatal(err)
+	}
+	u.SetGeneration(2)
+	if err := h.c.Update(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.pass(); outcomeOf(res, err) != "requeue" {
+		t.Fatalf("after a spec change: %v, %v", res, err)
+	}
+	if got := h.helm.Calls(); !slices.Contains(got, "Install") {
+		t.Fatalf("a changed spec was not installed: %q", got)
+	}
+}
+
+// A pass that changes nothing writes nothing: the second pass over an in-sync release sends
+// no status patch.
+func TestPassInSyncWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	before := h.cr()
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if after := h.cr(); after.GetResourceVersion() != before.GetResourceVersion() {
+		t.Fatalf("an idle pass wrote the CR:\n%v\n%v", before.Object["status"], after.Object["status"])
+	}
+	if got := h.helm.Calls(); !slices.Equal(got, []string{"Install"}) {
+		t.Fatalf("Helm calls %q, want one install", got)
+	}
+}

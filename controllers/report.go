@@ -1,0 +1,260 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// phase is what a pass ended in; it is also the value of the rudder_release_state gauge.
+type phase string
+
+const (
+	phasePaused     phase = "Paused"     // rudder.dev/paused: no action
+	phaseInSync     phase = "InSync"     // deployed from the current spec and chart
+	phaseRolledBack phase = "RolledBack" // a rollback rudder did not make from the spec, kept
+	phaseHeld       phase = "Held"       // a pre-release hook said "not now"
+	phaseLocked     phase = "Locked"     // waiting for someone else's pending operation
+	phaseStalled    phase = "Stalled"    // nothing to do until the CR, the chart or the cluster changes
+	phaseFailed     phase = "Failed"     // a release action failed and is retried with back-off
+)
+
+// condition is the new value of one condition (its type is where it is kept).
+type condition struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+// note is an Event to record (and log) on the CR.
+type note struct {
+	typ, reason, action, message string
+}
+
+// outcome is what a pass found and did, for report.
+type outcome struct {
+	// phase: "" when the pass failed before it knew the release (report says Failed).
+	phase phase
+	// reason and message say why the pass ended as it did (Stalled, Failed, Locked, Held), and
+	// name the settled reason of Stalled=False otherwise.
+	reason, message string
+	// err fails the pass: retried with back-off (or, with phaseStalled, never).
+	err error
+	// released and rollbackRequest are the new Released and RollbackRequest (nil: unchanged).
+	released, rollbackRequest *condition
+	events                    []note
+	requeue                   time.Duration
+
+	// The revision the pass ended on (nil: none) and, when decoded, its release.
+	head *helm.Head
+	rel  *release.Release
+	// applied: Helm applied every object of head just now (an install or upgrade), creating
+	// missing ones and merging edited ones back.
+	applied bool
+	// objects is head's parsed manifest, and ready what kstatus makes of the live objects
+	// (nil: the pass did not look).
+	objects []*unstructured.Unstructured
+	ready   *readiness
+}
+
+// readiness is kstatus's view of a revision's live objects.
+type readiness struct {
+	revision, count int
+	failed, waiting []string
+}
+
+func stalled(reason, msg string) *outcome {
+	o := &outcome{}
+	o.stall(reason, msg)
+	return o
+}
+
+func failed(reason string, err error) *outcome {
+	o := &outcome{}
+	o.fail(reason, err)
+	return o
+}
+
+func hookFailed(which string, err error) *outcome {
+	o := &outcome{}
+	o.hookFailed(which, err)
+	return o
+}
+
+// hookFailed fails the pass on a Go hook's error, keeping what the pass did before.
+func (o *outcome) hookFailed(which string, err error) {
+	msg := fmt.Sprintf("%s hook: %v", which, err)
+	o.note(corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", msg)
+	o.fail(rstatus.ReasonHookFailed, errors.New(msg))
+}
+
+// stall ends the pass on something only a change to the CR, the chart or the cluster can
+// clear; Released says the same unless the action says more.
+func (o *outcome) stall(reason, msg string) {
+	o.phase, o.reason, o.message, o.err = phaseStalled, reason, msg, nil
+	o.released = &condition{metav1.ConditionFalse, reason, msg}
+}
+
+// fail ends the pass on a transient failure: retried with back-off.
+func (o *outcome) fail(reason string, err error) {
+	o.reason, o.message, o.err = reason, err.Error(), err
+}
+
+func (o *outcome) note(typ, reason, action, msg string) {
+	o.events = append(o.events, note{typ: typ, reason: reason, action: action, message: msg})
+}
+
+func (o *outcome) requeueIn(d time.Duration) {
+	if d > 0 && (o.requeue == 0 || d < o.requeue) {
+		o.requeue = d
+	}
+}
+
+// settles reports whether the pass goes on to the release's objects and the post-release
+// hooks: it ended on a revision (or a hold) without failing.
+func (o *outcome) settles() bool {
+	return o.err == nil && (o.phase == phaseInSync || o.phase == phaseRolledBack || o.phase == phaseHeld)
+}
+
+// report is the only place that sets conditions and observedGeneration: it turns the
+// outcome into them, records the Events and the rudder_release_state gauge, and maps the
+// outcome to the controller-runtime Result. Its contract is controller-runtime's: a non-nil
+// error is retried with back-off (a reconcile.TerminalError never is) and comes with an empty
+// Result.
+func (p *pass) report(o *outcome) (reconcile.Result, error) {
+	p.reportChartAndPause(o)
+	for _, n := range o.events {
+		p.event(n)
+	}
+	p.setCondition(rstatus.TypeReleased, o.released)
+	p.setCondition(rstatus.TypeRollbackRequest, o.rollbackRequest)
+	ph := o.phase
+	if ph == "" || (o.err != nil && o.reason == rstatus.ReasonForbidden) {
+		ph = phaseFailed
+	}
+	p.r.recordPhase(p.key, ph)
+
+	switch {
+	case o.phase == phasePaused:
+		p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonPaused, "paused")
+		return reconcile.Result{}, nil
+	case o.phase == phaseStalled:
+		p.setKstatus(metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, o.reason, o.message)
+		p.st.ObservedGeneration = p.gen
+		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%w: %s: %s", errStalled, o.reason, o.message))
+	case o.err != nil:
+		// Retried, so not stalled.
+		p.set(rstatus.TypeReady, metav1.ConditionFalse, o.reason, o.message)
+		p.set(rstatus.TypeReconciling, metav1.ConditionTrue, o.reason, o.message)
+		p.set(rstatus.TypeStalled, metav1.ConditionFalse, o.reason, "")
+		return reconcile.Result{}, o.err
+	case o.phase == phaseLocked:
+		p.setKstatus(metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, o.reason, o.message)
+		return reconcile.Result{RequeueAfter: o.requeue}, nil
+	}
+	p.reportObjects(o)
+	p.st.ObservedGeneration = p.gen
+	o.requeueIn(jitter(p.r.reconcilePeriod()))
+	return reconcile.Result{RequeueAfter: o.requeue}, nil
+}
+
+// reportObjects sets Ready, Reconciling and Stalled for a pass that completed: from the
+// objects of the revision it ended on, or, for a hold with no release, from the hold.
+func (p *pass) reportObjects(o *outcome) {
+	r := o.ready
+	switch {
+	case r == nil:
+		p.setKstatus(metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, o.reason, o.message)
+	case len(r.failed) > 0:
+		p.setKstatus(metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, rstatus.ReasonObjectFailed,
+			strings.Join(r.failed, "; "))
+	case len(r.waiting) > 0:
+		msg := "waiting for " + strings.Join(r.waiting, "; ")
+		p.set(rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonProgressing, msg)
+		p.set(rstatus.TypeReconciling, metav1.ConditionTrue, rstatus.ReasonProgressing, msg)
+		p.set(rstatus.TypeStalled, metav1.ConditionFalse, o.reason, "")
+	default:
+		msg := fmt.Sprintf("revision %d: %d objects ready", r.revision, r.count)
+		p.set(rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady, msg)
+		p.set(rstatus.TypeReconciling, metav1.ConditionFalse, rstatus.ReasonObjectsReady, msg)
+		p.set(rstatus.TypeStalled, metav1.ConditionFalse, o.reason, "")
+	}
+}
+
+// reportChartAndPause sets ChartReady (with an Event when the chart on disk breaks) and
+// Paused (with an Event when it is lifted).
+func (p *pass) reportChartAndPause(o *outcome) {
+	if o.phase == phasePaused {
+		p.set(rstatus.TypePaused, metav1.ConditionTrue, rstatus.ReasonPaused,
+			AnnotationPaused+` is "true": no release actions until it is removed`)
+		return
+	}
+	if c := p.cond(rstatus.TypePaused); c != nil && c.Status == metav1.ConditionTrue {
+		p.set(rstatus.TypePaused, metav1.ConditionFalse, rstatus.ReasonResumed, AnnotationPaused+" removed")
+		p.event(note{corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again"})
+	}
+	if p.snap == nil {
+		return
+	}
+	if p.chartErr != nil {
+		if c := p.cond(rstatus.TypeChartReady); c == nil || c.Status != metav1.ConditionFalse {
+			p.event(note{corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", p.chartErr.Error()})
+		}
+		p.set(rstatus.TypeChartReady, metav1.ConditionFalse, rstatus.ReasonChartInvalid,
+			fmt.Sprintf("%v (still using the last good version, digest %s)", p.chartErr, helm.DisplayDigest(p.snap.Digest)))
+		return
+	}
+	p.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
+		fmt.Sprintf("chart %s-%s, digest %s", p.snap.Chart.Name(), p.snap.Chart.Metadata.Version, helm.DisplayDigest(p.snap.Digest)))
+}
+
+// setKstatus sets kstatus's three conditions with one reason and message (Stalled=False
+// carries no message).
+func (p *pass) setKstatus(ready, reconciling, stalled metav1.ConditionStatus, reason, msg string) {
+	p.set(rstatus.TypeReady, ready, reason, msg)
+	p.set(rstatus.TypeReconciling, reconciling, reason, msg)
+	stalledMsg := msg
+	if stalled == metav1.ConditionFalse {
+		stalledMsg = ""
+	}
+	p.set(rstatus.TypeStalled, stalled, reason, stalledMsg)
+}
+
+func (p *pass) set(typ string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&p.st.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 4000), ObservedGeneration: p.gen,
+	})
+}
+
+func (p *pass) setCondition(typ string, c *condition) {
+	if c != nil {
+		p.set(typ, c.status, c.reason, c.message)
+	}
+}
+
+// event records an Event on the CR and logs the same line (with the CR and the release), so
+// that every release action and failure is in both.
+func (p *pass) event(n note) {
+	p.r.event(p.obj, n.typ, n.reason, n.action, "%s", n.message)
+	// "release" is added per line, not with WithValues per pass: zap encodes WithValues eagerly,
+	// a cost every idle pass would pay for lines it rarely writes.
+	p.log.Info(n.message, "release", p.relName, "event", n.typ, "reason", n.reason, "action", n.action)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,67 @@
+package helm
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Helm's release storage Secrets, as a controller-runtime cache holds them. What rudder reads
+// of a release on every pass is the newest revision's labels (status, owner, digests); the
+// payload is read from storage only when an action needs it.
+
+var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
+
+// ReleaseSecret is how a cache holds release Secrets: metadata only, so that neither the watch
+// nor the cache carries the release payloads.
+func ReleaseSecret() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(secretGVK)
+	return m
+}
+
+// ReleaseSecretIndex indexes cached release Secrets by release name (Helm's "name" label), so
+// that a release's revisions are found without matching the labels of every Secret in the
+// namespace.
+const ReleaseSecretIndex = "rudder.dev/helm-release-name"
+
+// IndexReleaseSecrets registers ReleaseSecretIndex on a cache. It must run before the cache
+// starts.
+func IndexReleaseSecrets(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
+}
+
+// ReleaseNameOf is ReleaseSecretIndex's value for a Secret: its release's name, if it is a
+// release record.
+func ReleaseNameOf(o client.Object) []string {
+	l := o.GetLabels()
+	if !IsReleaseRecord(l) || l["name"] == "" {
+		return nil
+	}
+	return []string{l["name"]}
+}
+
+// IsReleaseRecord reports whether a Secret's labels are those of a Helm release record.
+func IsReleaseRecord(labels map[string]string) bool { return labels["owner"] == "helm" }
+
+// CachedHead reads the newest revision of release name in namespace ns from a cache that
+// holds release Secrets as ReleaseSecret and indexes them with IndexReleaseSecrets: no API
+// call, no decoding. nil: the cache holds no revision.
+func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(secretGVK.GroupVersion().WithKind("SecretList"))
+	// Read-only use of the labels: no copies.
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{ReleaseSecretIndex: name},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var best *Head
+	for i := range list.Items {
+		if h := HeadOfLabels(list.Items[i].Labels); h != nil && (best == nil || h.Revision > best.Revision) {
+			best = h
+		}
+	}
+	return best, nil
+}
