@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
-	"github.com/rudder-operator/rudder/internal/operator"
 )
 
 func main() {
@@ -23,7 +24,9 @@ func main() {
 	case len(args) > 0 && args[0] == "run":
 		args = args[1:]
 	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
-		os.Exit(cli.Run(context.Background(), args, os.Stdout, os.Stderr))
+		os.Exit(cli.Run(context.Background(), args, cli.Env{
+			Stdout: os.Stdout, Stderr: os.Stderr, Hooks: controllers.BuiltinHooks(clock.RealClock{}),
+		}))
 	}
 	runManager(args)
 }
@@ -32,7 +35,7 @@ func main() {
 // flag names.
 func runManager(args []string) {
 	var (
-		opts       operator.Options
+		opts       controllers.ManagerOptions
 		namespaces string
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
@@ -69,7 +72,7 @@ func runManager(args []string) {
 		log.Error(err, "loading kubeconfig")
 		os.Exit(1)
 	}
-	mgr, _, err := operator.New(cfg, opts)
+	mgr, _, err := controllers.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "setting up rudder")
 		os.Exit(1)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"k8s.io/utils/clock"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,15 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
-	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // rudderCLI runs a subcommand in-process and returns its exit code and output.
 func rudderCLI(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := cli.Run(context.Background(), args, &out, &errOut)
+	code := cli.Run(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errOut, Hooks: controllers.BuiltinHooks(clock.RealClock{})})
 	return code, out.String(), errOut.String()
 }
 
@@ -81,7 +82,7 @@ func TestBringYourOwnChart(t *testing.T) {
 			if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)
 			}
-			startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, operator.Options{WatchNamespaces: []string{ns}, SeveralManagers: true})
+			startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns}, SeveralManagers: true})
 			kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
 			gvk := schema.GroupVersionKind{Group: "byoc.rudder.dev", Version: "v1", Kind: tc.kind}
 			name := strings.ToLower(tc.kind) + "-sample"

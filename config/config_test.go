@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -47,7 +47,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(crtest.Main(m, crtest.Suite{Scheme: operator.Scheme(), Setup: func(e *crtest.Env) (func() error, error) {
+	os.Exit(crtest.Main(m, crtest.Suite{Scheme: controllers.Scheme(), Setup: func(e *crtest.Env) (func() error, error) {
 		cluster, k8s, root = e.Cluster, e.Client, e.Root
 		return nil, nil
 	}}))
@@ -192,7 +192,7 @@ func TestManagerRBAC(t *testing.T) {
 		UserName: serviceAccount,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNS, "system:authenticated"},
 	}
-	mgr, _, err := operator.New(cfg, operator.Options{
+	mgr, _, err := controllers.NewManager(cfg, controllers.ManagerOptions{
 		Watches: append(ws, extra...), LeaderElection: true, LeaderElectionNS: systemNS,
 		MaxConcurrentReconciles: 2,
 	})

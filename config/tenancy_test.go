@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/operator"
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -40,7 +40,7 @@ func asServiceAccount(ns, name string) *rest.Config {
 }
 
 // startRudder runs the built-in watches in-process until the test ends.
-func startRudder(t *testing.T, cfg *rest.Config, opts operator.Options) {
+func startRudder(t *testing.T, cfg *rest.Config, opts controllers.ManagerOptions) {
 	t.Helper()
 	ws, err := watches.Load(filepath.Join(root, "watches.yaml"))
 	if err != nil {
@@ -50,10 +50,10 @@ func startRudder(t *testing.T, cfg *rest.Config, opts operator.Options) {
 }
 
 // startRudderWith runs rudder with the given watches in-process until the test ends.
-func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts operator.Options) {
+func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts controllers.ManagerOptions) {
 	t.Helper()
 	opts.Watches = ws
-	mgr, _, err := operator.New(cfg, opts)
+	mgr, _, err := controllers.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestTenancyOverlay(t *testing.T) {
 		}
 	}
 
-	startRudder(t, asServiceAccount(systemNS, sa.Name), operator.Options{DefaultServiceAccount: defaultSA, WatchNamespaces: []string{"team-a", "team-b"}, SeveralManagers: true})
+	startRudder(t, asServiceAccount(systemNS, sa.Name), controllers.ManagerOptions{DefaultServiceAccount: defaultSA, WatchNamespaces: []string{"team-a", "team-b"}, SeveralManagers: true})
 	for _, ns := range []string{"team-a", "team-b"} {
 		cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"port": int64(8082), "replicas": int64(3)}}}
 		cr.SetGroupVersionKind(nginxGVK)
@@ -179,7 +179,7 @@ func TestMetricsAuthentication(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	startRudder(t, asServiceAccount(systemNS, "rudder-manager"), operator.Options{MetricsBindAddress: addr, MetricsSecure: true,
+	startRudder(t, asServiceAccount(systemNS, "rudder-manager"), controllers.ManagerOptions{MetricsBindAddress: addr, MetricsSecure: true,
 		WatchNamespaces: []string{"metrics-test"}, SeveralManagers: true})
 
 	cs, err := kubernetes.NewForConfig(cluster.Config)

@@ -301,7 +301,7 @@ func (p *pass) forbidden(action string, err error, o *outcome) {
 func (p *pass) request(action string, o *outcome) *helm.Request {
 	if !p.preflighted {
 		p.preflighted = true
-		if err := ValidateValues(p.snap.Chart, p.values); err != nil {
+		if err := helm.ValidateValues(p.snap.Chart, p.values); err != nil {
 			o.stall(rstatus.ReasonValuesInvalid, "values do not match the chart's values.schema.json: "+err.Error())
 			return nil
 		}
@@ -315,6 +315,6 @@ func (p *pass) request(action string, o *outcome) *helm.Request {
 		o.fail(rstatus.ReasonReconcileError, err)
 		return nil
 	}
-	return NewRequest(p.r.opts.Watch, p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
-		Description(action, p.gen, ch, p.snap.Digest, p.want.ValuesDigest, p.overridden))
+	return p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
+		helm.Description(action, p.gen, ch, p.snap.Digest, p.want.ValuesDigest, p.overridden))
 }

@@ -38,6 +38,7 @@ func applySample(t *testing.T, file string) {
 }
 
 func TestNginxOperatorSample(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	applySample(t, "nginx-operator-system.yaml")
 	applySample(t, "operator_v1alpha1_nginxoperator.yaml")
@@ -193,6 +194,7 @@ func TestAtInTheFutureWaits(t *testing.T) {
 }
 
 func TestApplicationSample(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	applySample(t, "apps_v1_application.yaml")
 	const ns, name = "default", "nginx-sample"
@@ -245,6 +247,7 @@ func TestApplicationSample(t *testing.T) {
 }
 
 func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
+	t.Parallel()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	cases := []struct {
 		name  string

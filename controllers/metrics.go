@@ -11,7 +11,7 @@ import (
 var (
 	releaseStates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "rudder_release_state",
-		Help: "1 for the state each CR's release was last seen in (InSync, Stalled, Failed, Held, Paused).",
+		Help: "1 for the phase each CR's last pass ended in (InSync, RolledBack, Held, Locked, Stalled, Failed, Paused).",
 	}, []string{"gvk", "namespace", "name", "state"})
 	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_release_actions_total",

@@ -37,7 +37,7 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	if p.relName, err = p.r.releaseName(p.obj); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	if p.values, p.overridden, err = Values(p.r.opts.Watch, p.obj); err != nil {
+	if p.values, p.overridden, err = p.r.opts.Watch.Values(p.obj); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	if out := p.preReleaseHooks(ctx); out != nil {

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers/hook"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -303,24 +303,11 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // scope is who acts for the releases of namespace ns, and where they may act.
 func (r *Reconciler) scope(ns string) helm.Scope {
-	return Scope(r.opts.Watch, ns, r.opts.DefaultServiceAccount)
-}
-
-// Scope is who acts for the releases of a watch's CRs in namespace ns — the watch's
-// serviceAccountName, else defaultServiceAccount, else rudder itself — and where they may act.
-func Scope(w *watches.Watch, ns, defaultServiceAccount string) helm.Scope {
-	sa := w.ServiceAccountName
-	if sa == "" {
-		sa = defaultServiceAccount
-	}
-	return helm.Scope{
-		Confinement:    helm.Confinement{Namespace: ns, AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
-		ServiceAccount: sa,
-	}
+	return r.opts.Watch.Scope(ns, r.opts.DefaultServiceAccount)
 }
 
 func (r *Reconciler) releaseName(obj *unstructured.Unstructured) (string, error) {
-	return ReleaseName(r.opts.Watch, obj)
+	return r.opts.Watch.ReleaseNameOf(obj)
 }
 
 func (r *Reconciler) event(obj runtime.Object, typ, reason, action, note string, args ...any) {

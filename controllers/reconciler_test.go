@@ -25,6 +25,7 @@ import (
 const timeout = 60 * time.Second
 
 func TestInstallUpgradeAndHelmCLI(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	w := crtest.NewCR(widgetGVK, ns, "w1", map[string]any{"message": "first"})
@@ -119,6 +120,7 @@ func statusManagedTime(mf []metav1.ManagedFieldsEntry) string {
 }
 
 func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "drift", map[string]any{"message": "keep", "replicas": 2})); err != nil {
@@ -249,6 +251,7 @@ func describe(h []*release.Release) string {
 }
 
 func TestPendingUpgradeIsUnlocked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "locked", map[string]any{"message": "a"})); err != nil {
@@ -293,6 +296,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 }
 
 func TestReleaseNameConflictBetweenKinds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "same", map[string]any{"message": "widget"})); err != nil {
@@ -325,6 +329,7 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 }
 
 func TestObjectsOutsideTheNamespaceAreRefused(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	other := crtest.NewNamespace(t, k8s, "t-")
@@ -375,6 +380,7 @@ func TestPauseAndResume(t *testing.T) {
 }
 
 func TestDeletionRemovesEverything(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "gone", map[string]any{})); err != nil {
@@ -402,6 +408,7 @@ func TestDeletionRemovesEverything(t *testing.T) {
 }
 
 func TestValuesViolatingTheSchemaStall(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "schema", map[string]any{"replicas": -1})); err != nil {

@@ -71,6 +71,7 @@ func reconcileOnce(t *testing.T, r *controllers.Reconciler, ns, name string) {
 // itself). When the release exists after all and only the cache does not show it, storage
 // decides: the release is neither installed again nor removed as a failed install.
 func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	r := sprocketReconciler(t, blindToReleases{k8s})
@@ -126,6 +127,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 // A release of the CR's name that rudder did not make (here: plain helm) is never taken over,
 // and no trace of the refused install is left.
 func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	if out, err := helmCLI(t, "install", "theirs", filepath.Join(chartDir, "widget"), "-n", ns, "--set", "message=theirs"); err != nil {

@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -50,10 +50,13 @@ func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(
 func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *shiftedClock) Step(d time.Duration)            { c.offset.Add(int64(d)) }
 
+// Tests that count passes (crtest.Passes), read a kind's metrics or edit charts are not
+// parallel: Go runs them first, one at a time, so that nothing else moves their counters. The
+// others each work in a namespace of their own and run in parallel after them.
 func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
 		Unit:   "^(TestPass|TestEnsureWatchSharesOneStart$)",
-		Scheme: operator.Scheme(),
+		Scheme: controllers.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "config/crd/bases"), "testdata/crds"}
 		},
@@ -86,9 +89,9 @@ func setup(e *crtest.Env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, src, err := operator.New(cluster.Config, operator.Options{
+	mgr, src, err := controllers.NewManager(cluster.Config, controllers.ManagerOptions{
 		Watches: ws, ChartReload: true, ChartDebounce: 300 * time.Millisecond, ChartRescan: 0,
-		MaxConcurrentReconciles: 4, Hooks: operator.BuiltinHooks(hookClock),
+		MaxConcurrentReconciles: 4, Hooks: controllers.BuiltinHooks(hookClock),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up rudder: %w", err)

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
-	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/hook"
 )
 
 // GVK of the At kind.

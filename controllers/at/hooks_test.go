@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
-	"github.com/rudder-operator/rudder/controllers/hook"
+	"github.com/rudder-operator/rudder/internal/hook"
 )
 
 func atObj(schedule, phase string) *unstructured.Unstructured {

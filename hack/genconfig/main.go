@@ -136,6 +136,19 @@ func Generate(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 
+	vol, err := configVolume(files)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		"charts/kustomization.yaml":         chartsKustomization(files),
+		"config/default/config-volume.yaml": vol,
+		"config/default/watches.yaml":       append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
+	}, nil
+}
+
+// chartsKustomization generates the rudder-charts ConfigMap from every chart file.
+func chartsKustomization(files []ChartFile) []byte {
 	var k strings.Builder
 	k.WriteString(Header)
 	k.WriteString(`# Every file of every chart in one ConfigMap, rudder-charts (keys: paths with "/" spelled "__").
@@ -155,7 +168,12 @@ configMapGenerator:
 	for _, f := range files {
 		fmt.Fprintf(&k, "  - %s=%s\n", f.Key, f.Path)
 	}
+	return []byte(k.String())
+}
 
+// configVolume is the patch that mounts watches.yaml and the charts as the manager's
+// /etc/rudder.
+func configVolume(files []ChartFile) ([]byte, error) {
 	items := make([]map[string]string, 0, len(files))
 	for _, f := range files {
 		items = append(items, map[string]string{"key": f.Key, "path": "charts/" + f.Path})
@@ -180,13 +198,7 @@ configMapGenerator:
 	if err != nil {
 		return nil, err
 	}
-	vol := Header + "# The manager's /etc/rudder: watches.yaml and charts/<chart>/..., laid out as in the repository.\n" + string(py)
-
-	return map[string][]byte{
-		"charts/kustomization.yaml":         []byte(k.String()),
-		"config/default/config-volume.yaml": []byte(vol),
-		"config/default/watches.yaml":       append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
-	}, nil
+	return []byte(Header + "# The manager's /etc/rudder: watches.yaml and charts/<chart>/..., laid out as in the repository.\n" + string(py)), nil
 }
 
 // fitsConfigMap refuses chart trees that the rudder-charts ConfigMap cannot hold.

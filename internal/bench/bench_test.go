@@ -56,8 +56,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
-	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -87,7 +87,7 @@ func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
 		// `go test ./...` (make test): no benchmark, no control plane.
 		Skip:     func() bool { flag.Parse(); return flag.Lookup("test.bench").Value.String() == "" },
-		Scheme:   operator.Scheme(),
+		Scheme:   controllers.Scheme(),
 		LogLevel: &warn,
 		Options: func(o *testcluster.Options, _ string) {
 			o.CRDDirectoryPaths = []string{"testdata/crds"}
@@ -118,10 +118,10 @@ func setup(e *crtest.Env) (func() error, error) {
 	cfg := rest.CopyConfig(e.Cluster.Config)
 	cfg.QPS = -1 // as ctrl.GetConfig: no client-side throttling, the API server's fairness rules
 	var err error
-	if k8s, err = client.New(cfg, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: controllers.Scheme()}); err != nil {
 		return nil, err
 	}
-	if crs, err = cache.New(cfg, cache.Options{Scheme: operator.Scheme()}); err != nil {
+	if crs, err = cache.New(cfg, cache.Options{Scheme: controllers.Scheme()}); err != nil {
 		return nil, err
 	}
 	if chartDir, err = os.MkdirTemp("", "rudder-bench-"); err != nil {
@@ -133,7 +133,7 @@ func setup(e *crtest.Env) (func() error, error) {
 	}
 	rcfg := rest.CopyConfig(cfg)
 	rcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt} })
-	mgr, _, err := operator.New(rcfg, operator.Options{
+	mgr, _, err := controllers.NewManager(rcfg, controllers.ManagerOptions{
 		Watches: ws, MaxConcurrentReconciles: envInt("RUDDER_BENCH_WORKERS", workers),
 		ChartReload: true, ChartDebounce: time.Second, // the defaults of main.go
 	})

@@ -31,77 +31,83 @@ func isAtomicWriterEntry(name string) bool { return strings.HasPrefix(name, ".."
 // made of them), skipping atomic-writer entries and honouring .helmignore. It also returns
 // every real directory it visited, for the watcher.
 func readTree(root string) (files []*loader.BufferedFile, dirs []string, err error) {
-	rules := ignore.Empty()
+	t := &tree{visited: map[string]bool{}}
+	t.rules = ignore.Empty()
 	if b, err := os.ReadFile(filepath.Join(root, ignore.HelmIgnore)); err == nil {
-		if rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
+		if t.rules, err = ignore.Parse(bytes.NewReader(b)); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", ignore.HelmIgnore, err)
 		}
 	}
-	rules.AddDefaults()
-
-	visited := map[string]bool{}
-	total := 0
-	var walk func(dir, rel string) error
-	walk = func(dir, rel string) error {
-		real, err := filepath.EvalSymlinks(dir)
-		if err != nil {
-			return err
-		}
-		if visited[real] {
-			return fmt.Errorf("%s: symlink loop", rel)
-		}
-		visited[real] = true
-		dirs = append(dirs, real)
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if isAtomicWriterEntry(name) {
-				continue
-			}
-			full := filepath.Join(dir, name)
-			relName := path.Join(rel, name)
-			fi, err := os.Stat(full) // follows symlinks
-			if err != nil {
-				if os.IsNotExist(err) { // dangling symlink mid-swap: the rescan sees the end state
-					continue
-				}
-				return err
-			}
-			if rules.Ignore(relName, fi) {
-				continue
-			}
-			if fi.IsDir() {
-				if err := walk(full, relName); err != nil {
-					return err
-				}
-				continue
-			}
-			if !fi.Mode().IsRegular() {
-				return fmt.Errorf("%s: not a regular file", relName)
-			}
-			if len(files) >= maxFiles {
-				return fmt.Errorf("more than %d files", maxFiles)
-			}
-			data, err := os.ReadFile(full)
-			if err != nil {
-				return err
-			}
-			total += len(data)
-			if total > maxTotalSize {
-				return fmt.Errorf("chart larger than %d bytes", maxTotalSize)
-			}
-			files = append(files, &loader.BufferedFile{Name: relName, Data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))})
-		}
-		return nil
-	}
-	if err := walk(root, ""); err != nil {
+	t.rules.AddDefaults()
+	if err := t.walk(root, ""); err != nil {
 		return nil, nil, err
 	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	return files, dirs, nil
+	sort.Slice(t.files, func(i, j int) bool { return t.files[i].Name < t.files[j].Name })
+	return t.files, t.dirs, nil
+}
+
+// tree is what readTree has read so far.
+type tree struct {
+	rules   *ignore.Rules
+	visited map[string]bool
+	files   []*loader.BufferedFile
+	dirs    []string
+	total   int
+}
+
+func (t *tree) walk(dir, rel string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return err
+	}
+	if t.visited[real] {
+		return fmt.Errorf("%s: symlink loop", rel)
+	}
+	t.visited[real] = true
+	t.dirs = append(t.dirs, real)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if isAtomicWriterEntry(e.Name()) {
+			continue
+		}
+		if err := t.entry(filepath.Join(dir, e.Name()), path.Join(rel, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *tree) entry(full, relName string) error {
+	fi, err := os.Stat(full) // follows symlinks
+	if err != nil {
+		if os.IsNotExist(err) { // dangling symlink mid-swap: the rescan sees the end state
+			return nil
+		}
+		return err
+	}
+	switch {
+	case t.rules.Ignore(relName, fi):
+		return nil
+	case fi.IsDir():
+		return t.walk(full, relName)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file", relName)
+	case len(t.files) >= maxFiles:
+		return fmt.Errorf("more than %d files", maxFiles)
+	}
+	data, err := os.ReadFile(full)
+	if err != nil {
+		return err
+	}
+	t.total += len(data)
+	if t.total > maxTotalSize {
+		return fmt.Errorf("chart larger than %d bytes", maxTotalSize)
+	}
+	t.files = append(t.files, &loader.BufferedFile{Name: relName, Data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))})
+	return nil
 }
 
 // digest is a content hash of a chart's files: names and bytes, order-independent of the walk.

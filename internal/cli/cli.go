@@ -8,12 +8,22 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/rudder-operator/rudder/internal/hook"
 )
+
+// Env is what a subcommand runs with.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Hooks are the Go hooks of the kinds rudder knows (main passes the built-in kinds'):
+	// template and lint run their PreRelease hooks as the reconciler does. nil: none.
+	Hooks *hook.Registry
+}
 
 // Commands are the subcommands Run knows, besides "run" (the manager, which main runs).
 var Commands = map[string]struct {
 	Summary string
-	Run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	Run     func(ctx context.Context, args []string, env Env) error
 }{
 	"scaffold": {"write a CRD, RBAC, a watches.yaml entry and a sample CR for a chart", Scaffold},
 	"template": {"print what rudder would apply for each CR, without a cluster", Template},
@@ -35,7 +45,11 @@ var errUsage = errors.New("usage")
 
 // Run runs one subcommand and returns the process's exit code: 0, 1 for what it found wrong
 // (printed to stderr), 2 for a usage error.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Run(ctx context.Context, args []string, env Env) int {
+	if env.Hooks == nil {
+		env.Hooks = hook.NewRegistry()
+	}
+	stdout, stderr := env.Stdout, env.Stderr
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "rudder: a subcommand is required; known: %s\n", Known())
 		return 2
@@ -49,7 +63,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rudder: unknown subcommand %q; known: %s\n", args[0], Known())
 		return 2
 	}
-	err := cmd.Run(ctx, args[1:], stdout, stderr)
+	err := cmd.Run(ctx, args[1:], env)
 	switch {
 	case err == nil:
 		return 0

@@ -15,7 +15,7 @@ import (
 
 func TestUnknownSubcommandListsTheKnownOnes(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if code := Run(context.Background(), []string{"scafold"}, &out, &errOut); code != 2 {
+	if code := Run(context.Background(), []string{"scafold"}, Env{Stdout: &out, Stderr: &errOut}); code != 2 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{`unknown subcommand "scafold"`, "lint", "run", "scaffold", "template"} {
@@ -121,7 +121,7 @@ func TestScaffoldRefuses(t *testing.T) {
 		{[]string{"--chart", chart, "--group", "a.example.com", "--kind", "A", "--output", full}, "not empty; use --force"},
 	} {
 		var out, errOut bytes.Buffer
-		code := Run(context.Background(), append([]string{"scaffold"}, tc.args...), &out, &errOut)
+		code := Run(context.Background(), append([]string{"scaffold"}, tc.args...), Env{Stdout: &out, Stderr: &errOut})
 		if code != 1 || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 1 and %q", tc.args, code, errOut.String(), tc.want)
 		}

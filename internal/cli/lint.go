@@ -19,7 +19,8 @@ import (
 // warnings fail too; a chart without values.schema.json is a warning of rudder's, since CRs of
 // its kind are then not validated) and each CR file through the template path. Findings are
 // printed one per line as "file: severity: message"; any error fails.
-func Lint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Lint(ctx context.Context, args []string, env Env) error {
+	stdout, stderr := env.Stdout, env.Stderr
 	fs := newFlags("lint", "[--watches-file W] [CR_FILE...]", stderr)
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
 	if err := parse(fs, args); err != nil {
@@ -48,7 +49,7 @@ func Lint(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		seen[path] = true
 		lintChart(path, report)
 	}
-	r, err := newRenderer(*wf, defaultKubeVersion(), "")
+	r, err := newRenderer(*wf, defaultKubeVersion(), "", env.Hooks)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,8 @@ var (
 // Scaffold writes, for a chart, what a cluster needs to serve it as a kind: a CRD with a typed
 // spec schema, a ClusterRole for the kind and what the chart renders, a watches.yaml entry, a
 // sample CR and a kustomization applying the CRD and the role.
-func Scaffold(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func Scaffold(_ context.Context, args []string, env Env) error {
+	stdout, stderr := env.Stdout, env.Stderr
 	fs := newFlags("scaffold", "--chart DIR --group G --version V --kind K --output OUT [--force]", stderr)
 	chartDir := fs.String("chart", "", "the chart directory (as watches.yaml will name it)")
 	group := fs.String("group", "", "API group of the new kind, a DNS domain such as apps.example.com")
@@ -77,10 +78,9 @@ func Scaffold(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, k := range found {
 		fmt.Fprintf(stdout, "  %-40s %s\n", k.gvk.Kind+" ("+k.gvk.GroupVersion().String()+")", strings.Join(k.how, "; "))
 	}
-	role := scaffoldRole(gvk, plural.Resource, found)
 	files := map[string]any{
 		"crd.yaml":     crd,
-		"role.yaml":    role,
+		"role.yaml":    scaffoldRole(gvk, plural.Resource, found),
 		"watches.yaml": []map[string]any{{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind, "chart": *chartDir}},
 		"sample.yaml": map[string]any{
 			"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
@@ -89,7 +89,17 @@ func Scaffold(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		},
 		"kustomization.yaml": map[string]any{"resources": []string{"crd.yaml", "role.yaml"}},
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := writeYAMLFiles(*out, files, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "next: kubectl apply -k %s; add %s to rudder's watches.yaml; kubectl apply -f %s\n",
+		*out, filepath.Join(*out, "watches.yaml"), filepath.Join(*out, "sample.yaml"))
+	return nil
+}
+
+// writeYAMLFiles writes each value as YAML into dir under its name, in name order.
+func writeYAMLFiles(dir string, files map[string]any, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(files))
@@ -102,13 +112,11 @@ func Scaffold(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, n), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, n))
+		fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, n))
 	}
-	fmt.Fprintf(stdout, "next: kubectl apply -k %s; add %s to rudder's watches.yaml; kubectl apply -f %s\n",
-		*out, filepath.Join(*out, "watches.yaml"), filepath.Join(*out, "sample.yaml"))
 	return nil
 }
 
@@ -216,48 +224,20 @@ type kindUse struct {
 // "enabled" value switched on in turn, and returns every kind of the manifests, hooks and
 // crds/ it saw.
 func renderedKinds(ch *chart.Chart, owner schema.GroupVersionKind) ([]kindUse, error) {
-	mapper := helm.StaticMapper()
 	scope := helm.Scope{Confinement: helm.Confinement{Namespace: "default", AllowedNamespaces: []string{"*"},
 		AllowClusterScoped: helm.ClusterScopedKinds()}}
-	found := map[schema.GroupKind]*kindUse{}
-	add := func(gvk schema.GroupVersionKind, how string) {
-		u := found[gvk.GroupKind()]
-		if u == nil {
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				return
-			}
-			u = &kindUse{gvk: gvk, resource: m.Resource.Resource}
-			found[gvk.GroupKind()] = u
-		}
-		if len(u.how) < 3 {
-			u.how = append(u.how, how)
-		}
-	}
-	variants := []struct {
-		how    string
-		values map[string]any
-	}{{"defaults", map[string]any{}}}
-	for _, p := range enabledPaths(ch.Values, "") {
-		v := map[string]any{}
-		if err := setPath(v, p, true); err == nil {
-			variants = append(variants, struct {
-				how    string
-				values map[string]any
-			}{p + "=true", v})
-		}
-	}
+	found := kindSet{mapper: helm.StaticMapper(), uses: map[schema.GroupKind]*kindUse{}}
 	caps := chartutil.DefaultCapabilities.Copy()
 	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
 		caps.KubeVersion = *kv
 	}
-	for _, v := range variants {
+	for _, v := range valueVariants(ch) {
 		c, err := loader.LoadFiles(bufferedFiles(ch))
 		if err != nil {
 			return nil, err
 		}
 		req := &helm.Request{Owner: helm.Owner{GVK: owner}, Scope: scope, ReleaseName: "scaffold", Chart: c, Values: v.values}
-		rel, err := helm.Render(req, mapper, caps)
+		rel, err := helm.Render(req, found.mapper, caps)
 		if err != nil {
 			if v.how == "defaults" {
 				return nil, fmt.Errorf("rendering the chart with its defaults: %w", err)
@@ -271,20 +251,59 @@ func renderedKinds(ch *chart.Chart, owner schema.GroupVersionKind) ([]kindUse, e
 		}
 		for _, d := range docs {
 			for _, obj := range splitObjects(d) {
-				add(obj.GroupVersionKind(), v.how)
+				found.add(obj.GroupVersionKind(), v.how)
 			}
 		}
 	}
 	if len(ch.CRDObjects()) > 0 {
-		add(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+		found.add(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
 			"crds/ (installed only where the watch's allowClusterScoped names CustomResourceDefinition)")
 	}
-	out := make([]kindUse, 0, len(found))
-	for _, u := range found {
+	out := make([]kindUse, 0, len(found.uses))
+	for _, u := range found.uses {
 		out = append(out, *u)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].gvk.String() < out[j].gvk.String() })
 	return out, nil
+}
+
+// kindSet collects the kinds a chart renders, with up to three reasons each.
+type kindSet struct {
+	mapper meta.RESTMapper
+	uses   map[schema.GroupKind]*kindUse
+}
+
+func (k kindSet) add(gvk schema.GroupVersionKind, how string) {
+	u := k.uses[gvk.GroupKind()]
+	if u == nil {
+		m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return
+		}
+		u = &kindUse{gvk: gvk, resource: m.Resource.Resource}
+		k.uses[gvk.GroupKind()] = u
+	}
+	if len(u.how) < 3 {
+		u.how = append(u.how, how)
+	}
+}
+
+// valuesVariant is one set of values the chart is rendered with.
+type valuesVariant struct {
+	how    string
+	values map[string]any
+}
+
+// valueVariants are the chart's defaults, then each boolean "enabled" value switched on.
+func valueVariants(ch *chart.Chart) []valuesVariant {
+	variants := []valuesVariant{{"defaults", map[string]any{}}}
+	for _, p := range enabledPaths(ch.Values, "") {
+		v := map[string]any{}
+		if err := setPath(v, p, true); err == nil {
+			variants = append(variants, valuesVariant{p + "=true", v})
+		}
+	}
+	return variants
 }
 
 func bufferedFiles(ch *chart.Chart) []*loader.BufferedFile {

@@ -18,17 +18,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/clock"
 
-	"github.com/rudder-operator/rudder/controllers"
-	"github.com/rudder-operator/rudder/controllers/hook"
 	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/operator"
+	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // Template prints what rudder would apply for each CR of the files it is given.
-func Template(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func Template(ctx context.Context, args []string, env Env) error {
+	stdout, stderr := env.Stdout, env.Stderr
 	fs := newFlags("template", "[--watches-file W] [--kube-version V] [--api-versions G/V,...] CR_FILE...", stderr)
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
 	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
@@ -40,7 +38,7 @@ func Template(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.Usage()
 		return errUsage
 	}
-	r, err := newRenderer(*wf, *kubeVersion, *apiVersions)
+	r, err := newRenderer(*wf, *kubeVersion, *apiVersions, env.Hooks)
 	if err != nil {
 		return err
 	}
@@ -92,13 +90,13 @@ type renderer struct {
 	caps    *chartutil.Capabilities
 }
 
-func newRenderer(watchesFile, kubeVersion, apiVersions string) (*renderer, error) {
+func newRenderer(watchesFile, kubeVersion, apiVersions string, hooks *hook.Registry) (*renderer, error) {
 	ws, err := watches.Load(watchesFile)
 	if err != nil {
 		return nil, err
 	}
 	r := &renderer{watches: map[schema.GroupVersionKind]*watches.Watch{}, file: watchesFile,
-		hooks: operator.BuiltinHooks(clock.RealClock{}), mapper: helm.StaticMapper(), caps: chartutil.DefaultCapabilities.Copy()}
+		hooks: hooks, mapper: helm.StaticMapper(), caps: chartutil.DefaultCapabilities.Copy()}
 	for _, w := range ws {
 		r.watches[w.GroupVersionKind()] = w
 	}
@@ -133,11 +131,11 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", w.ChartPath(), err)
 	}
-	name, err := controllers.ReleaseName(w, cr)
+	name, err := w.ReleaseNameOf(cr)
 	if err != nil {
 		return nil, err
 	}
-	values, overridden, err := controllers.Values(w, cr)
+	values, overridden, err := w.Values(cr)
 	if err != nil {
 		return nil, err
 	}
@@ -146,15 +144,15 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 			return nil, fmt.Errorf("pre-release hook: %w", err)
 		}
 	}
-	if err := controllers.ValidateValues(ch, values); err != nil {
+	if err := helm.ValidateValues(ch, values); err != nil {
 		return nil, fmt.Errorf("values do not match the chart's values.schema.json: %w", err)
 	}
 	vd, err := helm.ValuesDigest(values)
 	if err != nil {
 		return nil, err
 	}
-	req := controllers.NewRequest(w, cr, controllers.Scope(w, cr.GetNamespace(), ""), name, ch, "", values, vd,
-		controllers.Description("install", cr.GetGeneration(), ch, "", vd, overridden))
+	req := w.Request(cr, w.Scope(cr.GetNamespace(), ""), name, ch, "", values, vd,
+		helm.Description("install", cr.GetGeneration(), ch, "", vd, overridden))
 	return helm.Render(req, r.mapper, r.caps)
 }
 

@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/operator"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -40,7 +40,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
-		Scheme: operator.Scheme(),
+		Scheme: controllers.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml")}
 		},

@@ -1,8 +1,6 @@
 package helm
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -18,65 +16,13 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// Scope is who acts for a release and where it may act.
-type Scope struct {
-	// Confinement holds every request Helm makes for the release; its Namespace is the
-	// owner's and the release's.
-	Confinement
-	// ServiceAccount, when set, is the ServiceAccount of the owner's namespace that every
-	// request made for the release impersonates (Flux's multi-tenancy model): the render's
-	// lookups, Helm's reads and writes of objects, hooks and CRDs, its release storage, drift
-	// re-apply and uninstall. Empty: rudder's own identity.
-	ServiceAccount string
-}
-
-// User is the user the scope's requests are made as; "" for rudder's own identity.
-func (s Scope) User() string {
-	if s.ServiceAccount == "" {
-		return ""
-	}
-	return serviceaccount.MakeUsername(s.Namespace, s.ServiceAccount)
-}
-
-// Request is everything an install or upgrade needs.
-type Request struct {
-	Owner Owner
-	Scope Scope
-	// ReleaseName of the release, in Scope.Namespace.
-	ReleaseName string
-	// Chart must be a private copy: Helm may modify the chart it is given.
-	Chart        *chart.Chart
-	ChartDigest  string
-	Values       map[string]any
-	ValuesDigest string
-	MaxHistory   int
-	Description  string
-}
-
-// Labels are the labels rudder puts on every revision a request makes (besides LabelRevision,
-// which is stamped when the revision is stored).
-func (r *Request) Labels() map[string]string {
-	return map[string]string{
-		LabelOwnerUID:     string(r.Owner.UID),
-		LabelOwnerKind:    KindLabel(r.Owner.GVK.GroupKind()),
-		LabelChartDigest:  LabelDigest(r.ChartDigest),
-		LabelValuesDigest: r.ValuesDigest,
-	}
-}
-
-func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
-	return &postRenderer{owner: r.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart)}
-}
 
 // ClientOptions configure a Client. Config and Mapper are required.
 type ClientOptions struct {
@@ -312,146 +258,6 @@ type kubeClient struct{ *kube.Client }
 
 func (kubeClient) IsReachable() error { return nil }
 
-// storageOf is the release storage of a scope, for reads and rudder's own record updates.
-func (c *Client) storageOf(s Scope) (*storage.Storage, error) {
-	d, err := c.driver(s)
-	if err != nil {
-		return nil, err
-	}
-	st := storage.Init(d)
-	st.Log = d.Log
-	return st, nil
-}
-
-// Last is the newest revision of a release, or nil when there is none.
-func (c *Client) Last(s Scope, name string) (*release.Release, error) {
-	st, err := c.storageOf(s)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := st.Last(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	return rel, err
-}
-
-// Revision is one revision of a release, or nil when the history holds no such revision.
-func (c *Client) Revision(s Scope, name string, version int) (*release.Release, error) {
-	st, err := c.storageOf(s)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := st.Get(name, version)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	return rel, err
-}
-
-// LastDeployed is the newest revision before before whose status is deployed or superseded
-// (the one a rollback returns to), or nil.
-func (c *Client) LastDeployed(s Scope, name string, before int) (*release.Release, error) {
-	st, err := c.storageOf(s)
-	if err != nil {
-		return nil, err
-	}
-	hist, err := st.History(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var best *release.Release
-	for _, r := range hist {
-		if r.Version >= before {
-			continue
-		}
-		if st := r.Info.Status; st != release.StatusDeployed && st != release.StatusSuperseded {
-			continue
-		}
-		if best == nil || r.Version > best.Version {
-			best = r
-		}
-	}
-	return best, nil
-}
-
-// ErrNameInUse: Install found a release of that name in storage and wrote nothing.
-var ErrNameInUse = errors.New("a release of that name exists")
-
-// helmNameInUse is the message of the error Helm's install returns when its own (uncached)
-// look at storage finds the name taken; it has no typed error for it.
-const helmNameInUse = "cannot re-use a name that is still in use"
-
-// Install installs a new release. It does not wait for readiness: the reconciler reports it.
-// When storage already holds a release of that name (Helm checks before it writes anything),
-// the error wraps ErrNameInUse and nothing was changed.
-//
-// Nothing of a release that breaks its confinement is applied: the chart's crds/ are checked
-// before anything else; a chart with crds/ (which Helm creates before it renders) or with hooks
-// is rendered and checked first without the cluster, before any request; and the real render's
-// manifest and hooks are checked again before the first revision is stored.
-func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
-	crds := len(req.Chart.CRDObjects()) > 0
-	if crds {
-		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
-			return nil, err
-		}
-	}
-	if crds || hasHooks(req.Chart) {
-		if err := c.precheck(req); err != nil {
-			return nil, err
-		}
-	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
-	if err != nil {
-		return nil, err
-	}
-	in := action.NewInstall(r.conf)
-	in.ReleaseName = req.ReleaseName
-	in.Namespace = req.Scope.Namespace
-	in.Labels = req.Labels()
-	in.Description = req.Description
-	in.PostRenderer = req.postRenderer(c.mapper)
-	in.DisableOpenAPIValidation = skipClientValidation
-	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
-	if crds {
-		c.forgetCapabilities()
-	}
-	err = r.result(err)
-	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
-		// The second: the name check read nothing (Helm goes on when its read fails) and
-		// storing revision 1 found it there.
-		return nil, fmt.Errorf("%w: %w", ErrNameInUse, err)
-	}
-	return rel, err
-}
-
-// precheck renders a release without the cluster (lookups find nothing) and checks its
-// manifest and hooks before the action's first request: Helm sees a chart's hooks only once it
-// has rendered, and creates crds/ before it renders. Only a violation counts: a render that
-// needs the cluster fails again, and says why, in the action. Charts without hooks or crds/
-// need no second render: their manifest is checked by the post-renderer, before any request.
-func (c *Client) precheck(req *Request) error {
-	_, err := c.Render(req)
-	var ce *ConfinementError
-	if errors.As(err, &ce) {
-		return err
-	}
-	return nil
-}
-
-// Render renders a release as Install would, without the cluster: lookups find nothing, and
-// the capabilities are the cluster's when the Client has read them, else Helm's defaults.
-func (c *Client) Render(req *Request) (*release.Release, error) {
-	c.mu.Lock()
-	caps := c.caps
-	c.mu.Unlock()
-	return Render(req, c.mapper, caps)
-}
-
 // Render renders a release as Install would, without a cluster (`helm template`): lookups
 // find nothing; caps, when set, are the capabilities to render with (else Helm's defaults);
 // mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
@@ -481,110 +287,6 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 	return rel, nil
 }
 
-// skipClientValidation turns off Helm's client-side "OpenAPI validation". Against an API server
-// with server-side field validation (GA since Kubernetes 1.27) kubectl's validator validates
-// nothing on the client: it only asks whether the server supports the fieldValidation
-// parameter, and answers that by fetching and parsing the group's whole OpenAPI v3 document on
-// every install and upgrade — most of rudder's CPU per release action when it was on. The API
-// server still validates every object Helm creates or patches.
-const skipClientValidation = true
-
-// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade; a
-// chart with hooks is checked first as Install does.
-func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
-	if hasHooks(req.Chart) {
-		if err := c.precheck(req); err != nil {
-			return nil, err
-		}
-	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
-	if err != nil {
-		return nil, err
-	}
-	up := action.NewUpgrade(r.conf)
-	up.Namespace = req.Scope.Namespace
-	up.Labels = req.Labels()
-	up.Description = req.Description
-	up.MaxHistory = req.MaxHistory
-	up.PostRenderer = req.postRenderer(c.mapper)
-	up.DisableOpenAPIValidation = skipClientValidation
-	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
-	return rel, r.result(err)
-}
-
-// Rollback returns a release to revision toRevision, as a new revision described by
-// description (Helm's "Rollback to N" when empty). The target's manifest and hooks are checked
-// against the scope before anything is stored or applied: the watch's confinement may be
-// stricter than when that revision was made.
-func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, description string) error {
-	r, err := c.begin(s, storing{manifest: true, description: description})
-	if err != nil {
-		return err
-	}
-	rb := action.NewRollback(r.conf)
-	rb.Version = toRevision
-	rb.MaxHistory = maxHistory
-	return r.result(rb.Run(name))
-}
-
-// Uninstall removes a release and the objects it made. A release that is already gone is not
-// an error. A release whose manifest or hooks are outside the scope (made before a stricter
-// watch) is refused before anything runs: its delete hooks and deletions would act there.
-func (c *Client) Uninstall(s Scope, name, description string) error {
-	r, err := c.begin(s, storing{manifest: true})
-	if err != nil {
-		return err
-	}
-	last, err := r.conf.Releases.Last(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil
-	}
-	if err != nil {
-		return r.result(err)
-	}
-	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
-		return err
-	}
-	un := action.NewUninstall(r.conf)
-	un.Description = description
-	_, err = un.Run(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil
-	}
-	return r.result(err)
-}
-
-// Unlock marks a revision stuck in a pending-* state (its operation died with a previous
-// process) as failed, so that Helm accepts new actions on the release.
-func (c *Client) Unlock(s Scope, rel *release.Release) error {
-	st, err := c.storageOf(s)
-	if err != nil {
-		return err
-	}
-	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
-	return st.Update(rel)
-}
-
-// Writer is the client that re-applies a scope's drifted objects: the scope's
-// ServiceAccount's, built once per (namespace, ServiceAccount), or rudder's own.
-func (c *Client) Writer(s Scope) (client.Client, error) {
-	if s.ServiceAccount == "" {
-		return c.own, nil
-	}
-	id := identity{s.Namespace, s.ServiceAccount}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.writers[id]; ok {
-		return w, nil
-	}
-	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.own.Scheme(), Mapper: c.mapper})
-	if err != nil {
-		return nil, err
-	}
-	c.writers[id] = w
-	return w, nil
-}
-
 // checkedDriver is a scope's release storage for one action: a revision is checked against
 // the scope before it is stored. Storing the new revision is the first write of an install,
 // an upgrade and a rollback, before any hook runs or object is applied, and the revision holds
@@ -609,22 +311,4 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		rls.Info.Description = d.description
 	}
 	return d.secretsDriver.Create(key, rls)
-}
-
-// hookAnnotation is what marks a template's object as a Helm hook.
-var hookAnnotation = []byte("helm.sh/hook")
-
-// hasHooks reports whether any template of the chart or its subcharts can render a hook.
-func hasHooks(ch *chart.Chart) bool {
-	for _, t := range ch.Templates {
-		if bytes.Contains(t.Data, hookAnnotation) {
-			return true
-		}
-	}
-	for _, d := range ch.Dependencies() {
-		if hasHooks(d) {
-			return true
-		}
-	}
-	return false
 }

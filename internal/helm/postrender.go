@@ -59,32 +59,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		if v := p.conf.checkObject(SourceManifest, gvk, obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
 			violations = append(violations, *v)
 		}
-		sameNS := namespaced && (obj.GetNamespace() == "" || obj.GetNamespace() == p.owner.Key.Namespace)
-		lbls := obj.GetLabels()
-		if lbls == nil {
-			lbls = map[string]string{}
-		}
-		lbls[LabelManaged] = "true"
-		obj.SetLabels(lbls)
-		ann := obj.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[AnnotationOwner] = ownerAnn
-		obj.SetAnnotations(ann)
-		if sameNS {
-			refs := obj.GetOwnerReferences()
-			if !slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == p.owner.UID }) {
-				refs = append(refs, metav1.OwnerReference{
-					APIVersion:         p.owner.GVK.GroupVersion().String(),
-					Kind:               p.owner.GVK.Kind,
-					Name:               p.owner.Key.Name,
-					UID:                p.owner.UID,
-					BlockOwnerDeletion: new(true),
-				})
-				obj.SetOwnerReferences(refs)
-			}
-		}
+		p.mark(obj, ownerAnn, namespaced)
 		b, err := yaml.Marshal(obj.Object)
 		if err != nil {
 			return nil, err
@@ -96,4 +71,35 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, &ConfinementError{Violations: violations}
 	}
 	return &out, nil
+}
+
+// mark labels an object as rudder's operand, annotates its owner, and, in the owner's
+// namespace, gives it an owner reference to the CR.
+func (p *postRenderer) mark(obj *unstructured.Unstructured, ownerAnn string, namespaced bool) {
+	lbls := obj.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	lbls[LabelManaged] = "true"
+	obj.SetLabels(lbls)
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationOwner] = ownerAnn
+	obj.SetAnnotations(ann)
+	if !namespaced || (obj.GetNamespace() != "" && obj.GetNamespace() != p.owner.Key.Namespace) {
+		return
+	}
+	refs := obj.GetOwnerReferences()
+	if !slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == p.owner.UID }) {
+		refs = append(refs, metav1.OwnerReference{
+			APIVersion:         p.owner.GVK.GroupVersion().String(),
+			Kind:               p.owner.GVK.Kind,
+			Name:               p.owner.Key.Name,
+			UID:                p.owner.UID,
+			BlockOwnerDeletion: new(true),
+		})
+		obj.SetOwnerReferences(refs)
+	}
 }

@@ -155,6 +155,22 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 }
 
 func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) error {
+	for _, step := range []func() error{
+		w.completeGVK,
+		func() error { return w.completeChart(baseDir) },
+		w.completeSelector,
+		w.checkLimits,
+		w.checkTenancy,
+		func() error { return w.completeTemplates(lookupEnv) },
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Watch) completeGVK() error {
 	if w.Group != "" {
 		if errs := validation.IsDNS1123Subdomain(w.Group); len(errs) > 0 {
 			return fmt.Errorf("group: %s", strings.Join(errs, "; "))
@@ -167,6 +183,10 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		return fmt.Errorf("kind: %q must be a CamelCase name such as MyApp", w.Kind)
 	}
 	w.gvk = schema.GroupVersionKind{Group: w.Group, Version: w.Version, Kind: w.Kind}
+	return nil
+}
+
+func (w *Watch) completeChart(baseDir string) error {
 	if w.Chart == "" {
 		return errors.New("chart: required")
 	}
@@ -175,7 +195,10 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.chartPath = filepath.Join(baseDir, w.chartPath)
 	}
 	w.chartPath = filepath.Clean(w.chartPath)
+	return nil
+}
 
+func (w *Watch) completeSelector() error {
 	w.selector = labels.Everything()
 	if w.Selector != nil {
 		s, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -184,6 +207,10 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		}
 		w.selector = s
 	}
+	return nil
+}
+
+func (w *Watch) checkLimits() error {
 	if w.ReconcilePeriod != nil && w.ReconcilePeriod.Duration < 0 {
 		return fmt.Errorf("reconcilePeriod: %s must not be negative", w.ReconcilePeriod.Duration)
 	}
@@ -196,6 +223,10 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 	if w.MaxHistory != nil && *w.MaxHistory < 0 {
 		return fmt.Errorf("maxHistory: %d must not be negative (0 keeps every revision)", *w.MaxHistory)
 	}
+	return nil
+}
+
+func (w *Watch) checkTenancy() error {
 	for _, ns := range w.AllowedNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 && ns != "*" {
 			return fmt.Errorf("allowedNamespaces: %q: %s", ns, strings.Join(errs, "; "))
@@ -211,6 +242,10 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 			return fmt.Errorf("serviceAccountName: %q: %s", w.ServiceAccountName, strings.Join(errs, "; "))
 		}
 	}
+	return nil
+}
+
+func (w *Watch) completeTemplates(lookupEnv func(string) (string, bool)) error {
 	w.overrideTmpls = map[string]*template.Template{}
 	for key, raw := range w.OverrideValues {
 		if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
@@ -254,8 +289,8 @@ func (w *Watch) Overrides(cr map[string]any) (map[string]string, error) {
 	return out, nil
 }
 
-// ReleaseNameFor renders the release name template for one CR; "" when the watch has none.
-func (w *Watch) ReleaseNameFor(cr map[string]any) (string, error) {
+// renderReleaseName renders the release name template for one CR; "" when the watch has none.
+func (w *Watch) renderReleaseName(cr map[string]any) (string, error) {
 	if w.releaseNameTpl == nil {
 		return "", nil
 	}

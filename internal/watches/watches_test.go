@@ -1,6 +1,7 @@
 package watches
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +61,7 @@ func TestParseDefaultsAndTemplates(t *testing.T) {
 	if err != nil || ov["image.tag"] != "1.2.3" || ov["owner"] != "none" {
 		t.Fatalf("overrides %v %v", ov, err)
 	}
-	if n, err := w.ReleaseNameFor(cr); err != nil || n != "x-ns" {
+	if n, err := w.ReleaseNameOf(&unstructured.Unstructured{Object: cr}); err != nil || n != "x-ns" {
 		t.Fatalf("release name %q %v", n, err)
 	}
 }
@@ -97,7 +98,7 @@ func FuzzParse(f *testing.F) {
 			}
 			cr := map[string]any{"metadata": map[string]any{"name": "n"}, "spec": map[string]any{}}
 			_, _ = w.Overrides(cr) // must not panic
-			_, _ = w.ReleaseNameFor(cr)
+			_, _ = w.ReleaseNameOf(&unstructured.Unstructured{Object: cr})
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package operator
+package controllers
 
 import (
 	"context"
@@ -25,18 +25,17 @@ import (
 	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
 	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/controllers/application"
 	"github.com/rudder-operator/rudder/controllers/at"
-	"github.com/rudder-operator/rudder/controllers/hook"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// Options configure rudder. The zero value of each field is a sensible default, except
+// ManagerOptions configure rudder. The zero value of each field is a sensible default, except
 // WatchesFile.
-type Options struct {
+type ManagerOptions struct {
 	WatchesFile string
 	// Watches, when set, are used instead of reading WatchesFile.
 	Watches []*watches.Watch
@@ -93,8 +92,8 @@ func BuiltinHooks(c clock.PassiveClock) *hook.Registry {
 	return r
 }
 
-// New builds a manager running one reconciler per watch. Start it with mgr.Start(ctx).
-func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, error) {
+// NewManager builds a manager running one reconciler per watch. Start it with mgr.Start(ctx).
+func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *chartsource.Source, error) {
 	ws := opts.Watches
 	if ws == nil {
 		var err error
@@ -102,44 +101,89 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 			return nil, nil, err
 		}
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Hooks == nil {
-		opts.Hooks = BuiltinHooks(opts.Clock)
-	}
-	if opts.MetricsBindAddress == "" {
-		opts.MetricsBindAddress = "0"
-	}
-	if opts.HealthProbeBindAddress == "" {
-		opts.HealthProbeBindAddress = "0"
-	}
-	if opts.LeaderElectionID == "" {
-		opts.LeaderElectionID = "rudder.rudder.dev"
-	}
-	scheme := Scheme()
-
-	var namespaces map[string]cache.Config
-	if len(opts.WatchNamespaces) > 0 {
-		namespaces = map[string]cache.Config{}
-		for _, ns := range opts.WatchNamespaces {
-			namespaces[ns] = cache.Config{}
-		}
-	}
-	// Only the metadata of rudder's own release Secrets is cached (memory does not grow with the
-	// cluster's Secrets, nor with the size of releases); Helm's storage reads releases uncached
-	// when an action needs them.
-	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
+	opts.defaults()
+	mgr, err := newManager(cfg, opts)
 	if err != nil {
 		return nil, nil, err
 	}
+	dependents, err := dependentsCache(cfg, mgr, opts, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	charts, err := chartSource(mgr, opts, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Writer: mgr.GetClient(), Log: ctrl.Log})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, w := range ws {
+		var dep cache.Cache
+		if w.WatchesDependents() {
+			dep = dependents
+		}
+		r, err := New(Options{
+			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
+			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
+			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
+			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			return nil, nil, err
+		}
+	}
+	return mgr, charts, nil
+}
+
+func (o *ManagerOptions) defaults() {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Hooks == nil {
+		o.Hooks = BuiltinHooks(o.Clock)
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = "0"
+	}
+	if o.HealthProbeBindAddress == "" {
+		o.HealthProbeBindAddress = "0"
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = "rudder.rudder.dev"
+	}
+}
+
+// cacheNamespaces is the caches' namespaces (nil: all).
+func (o *ManagerOptions) cacheNamespaces() map[string]cache.Config {
+	if len(o.WatchNamespaces) == 0 {
+		return nil
+	}
+	namespaces := map[string]cache.Config{}
+	for _, ns := range o.WatchNamespaces {
+		namespaces[ns] = cache.Config{}
+	}
+	return namespaces
+}
+
+// newManager is the controller-runtime manager: its cache holds the watched CRs and the
+// metadata of rudder's own release Secrets (memory grows neither with the cluster's Secrets
+// nor with the size of releases; Helm's storage reads releases uncached when an action needs
+// them).
+func newManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, error) {
+	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
+		Scheme: Scheme(),
 		Cache: cache.Options{
-			// Nothing reads managedFields from the cache: not keeping them saves memory and the
-			// copying of every cached read.
 			DefaultTransform:  stripManagedFields,
-			DefaultNamespaces: namespaces,
+			DefaultNamespaces: opts.cacheNamespaces(),
 			ByObject: map[client.Object]cache.ByObject{
 				helm.ReleaseSecret(): {Label: labels.NewSelector().Add(*ownedReleases)},
 			},
@@ -154,83 +198,65 @@ func New(cfg *rest.Config, opts Options) (manager.Manager, *chartsource.Source, 
 		Controller:                    config.Controller{SkipNameValidation: new(opts.SeveralManagers)},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating manager: %w", err)
+		return nil, fmt.Errorf("creating manager: %w", err)
 	}
 	if err := helm.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return nil, nil, fmt.Errorf("indexing release Secrets: %w", err)
+		return nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
+	return mgr, nil
+}
 
-	// Operands: one cache, filtered to objects rudder rendered, shared by every watch.
-	var dependents cache.Cache
+// dependentsCache is the one cache of operands (objects rudder rendered) that every watch
+// with watchDependentResources shares; nil when none has it.
+func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) (cache.Cache, error) {
 	for _, w := range ws {
-		if w.WatchesDependents() {
-			dependents, err = cache.New(cfg, cache.Options{
-				Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultNamespaces: namespaces,
-				DefaultTransform:     stripManagedFields,
-				DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			if err := mgr.Add(dependents); err != nil {
-				return nil, nil, err
-			}
-			break
+		if !w.WatchesDependents() {
+			continue
 		}
+		dependents, err := cache.New(cfg, cache.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
+			DefaultTransform:     stripManagedFields,
+			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return dependents, mgr.Add(dependents)
 	}
+	return nil, nil
+}
 
+// chartSource loads every watch's chart, and watches them when reloads are on.
+func chartSource(mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) (*chartsource.Source, error) {
 	charts := chartsource.New(chartsource.Options{
 		Watch: opts.ChartReload, Debounce: opts.ChartDebounce, Rescan: opts.ChartRescan,
 		Log: ctrl.Log.WithName("charts"),
 	})
 	for _, w := range ws {
 		if err := charts.Add(w.ChartPath()); err != nil {
-			return nil, nil, fmt.Errorf("watch %s: %w", w, err)
+			return nil, fmt.Errorf("watch %s: %w", w, err)
 		}
 	}
 	if opts.ChartReload || opts.ChartRescan > 0 {
 		if err := mgr.Add(charts); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Writer: mgr.GetClient(), Log: ctrl.Log})
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, w := range ws {
-		var dep cache.Cache
-		if w.WatchesDependents() {
-			dep = dependents
-		}
-		r, err := controllers.New(controllers.Options{
-			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
-			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
-			WatchAccess:     controllers.WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
-			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := r.SetupWithManager(mgr); err != nil {
-			return nil, nil, err
-		}
-	}
-	return mgr, charts, nil
+	return charts, nil
 }
 
 // metricsOptions serve /metrics; when secure, over HTTPS (a self-signed certificate unless one
 // is mounted) and only to clients the API server authenticates and authorizes for the
 // nonResourceURL /metrics (ClusterRole rudder-metrics-reader).
-func metricsOptions(opts Options) metricsserver.Options {
+func metricsOptions(opts ManagerOptions) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: opts.MetricsBindAddress, SecureServing: opts.MetricsSecure}
 	if opts.MetricsSecure {
 		o.FilterProvider = filters.WithAuthenticationAndAuthorization

@@ -1,0 +1,201 @@
+package chartsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// NeedLeaderElection: every replica serves charts (reconcilers on a standby replica are idle,
+// but the source is cheap and keeps the snapshot warm for a fail-over).
+func (s *Source) NeedLeaderElection() bool { return false }
+
+// Start runs the watcher and the rescan until ctx ends. It implements manager.Runnable.
+func (s *Source) Start(ctx context.Context) error {
+	var rescan <-chan time.Time
+	if s.opts.Rescan > 0 {
+		t := time.NewTicker(s.opts.Rescan)
+		defer t.Stop()
+		rescan = t.C
+	}
+	l := &loop{s: s, pending: map[string]time.Time{}, timer: time.NewTimer(time.Hour)}
+	l.timer.Stop()
+	if s.opts.Watch {
+		if err := l.watch(); err != nil {
+			return err
+		}
+		defer func() { l.w.close() }()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-l.events:
+			if !ok {
+				l.events = nil
+				continue
+			}
+			l.changed(ev.Name)
+		case err, ok := <-l.errs:
+			if !ok {
+				l.errs = nil
+				continue
+			}
+			// Overflow or a broken watch: start over with a fresh watcher and read everything.
+			s.opts.Log.Error(err, "chart watcher failed; rebuilding it and rescanning")
+			watcherRestarts.Inc()
+			l.w.close()
+			if err := l.watch(); err != nil {
+				return err
+			}
+			s.reloadAll(l.w)
+		case <-l.timer.C:
+			l.reload()
+		case <-rescan:
+			s.reloadAll(l.w)
+		}
+	}
+}
+
+// loop is the state of Start: the watcher, and the charts whose files changed and are waiting
+// for the quiet period to end.
+type loop struct {
+	s       *Source
+	w       *watcher
+	events  <-chan fsnotify.Event
+	errs    <-chan error
+	pending map[string]time.Time // chart → when the first unhandled event was seen
+	timer   *time.Timer
+}
+
+func (l *loop) watch() error {
+	w, err := newWatcher(l.s)
+	if err != nil {
+		return err
+	}
+	l.w, l.events, l.errs = w, w.fs.Events, w.fs.Errors
+	return nil
+}
+
+// changed notes an event on a file; the quiet period restarts with every event.
+func (l *loop) changed(name string) {
+	for _, p := range l.s.chartsFor(name) {
+		if _, seen := l.pending[p]; !seen {
+			l.pending[p] = time.Now()
+		}
+	}
+	if len(l.pending) > 0 {
+		l.timer.Reset(l.s.opts.Debounce)
+	}
+}
+
+// reload reloads the pending charts once the quiet period is over.
+func (l *loop) reload() {
+	for p, seen := range l.pending {
+		if changed, err := l.s.Reload(p); changed && err == nil {
+			changeToSwapSeconds.WithLabelValues(p).Observe(time.Since(seen).Seconds())
+		}
+	}
+	clear(l.pending)
+	if l.w != nil {
+		l.w.sync()
+	}
+}
+
+func (s *Source) reloadAll(w *watcher) {
+	for _, p := range s.Paths() {
+		_, _ = s.Reload(p)
+	}
+	if w != nil {
+		w.sync()
+	}
+}
+
+// chartsFor maps a changed file to the charts whose tree (or parent, where a ConfigMap's
+// ..data swap happens) contains it.
+func (s *Source) chartsFor(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for p, e := range s.charts {
+		if under(name, p) || under(name, filepath.Dir(p)) {
+			out = append(out, p)
+			continue
+		}
+		for _, d := range e.dirs {
+			if under(name, d) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func under(name, dir string) bool {
+	return name == dir || strings.HasPrefix(name, dir+string(filepath.Separator))
+}
+
+// watchedDirs: every chart's parent (the ..data swap of a volume holding several charts), root,
+// and the real directories of its tree.
+func (s *Source) watchedDirs() map[string]bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]bool{}
+	for p, e := range s.charts {
+		out[filepath.Dir(p)] = true
+		out[p] = true
+		for _, d := range e.dirs {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+// watcher wraps the one fsnotify watcher of the process. fsnotify is not recursive: sync adds
+// every directory of every chart tree and drops the ones that went away.
+type watcher struct {
+	s       *Source
+	fs      *fsnotify.Watcher
+	watched map[string]bool
+}
+
+func newWatcher(s *Source) (*watcher, error) {
+	fw, err := fsnotify.NewBufferedWatcher(256)
+	if err != nil {
+		return nil, fmt.Errorf("starting chart watcher: %w", err)
+	}
+	w := &watcher{s: s, fs: fw, watched: map[string]bool{}}
+	w.sync()
+	return w, nil
+}
+
+func (w *watcher) sync() {
+	want := w.s.watchedDirs()
+	for d := range want {
+		if w.watched[d] {
+			continue
+		}
+		if err := w.fs.Add(d); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				w.s.opts.Log.Error(err, "cannot watch chart directory; the periodic rescan still covers it", "dir", d)
+			}
+			continue
+		}
+		w.watched[d] = true
+	}
+	for d := range w.watched {
+		if !want[d] {
+			_ = w.fs.Remove(d)
+			delete(w.watched, d)
+		}
+	}
+}
+
+func (w *watcher) close() { _ = w.fs.Close() }

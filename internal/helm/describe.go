@@ -1,0 +1,36 @@
+package helm
+
+import (
+	"fmt"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+)
+
+// ValidateValues checks the final values (chart defaults coalesced) against the chart's
+// values.schema.json; a chart without one accepts anything.
+func ValidateValues(ch *chart.Chart, values map[string]any) error {
+	if len(ch.Schema) == 0 {
+		return nil
+	}
+	vals, err := chartutil.CoalesceValues(ch, values)
+	if err != nil {
+		return err
+	}
+	return chartutil.ValidateAgainstSchema(ch, vals)
+}
+
+// Description is the description of a revision rudder makes: it reads like a changelog in
+// `helm history` ("rudder upgrade: generation 3, chart nginx-1.2.0@8b3b44e738b2, values …").
+func Description(action string, generation int64, ch *chart.Chart, chartDigest, valuesDigest string, overridden []string) string {
+	desc := fmt.Sprintf("rudder %s: generation %d, chart %s-%s@%s, values %s", action, generation,
+		ch.Name(), ch.Metadata.Version, DisplayDigest(chartDigest), DisplayDigest(valuesDigest))
+	if len(overridden) > 0 {
+		desc += ", overrides " + strings.Join(overridden, ",")
+	}
+	if len(desc) > 250 {
+		desc = desc[:247] + "..."
+	}
+	return desc
+}

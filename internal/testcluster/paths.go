@@ -1,0 +1,70 @@
+package testcluster
+
+import (
+	"bytes"
+	_ "embed"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func resolveBinDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("RUDDER_BIN_DIR")
+	}
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	return filepath.Abs(dir)
+}
+
+// RepoRoot finds the directory of rudder's go.mod above the working directory.
+func RepoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil &&
+			bytes.HasPrefix(b, []byte("module github.com/rudder-operator/rudder\n")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no rudder go.mod above %s", wd)
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ShortMode is for a TestMain whose package's tests need the control plane: under
+// `go test -short` it reports true, having narrowed the run to the package's unit tests
+// (unitTests, a -run pattern; "" runs none), so that `go test -short ./...` needs no bin/.
+func ShortMode(unitTests string) bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if !testing.Short() {
+		return false
+	}
+	if unitTests == "" {
+		unitTests = "^$"
+	}
+	_ = flag.Set("test.run", unitTests)
+	fmt.Fprintln(os.Stderr, "testcluster: -short: integration tests skipped (they need the control plane from bin/)")
+	return true
+}

@@ -1,0 +1,85 @@
+package watches
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/strvals"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// What a watch makes of one CR. Every reconcile pass and `rudder template` build a release with
+// these methods, in this order, so that the two never disagree: ReleaseNameOf, Values, the
+// kind's PreRelease hooks, helm.ValidateValues, helm.ValuesDigest, Request.
+
+// ReleaseNameOf renders the watch's releaseName template for a CR (default: the CR name) and
+// fits it into Helm's 53 characters.
+func (w *Watch) ReleaseNameOf(obj *unstructured.Unstructured) (string, error) {
+	name, err := w.renderReleaseName(obj.Object)
+	if err != nil {
+		return "", err
+	}
+	if name == "" {
+		name = obj.GetName()
+	}
+	return helm.ReleaseName(name), nil
+}
+
+// Values is a CR's spec, with the watch's overrideValues on top (parsed like `helm --set`,
+// commas in a value kept literally). It returns the override keys it applied, sorted.
+func (w *Watch) Values(obj *unstructured.Unstructured) (map[string]any, []string, error) {
+	spec, _, _ := unstructured.NestedMap(obj.Object, "spec") // a deep copy
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	ov, err := w.Overrides(obj.Object)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, 0, len(ov))
+	for k := range ov {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(ov[k])
+		if err := strvals.ParseInto(k+"="+v, spec); err != nil {
+			return nil, nil, fmt.Errorf("overrideValues.%s: %w", k, err)
+		}
+	}
+	return spec, keys, nil
+}
+
+// Scope is who acts for the releases of the watch's CRs in namespace ns — its
+// serviceAccountName, else defaultServiceAccount, else rudder itself — and where they may act.
+func (w *Watch) Scope(ns, defaultServiceAccount string) helm.Scope {
+	sa := w.ServiceAccountName
+	if sa == "" {
+		sa = defaultServiceAccount
+	}
+	return helm.Scope{
+		Confinement:    helm.Confinement{Namespace: ns, AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
+		ServiceAccount: sa,
+	}
+}
+
+// Request is the install or upgrade request for a CR. ch must be a private copy of the chart.
+func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releaseName string,
+	ch *chart.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
+	return &helm.Request{
+		Owner:        helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
+		Scope:        scope,
+		ReleaseName:  releaseName,
+		Chart:        ch,
+		ChartDigest:  chartDigest,
+		Values:       values,
+		ValuesDigest: valuesDigest,
+		MaxHistory:   w.HistoryLimit(),
+		Description:  description,
+	}
+}
