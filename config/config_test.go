@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"sync"
 	"testing"
@@ -91,6 +92,38 @@ func deploy(t *testing.T) {
 
 // TestKustomizeDefault: config/default (and the PVC overlay) validate on the API server, and a
 // real apply runs the manager Deployment on the kwok node with the config volume it expects.
+// TestKustomizeShards: config/shards validates on the API server as two manager Deployments,
+// with the same ServiceAccount and configuration, each with its own shard selector (and so its
+// own leader election).
+func TestKustomizeShards(t *testing.T) {
+	kubectl(t, "apply", "--server-side", "-f", "config/default/namespace.yaml")
+	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", "config/shards", "-o", "yaml")
+	var list struct {
+		Items []appsv1.Deployment `json:"items"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	selectors := map[string]string{}
+	for _, d := range list.Items {
+		if d.Kind != "Deployment" {
+			continue
+		}
+		spec := d.Spec.Template.Spec
+		if spec.ServiceAccountName != "rudder-manager" || len(spec.Volumes) < 2 {
+			t.Errorf("%s: ServiceAccount %q, volumes %v", d.Name, spec.ServiceAccountName, spec.Volumes)
+		}
+		for _, a := range spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(a, "--watch-label-selector="); ok {
+				selectors[d.Name] = v
+			}
+		}
+	}
+	if len(selectors) != 2 || selectors["rudder-manager"] != "rudder.dev/shard!=a" || selectors["rudder-manager-shard-a"] != "rudder.dev/shard=a" {
+		t.Fatalf("shard selectors: %v", selectors)
+	}
+}
+
 func TestKustomizeDefault(t *testing.T) {
 	ctx := context.Background()
 	kubectl(t, "apply", "--server-side", "-f", "config/default/namespace.yaml")

@@ -67,6 +67,9 @@ func (p *pass) hold(o *outcome) {
 // conflict, a pending revision to wait for or unlock, the remains of a dead operation to
 // clear, then one install or upgrade.
 func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
+	if obs.rel != nil && obs.state != helm.StateConflict && !p.adopt(ctx, obs.rel, o) {
+		return
+	}
 	switch obs.state {
 	case helm.StateInSync:
 		p.inSync(obs.head, o)
@@ -315,6 +318,8 @@ func (p *pass) request(action string, o *outcome) *helm.Request {
 		o.fail(rstatus.ReasonReconcileError, err)
 		return nil
 	}
-	return p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
+	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
 		helm.Description(action, p.gen, ch, p.snap.Digest, p.want.ValuesDigest, p.overridden))
+	req.Carried = p.carried()
+	return req
 }

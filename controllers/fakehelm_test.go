@@ -228,3 +228,19 @@ func (f *fakeHelm) Writer(helm.Scope) (client.Client, error) {
 	f.record("Writer")
 	return f.mirror, nil
 }
+
+func (f *fakeHelm) Relabel(_ helm.Scope, _ string, keys []string, want map[string]string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("Relabel %s", describeLabels(keys, want))
+	for _, r := range f.history {
+		for _, k := range keys {
+			delete(r.Labels, k)
+		}
+		for k, v := range want {
+			r.Labels[k] = v
+		}
+	}
+	f.sync()
+	return nil
+}

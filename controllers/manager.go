@@ -2,7 +2,11 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +45,11 @@ type ManagerOptions struct {
 	Watches []*watches.Watch
 	// WatchNamespaces limits every cache to these namespaces (empty: all).
 	WatchNamespaces []string
+	// WatchLabelSelector shards rudder (Flux's flag name): this replica serves only the CRs,
+	// of every watched kind, whose labels the selector matches (on top of each watch's own
+	// selector), and its caches hold only those CRs, their release records and their
+	// operands. "" serves every CR.
+	WatchLabelSelector string
 
 	MetricsBindAddress string // "0" disables
 	// MetricsSecure serves metrics over HTTPS to clients that authenticate (TokenReview) and
@@ -48,8 +57,10 @@ type ManagerOptions struct {
 	MetricsSecure          bool
 	HealthProbeBindAddress string // "0" disables
 	LeaderElection         bool
-	LeaderElectionID       string
-	LeaderElectionNS       string
+	// LeaderElectionID names the Lease; "" derives it from WatchLabelSelector, so that each
+	// shard elects its own leader.
+	LeaderElectionID string
+	LeaderElectionNS string
 
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
@@ -101,12 +112,16 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 			return nil, nil, err
 		}
 	}
-	opts.defaults()
-	mgr, err := newManager(cfg, opts)
+	shard, err := labels.Parse(opts.WatchLabelSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--watch-label-selector %q: %w", opts.WatchLabelSelector, err)
+	}
+	opts.defaults(shard)
+	mgr, err := newManager(cfg, opts, ws, shard)
 	if err != nil {
 		return nil, nil, err
 	}
-	dependents, err := dependentsCache(cfg, mgr, opts, ws)
+	dependents, err := dependentsCache(cfg, mgr, opts, ws, shard)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -129,6 +144,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+			Carried: selectorKeys(shard),
 		})
 		if err != nil {
 			return nil, nil, err
@@ -140,7 +156,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	return mgr, charts, nil
 }
 
-func (o *ManagerOptions) defaults() {
+func (o *ManagerOptions) defaults(shard labels.Selector) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -154,8 +170,38 @@ func (o *ManagerOptions) defaults() {
 		o.HealthProbeBindAddress = "0"
 	}
 	if o.LeaderElectionID == "" {
-		o.LeaderElectionID = "rudder.rudder.dev"
+		o.LeaderElectionID = LeaderElectionID(shard)
 	}
+}
+
+// LeaderElectionID is the Lease name of the shard that serves the CRs shard selects:
+// rudder.rudder.dev when unsharded, else one derived from the selector, so that the replicas of
+// one shard elect one leader and shards do not contend.
+func LeaderElectionID(shard labels.Selector) string {
+	if shard.Empty() {
+		return "rudder.rudder.dev"
+	}
+	sum := sha256.Sum256([]byte(shard.String()))
+	return "rudder-" + hex.EncodeToString(sum[:])[:10] + ".rudder.dev"
+}
+
+// selectorKeys are the label keys a selector names, sorted.
+func selectorKeys(sel labels.Selector) []string {
+	reqs, _ := sel.Requirements()
+	keys := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		if !slices.Contains(keys, r.Key()) {
+			keys = append(keys, r.Key())
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// narrowed is sel with the shard's requirements added.
+func narrowed(sel, shard labels.Selector) labels.Selector {
+	reqs, _ := shard.Requirements()
+	return sel.Add(reqs...)
 }
 
 // cacheNamespaces is the caches' namespaces (nil: all).
@@ -174,19 +220,26 @@ func (o *ManagerOptions) cacheNamespaces() map[string]cache.Config {
 // metadata of rudder's own release Secrets (memory grows neither with the cluster's Secrets
 // nor with the size of releases; Helm's storage reads releases uncached when an action needs
 // them).
-func newManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, error) {
+func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (manager.Manager, error) {
 	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
 	if err != nil {
 		return nil, err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		helm.ReleaseSecret(): {Label: narrowed(labels.NewSelector().Add(*ownedReleases), shard)},
+	}
+	// Each watch's CRs: only those of its selector and of this shard.
+	for _, w := range ws {
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(w.GroupVersionKind())
+		byObject[cr] = cache.ByObject{Label: narrowed(w.LabelSelector(), shard)}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: Scheme(),
 		Cache: cache.Options{
 			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
-			ByObject: map[client.Object]cache.ByObject{
-				helm.ReleaseSecret(): {Label: labels.NewSelector().Add(*ownedReleases)},
-			},
+			ByObject:          byObject,
 		},
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                       metricsOptions(opts),
@@ -216,7 +269,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, error) 
 
 // dependentsCache is the one cache of operands (objects rudder rendered) that every watch
 // with watchDependentResources shares; nil when none has it.
-func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) (cache.Cache, error) {
+func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache, error) {
 	for _, w := range ws {
 		if !w.WatchesDependents() {
 			continue
@@ -224,7 +277,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
 			DefaultTransform:     stripManagedFields,
-			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}),
+			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
 		})
 		if err != nil {
 			return nil, err

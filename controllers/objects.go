@@ -115,7 +115,9 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 	if err != nil {
 		return err
 	}
-	restored, err := helm.Reapply(ctx, o.objects, p.r.reader(), w)
+	// The carried labels are the CR's now, not those stored with the revision (an adoption).
+	objs := helm.WithCarried(o.objects, p.r.opts.Carried, p.carried())
+	restored, err := helm.Reapply(ctx, objs, p.r.reader(), w)
 	if err != nil {
 		p.r.markDirty(p.key) // the retry must check again
 	}

@@ -58,8 +58,11 @@ type harness struct {
 type harnessOpts struct {
 	watch       string // extra watches.yaml fields for the Widget watch
 	annotations map[string]string
-	status      map[string]any
-	pre         hook.PreRelease
+	labels      map[string]string
+	// carried: the shard selector's keys (sharded reconciler).
+	carried []string
+	status  map[string]any
+	pre     hook.PreRelease
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -81,6 +84,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	cr.SetUID(unitUID)
 	cr.SetGeneration(1)
 	cr.SetAnnotations(o.annotations)
+	cr.SetLabels(o.labels)
 	if o.status != nil {
 		cr.Object["status"] = o.status
 	}
@@ -103,7 +107,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		hooks.AddPreRelease(unitGVK, o.pre)
 	}
 	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm, Hooks: hooks, Client: c, APIReader: c,
-		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute}); err != nil {
+		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute, Carried: o.carried}); err != nil {
 		t.Fatal(err)
 	}
 	cs, _ := charts.Get(ws[0].ChartPath())
@@ -396,6 +400,20 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning HookFailed"},
 		result: "retry",
 	}, {
+		name: "moved to this shard: adopted in place",
+		opts: harnessOpts{carried: []string{"rudder.dev/shard"}, labels: map[string]string{"rudder.dev/shard": "b"},
+			status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(1),
+				"applied": map[string]any{"revision": int64(1), "generation": int64(1), "chartDigest": "CHART"}}}},
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, true, 0, unitUID).Labels["rudder.dev/shard"] = "a"
+			h.helm.sync()
+			h.uncache() // this shard's cache does not select the old shard's records
+		},
+		calls:  []string{"Last", "Relabel rudder.dev/shard=b", "Writer"},
+		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Stalled=False/UpToDate"},
+		events: []string{"Normal Adopted"},
+		result: "requeue",
+	}, {
 		name:   "paused",
 		opts:   harnessOpts{annotations: map[string]string{AnnotationPaused: "true"}},
 		conds:  []string{"Paused=True/Paused", "Reconciling=False/Paused", "Released=none"},
@@ -455,6 +473,13 @@ func (h *harness) fixDigests(status map[string]any) {
 	u := h.cr()
 	u.Object["status"] = status
 	if err := h.c.Status().Update(context.Background(), u); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// uncache removes the release records from what the reconciler's cache shows.
+func (h *harness) uncache() {
+	if err := h.c.DeleteAllOf(context.Background(), &corev1.Secret{}, client.InNamespace("ns")); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -62,6 +62,11 @@ type Options struct {
 	// Clock is injectable for tests (default: the real clock).
 	Clock clock.PassiveClock
 
+	// Carried are the label keys this replica's shard selector names (--watch-label-selector):
+	// each CR's values for them are carried to its release records and operands, so that the
+	// shard's caches select those too (nil: not sharded).
+	Carried []string
+
 	// DefaultServiceAccount is impersonated for the releases of a watch that names no
 	// serviceAccountName ("" = rudder's own identity); see helm.Scope.
 	DefaultServiceAccount string
@@ -91,6 +96,9 @@ type Releases interface {
 	Unlock(s helm.Scope, rel *release.Release) error
 	// Writer writes operands as the scope's identity (drift re-apply).
 	Writer(s helm.Scope) (client.Client, error)
+	// Relabel gives the release's records exactly the carried labels want among keys
+	// (adoption by a shard).
+	Relabel(s helm.Scope, name string, keys []string, want map[string]string) error
 }
 
 var _ Releases = (*helm.Client)(nil)

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"k8s.io/apimachinery/pkg/labels"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,5 +36,27 @@ func TestStripManagedFields(t *testing.T) {
 	// Anything else (a tombstone, say) passes through untouched.
 	if out, err := stripManagedFields("x"); err != nil || out != "x" {
 		t.Errorf("other: %v %v", out, err)
+	}
+}
+
+// Each shard elects its own leader: the Lease name is derived from the selector.
+func TestLeaderElectionIDPerShard(t *testing.T) {
+	t.Parallel()
+	parse := func(s string) labels.Selector {
+		sel, err := labels.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sel
+	}
+	if got := LeaderElectionID(parse("")); got != "rudder.rudder.dev" {
+		t.Errorf("unsharded: %s", got)
+	}
+	a, rest := LeaderElectionID(parse("rudder.dev/shard=a")), LeaderElectionID(parse("rudder.dev/shard!=a"))
+	if a == rest || a == "rudder.rudder.dev" || a != LeaderElectionID(parse(" rudder.dev/shard = a ")) {
+		t.Errorf("shard IDs: a %s, rest %s", a, rest)
+	}
+	if keys := selectorKeys(parse("b=1,a in (x,y),!c,a!=z")); strings.Join(keys, ",") != "a,b,c" {
+		t.Errorf("selector keys: %v", keys)
 	}
 }

@@ -46,7 +46,10 @@ const (
 	ReasonPendingOperation = "PendingOperation"
 	// ReasonRollbackRejected: the rudder.dev/rollback-to value names no revision of the
 	// release's history; nothing was done.
-	ReasonRollbackRejected    = "RollbackRejected"
+	ReasonRollbackRejected = "RollbackRejected"
+	// ReasonAdopted: a shard took over a CR moved to it (relabelled): the carried labels of
+	// its release records and operands were rewritten, with no new revision.
+	ReasonAdopted             = "Adopted"
 	ReasonUnlocked            = "Unlocked"
 	ReasonUpToDate            = "UpToDate"
 	ReasonDriftCorrected      = "DriftCorrected"

@@ -8,6 +8,7 @@
 //     volume, a projected volume of rudder-watches (watches.yaml) and rudder-charts whose items
 //     map every key back to its path, so the chart trees survive and watches.yaml's relative
 //     chart paths hold in the pod exactly as in the repository;
+//   - config/shards/shard-a/config-volume.yaml: the same patch for the second shard's manager;
 //   - config/default/watches.yaml: a copy of ./watches.yaml for the rudder-watches ConfigMap
 //     (kustomize reads no file above its kustomization).
 //
@@ -143,7 +144,9 @@ func Generate(root string) (map[string][]byte, error) {
 	return map[string][]byte{
 		"charts/kustomization.yaml":         chartsKustomization(files),
 		"config/default/config-volume.yaml": vol,
-		"config/default/watches.yaml":       append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
+		// kustomize reads no file above a kustomization: the second shard gets its own copy.
+		"config/shards/shard-a/config-volume.yaml": vol,
+		"config/default/watches.yaml":              append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
 	}, nil
 }
 

@@ -7,7 +7,9 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -154,17 +156,10 @@ func converged(t *testing.T, ns string, names []string, replicas int64) {
 	for _, n := range names {
 		crtest.WaitCondition(t, k8s, webGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 	}
-	settings := cli.New()
-	settings.KubeConfig = cluster.Kubeconfig
-	settings.SetNamespace(ns)
-	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
 	for _, n := range names {
-		h, err := cfg.Releases.History(n)
-		if err != nil {
-			t.Fatalf("%s: %v", n, err)
+		h := history(t, ns, n)
+		if len(h) == 0 {
+			t.Fatalf("%s: no release", n)
 		}
 		seen := map[int]bool{}
 		deployed, newest := 0, h[0]
@@ -280,4 +275,21 @@ func TestControlPlaneRestarts(t *testing.T) {
 		t.Fatal("etcd was not restarted by the test")
 	}
 	converged(t, ns, names, 2)
+}
+
+// history is a release's revisions, read as the helm CLI reads them (none: empty).
+func history(t *testing.T, ns, name string) []*release.Release {
+	t.Helper()
+	settings := cli.New()
+	settings.KubeConfig = cluster.Kubeconfig
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := cfg.Releases.History(name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("history of %s: %v", name, err)
+	}
+	return h
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,8 @@ type postRenderer struct {
 	owner  Owner
 	conf   Confinement
 	scoper *scoper
+	// carried are the owner's labels shards select on, put on every object.
+	carried map[string]string
 }
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
@@ -81,6 +84,7 @@ func (p *postRenderer) mark(obj *unstructured.Unstructured, ownerAnn string, nam
 		lbls = map[string]string{}
 	}
 	lbls[LabelManaged] = "true"
+	maps.Copy(lbls, p.carried)
 	obj.SetLabels(lbls)
 	ann := obj.GetAnnotations()
 	if ann == nil {

@@ -4,6 +4,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"maps"
 )
 
 // Scope is who acts for a release and where it may act.
@@ -31,10 +32,13 @@ type Request struct {
 	ValuesDigest string
 	MaxHistory   int
 	Description  string
+	// Carried are the owner's labels that shards select on (see shard.go), put on the
+	// release records and on every rendered object.
+	Carried map[string]string
 }
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
-	return &postRenderer{owner: r.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart)}
+	return &postRenderer{owner: r.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart), carried: r.Carried}
 }
 
 // User is the user the scope's requests are made as; "" for rudder's own identity.
@@ -48,10 +52,12 @@ func (s Scope) User() string {
 // Labels are the labels rudder puts on every revision a request makes (besides LabelRevision,
 // which is stamped when the revision is stored).
 func (r *Request) Labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelOwnerUID:     string(r.Owner.UID),
 		LabelOwnerKind:    KindLabel(r.Owner.GVK.GroupKind()),
 		LabelChartDigest:  LabelDigest(r.ChartDigest),
 		LabelValuesDigest: r.ValuesDigest,
 	}
+	maps.Copy(l, r.Carried)
+	return l
 }
