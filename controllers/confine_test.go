@@ -318,10 +318,10 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// Let the CR go: the person who made the old release cleans up.
-	updateCR(t, widgetGVK, ns, "legacy", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
+	crtest.Update(t, k8s, widgetGVK, ns, "legacy", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) })
 }
 
 func annotateWidget(t *testing.T, ns, name string, a map[string]string) {
 	t.Helper()
-	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.SetAnnotations(a) })
+	crtest.Update(t, k8s, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.SetAnnotations(a) })
 }

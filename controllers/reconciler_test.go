@@ -45,10 +45,9 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 	}
 
 	// A spec change makes exactly one new revision.
-	u.Object["spec"] = map[string]any{"message": "second"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "w1", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "second"}
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "w1")
 	if len(h) != 2 {
@@ -183,12 +182,11 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "bad", map[string]any{"message": "ok"})); err != nil {
 		t.Fatal(err)
 	}
-	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
-	u.Object["spec"] = map[string]any{"message": "ok", "invalidService": true}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	u = crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Stalled", metav1.ConditionTrue, "UpgradeFailed", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "bad", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "ok", "invalidService": true}
+	})
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Stalled", metav1.ConditionTrue, "UpgradeFailed", timeout)
 	rel := crtest.Condition(u, "Released")
 	if rel.Reason != "RolledBack" || !strings.Contains(rel.Message, "70000") {
 		t.Fatalf("Released condition = %+v", rel)
@@ -203,11 +201,9 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		t.Fatalf("passes over a held-back failure changed the history: %s", describe(h))
 	}
 	// Fixing the spec recovers.
-	u = crtest.MustGet(t, k8s, widgetGVK, ns, "bad")
-	u.Object["spec"] = map[string]any{"message": "fixed"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "bad", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "fixed"}
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "bad"); len(h) != 4 {
 		t.Fatalf("history after fix: %s", describe(h))
@@ -231,11 +227,9 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 	if h := history(t, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
 	}
-	u = crtest.MustGet(t, k8s, widgetGVK, ns, "badinstall")
-	u.Object["spec"] = map[string]any{"message": "fixed"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "badinstall", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "fixed"}
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
 		t.Fatalf("history after fix: %s", describe(h))
@@ -257,12 +251,11 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "locked", map[string]any{"message": "a"})); err != nil {
 		t.Fatal(err)
 	}
-	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	// Simulate an operator killed mid-upgrade: pause, leave a pending-upgrade revision, resume.
-	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "locked", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := helmConfig(t, ns)
 	last, err := cfg.Releases.Last("locked")
@@ -281,12 +274,10 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}
-	u = crtest.MustGet(t, k8s, widgetGVK, ns, "locked")
-	u.SetAnnotations(nil)
-	u.Object["spec"] = map[string]any{"message": "b"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "locked", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(nil)
+		u.Object["spec"] = map[string]any{"message": "b"}
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	h := history(t, ns, "locked")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
@@ -356,22 +347,19 @@ func TestPauseAndResume(t *testing.T) {
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "p", map[string]any{"message": "1"})); err != nil {
 		t.Fatal(err)
 	}
-	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
-	u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
-	u.Object["spec"] = map[string]any{"message": "2"}
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "p", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+		u.Object["spec"] = map[string]any{"message": "2"}
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
 	crtest.Passes(t, k8s, widgetGVK, ns, "p", 3)
 	if h := history(t, ns, "p"); len(h) != 1 {
 		t.Fatalf("passes over a paused CR changed the release: %s", describe(h))
 	}
-	u = crtest.MustGet(t, k8s, widgetGVK, ns, "p")
-	u.SetAnnotations(nil)
-	if err := k8s.Update(ctx, u); err != nil {
-		t.Fatal(err)
-	}
+	crtest.Update(t, k8s, widgetGVK, ns, "p", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(nil)
+	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
 	if h := history(t, ns, "p"); len(h) != 2 {
@@ -434,7 +422,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
-	updateCR(t, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
+	crtest.Update(t, k8s, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
@@ -447,7 +435,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 	if err := cfg.Releases.Update(last); err != nil {
 		t.Fatal(err)
 	}
-	updateCR(t, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
+	crtest.Update(t, k8s, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})

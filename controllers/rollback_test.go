@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/controllers"
@@ -35,29 +34,14 @@ func widgetAt(t *testing.T, ns, name string) {
 
 // updateCR reads a CR, changes it and writes it back, again on a conflict (rudder writes the
 // CR's status and finalizer meanwhile).
-func updateCR(t *testing.T, gvk schema.GroupVersionKind, ns, name string, change func(*unstructured.Unstructured)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := crtest.Get(context.Background(), k8s, gvk, ns, name)
-		if err != nil {
-			return err
-		}
-		change(u)
-		return k8s.Update(context.Background(), u)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func setSpec(t *testing.T, ns, name, message string) {
 	t.Helper()
-	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": message} })
+	crtest.Update(t, k8s, widgetGVK, ns, name, func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": message} })
 }
 
 func annotate(t *testing.T, ns, name, key, value string) {
 	t.Helper()
-	updateCR(t, widgetGVK, ns, name, func(u *unstructured.Unstructured) {
+	crtest.Update(t, k8s, widgetGVK, ns, name, func(u *unstructured.Unstructured) {
 		a := u.GetAnnotations()
 		if a == nil {
 			a = map[string]string{}
@@ -229,7 +213,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}
-	updateCR(t, widgetGVK, ns, "busy", func(u *unstructured.Unstructured) {
+	crtest.Update(t, k8s, widgetGVK, ns, "busy", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
@@ -266,14 +250,14 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 	}
 	for i, msg := range []string{"two", "three"} {
 		crtest.WaitCondition(t, k8s, gvk, ns, "h", "Ready", metav1.ConditionTrue, "", timeout)
-		updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": msg} })
+		crtest.Update(t, k8s, gvk, ns, "h", func(u *unstructured.Unstructured) { u.Object["spec"] = map[string]any{"message": msg} })
 		crtest.Eventually(t, fmt.Sprintf("revision %d", i+2), timeout, func(ctx context.Context) (bool, error) {
 			u, err := crtest.Get(ctx, k8s, gvk, ns, "h")
 			r, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision")
 			return err == nil && r == int64(i+2), err
 		})
 	}
-	updateCR(t, gvk, ns, "h", func(u *unstructured.Unstructured) {
+	crtest.Update(t, k8s, gvk, ns, "h", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
 	})
 	crtest.WaitCondition(t, k8s, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)

@@ -77,6 +77,7 @@ var (
 	// request and no decoding per poll (a List of 300 CRs every 100 ms ate a core).
 	crs      cache.Cache
 	chartDir string
+	repoRoot string
 	writes   atomic.Int64 // API requests rudder sent that are not reads
 
 	webGVK = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
@@ -106,7 +107,7 @@ func TestMain(m *testing.M) {
 // setup moves this process off the control plane's core, then runs rudder in it, with the
 // bench's kinds, and a cache of their CRs for the waits.
 func setup(e *crtest.Env) (func() error, error) {
-	cluster = e.Cluster
+	cluster, repoRoot = e.Cluster, e.Root
 	if isolateCores() {
 		if err := pinSelf(otherCPUs()...); err != nil {
 			return nil, fmt.Errorf("isolating cores: %w", err)

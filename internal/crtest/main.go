@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -188,4 +189,21 @@ func MustGet(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, ns, nam
 		t.Fatal(err)
 	}
 	return u
+}
+
+// Update changes a CR with change and writes it, reading it again and retrying when rudder
+// wrote its status in between (a conflict).
+func Update(t testing.TB, c client.Client, gvk schema.GroupVersionKind, ns, name string, change func(u *unstructured.Unstructured)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := Get(context.Background(), c, gvk, ns, name)
+		if err != nil {
+			return err
+		}
+		change(u)
+		return c.Update(context.Background(), u)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

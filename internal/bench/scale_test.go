@@ -1,0 +1,342 @@
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// BenchmarkScale runs rudder as a process of its own, built from this checkout and started as
+// a cluster would start it, over N CRs of the bench chart (a Deployment and a Service), for
+// N = 300 and 2000 (RUDDER_BENCH_SCALE="300,2000" overrides):
+//
+//   - convergence: from the first create to every release deployed, in CR/s, and the same N
+//     Deployments and Services stored directly by a plain client with rudder's parallelism;
+//   - rudder's CPU (utime+stime from /proc) per install while converging, and per pass over
+//     one idle reconcile period;
+//   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
+//     process with no CR.
+//
+// The curves of the largest N — releases deployed over time, rudder's and the direct store's —
+// go to docs/bench-scale.svg.
+func BenchmarkScale(b *testing.B) {
+	var largest *scaleRun
+	for _, n := range scaleSizes() {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			onlyOnce(b)
+			r := runScale(b, n)
+			b.ReportMetric(r.rate, "CR/s")
+			b.ReportMetric(r.converge.Seconds(), "s-converge")
+			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
+			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
+			b.ReportMetric(r.idleCPU.Seconds()*1000/r.idlePasses, "cpu-ms/idle-pass")
+			b.ReportMetric(r.idlePasses, "idle-passes")
+			b.ReportMetric(r.rss/(1<<20), "rss-MiB")
+			b.ReportMetric((r.rss-r.rss0)/1024/float64(n), "rss-KiB/CR")
+			b.ReportMetric(r.rss0/(1<<20), "rss-MiB-no-CR")
+			b.ReportMetric(r.heap/(1<<20), "heap-MiB")
+			b.ReportMetric((r.heap-r.heap0)/1024/float64(n), "heap-KiB/CR")
+			b.ReportMetric(0, "ns/op")
+			if largest == nil || n > largest.n {
+				largest = r
+			}
+		})
+	}
+	if largest != nil {
+		if err := writeScalePlot(filepath.Join(repoRoot, "docs", "bench-scale.svg"), largest); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func scaleSizes() []int {
+	spec := os.Getenv("RUDDER_BENCH_SCALE")
+	if spec == "" {
+		return []int{300, 2000}
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+var scaleGVK = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"}
+
+// scaleReconcilePeriod is the rudder process's --reconcile-period: the idle window is one of it.
+const scaleReconcilePeriod = 30 * time.Second
+
+// point is a curve's point: releases deployed (or CRs stored) after t.
+type point struct {
+	t time.Duration
+	n int
+}
+
+type scaleRun struct {
+	n                   int
+	converge, direct    time.Duration
+	rate                float64
+	installCPU, idleCPU time.Duration
+	idlePasses          float64
+	rss0, rss, heap0    float64
+	heap                float64
+	rudder, store       []point
+}
+
+func runScale(b *testing.B, n int) *scaleRun {
+	r := &scaleRun{n: n}
+	r.store, r.direct = directStore(b, n)
+
+	ns := fmt.Sprintf("scale-%d", n)
+	namespace(b, ns)
+	p := startRudder(b, ns)
+	defer p.stop()
+	time.Sleep(3 * time.Second) // caches synced, nothing to do
+	r.rss0, r.heap0 = p.rss(b), p.metric(b, "go_memstats_heap_alloc_bytes")
+
+	cpu0 := p.cpu(b)
+	start := time.Now()
+	go func() {
+		if err := parallel(n, func(ctx context.Context, i int) error {
+			return k8s.Create(ctx, newCR(scaleGVK, ns, fmt.Sprintf("s-%04d", i)))
+		}); err != nil {
+			b.Error(err)
+		}
+	}()
+	r.rudder = curve(b, start, n, 10*time.Minute, func() int { return count(b, scaleGVK, ns, released(1)) })
+	r.converge = r.rudder[len(r.rudder)-1].t
+	r.installCPU = p.cpu(b) - cpu0
+	r.rate = float64(n) / r.converge.Seconds()
+
+	time.Sleep(5 * time.Second) // the readiness passes after the installs
+	passes0, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
+	time.Sleep(scaleReconcilePeriod + scaleReconcilePeriod/5) // every CR resynced at least once
+	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes0
+	r.rss, r.heap = p.rss(b), p.metric(b, "go_memstats_heap_alloc_bytes")
+	return r
+}
+
+// directStore stores the N Deployments and Services directly, with rudder's parallelism, and
+// returns the curve of CRs whose objects are all stored; the namespace is deleted after.
+func directStore(b *testing.B, n int) ([]point, time.Duration) {
+	ns := fmt.Sprintf("direct-%d", n)
+	namespace(b, ns)
+	objs := make([][]*unstructured.Unstructured, n)
+	for i := range n {
+		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), ns)
+	}
+	var mu sync.Mutex
+	var pts []point
+	start := time.Now()
+	if err := parallel(n, func(ctx context.Context, i int) error {
+		for _, o := range objs[i] {
+			if err := k8s.Create(ctx, o); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		pts = append(pts, point{time.Since(start), len(pts) + 1})
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(start)
+	deleteNamespace(b, ns)
+	return pts, took
+}
+
+// curve samples done() every 250 ms until it reaches n.
+func curve(b *testing.B, start time.Time, n int, timeout time.Duration, done func() int) []point {
+	var pts []point
+	for {
+		c := done()
+		pts = append(pts, point{time.Since(start), c})
+		if c >= n {
+			return pts
+		}
+		if time.Since(start) > timeout {
+			b.Fatalf("%d of %d after %s", c, n, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// rudderProcess is bin/rudder serving the Scale kind in one namespace.
+type rudderProcess struct {
+	cmd     *exec.Cmd
+	metrics string
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(chartDir, "rudder")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building rudder: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func startRudder(b *testing.B, ns string) *rudderProcess {
+	bin, err := buildOnce()
+	if err != nil {
+		b.Fatal(err)
+	}
+	wf := filepath.Join(chartDir, "scale-watches.yaml")
+	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: web}\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	log, err := os.Create(filepath.Join(chartDir, ns+".log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--kubeconfig", cluster.Kubeconfig, "--watches-file", wf, "--watch-namespace", ns,
+		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0",
+		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &rudderProcess{cmd: cmd, metrics: "http://" + addr + "/metrics"}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := p.scrape(); err == nil {
+			return p
+		} else if time.Now().After(deadline) {
+			p.stop()
+			b.Fatalf("rudder's metrics did not come up: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (p *rudderProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// cpu is the process's user and system CPU time so far.
+func (p *rudderProcess) cpu(b *testing.B) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces): utime and stime are the 12th and
+	// 13th of them, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// rss is the process's resident set, in bytes.
+func (p *rudderProcess) rss(b *testing.B) float64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+func (p *rudderProcess) scrape() (string, error) {
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// metric sums the samples of one metric name on rudder's /metrics.
+func (p *rudderProcess) metric(b *testing.B, name string) float64 {
+	body, err := p.scrape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum := 0.0
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// writeScalePlot draws the two curves of a run as an SVG line chart.
+func writeScalePlot(path string, r *scaleRun) error {
+	const w, h, left, bottom, top, right = 720, 420, 60, 50, 40, 20
+	maxT := r.converge
+	if r.direct > maxT {
+		maxT = r.direct
+	}
+	x := func(t time.Duration) float64 { return left + float64(t)/float64(maxT)*(w-left-right) }
+	y := func(n int) float64 { return h - bottom - float64(n)/float64(r.n)*(h-bottom-top) }
+	line := func(pts []point) string {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "%.1f,%.1f", x(0), y(0))
+		for _, p := range pts {
+			fmt.Fprintf(&sb, " %.1f,%.1f", x(p.t), y(p.n))
+		}
+		return sb.String()
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&sb, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&sb, `<text x="%d" y="22" font-size="14">%d releases deployed over time: rudder %.1f CR/s, direct store of the same objects %.1f CR/s</text>`+"\n",
+		left, r.n, r.rate, float64(r.n)/r.direct.Seconds())
+	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, h-bottom, w-right, h-bottom)
+	fmt.Fprintf(&sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`+"\n", left, top, left, h-bottom)
+	for i := 0; i <= 4; i++ {
+		t := maxT * time.Duration(i) / 4
+		fmt.Fprintf(&sb, `<text x="%.1f" y="%d" text-anchor="middle">%.0f s</text>`+"\n", x(t), h-bottom+18, t.Seconds())
+		c := r.n * i / 4
+		fmt.Fprintf(&sb, `<text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left-6, y(c)+4, c)
+	}
+	fmt.Fprintf(&sb, `<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="%s"/>`+"\n", line(r.rudder))
+	fmt.Fprintf(&sb, `<polyline fill="none" stroke="#ff7f0e" stroke-width="2" stroke-dasharray="6,4" points="%s"/>`+"\n", line(r.store))
+	fmt.Fprintf(&sb, `<text x="%d" y="%d" fill="#1f77b4">rudder (releases deployed)</text>`+"\n", left+20, top+20)
+	fmt.Fprintf(&sb, `<text x="%d" y="%d" fill="#ff7f0e">direct store (Deployment and Service created)</text>`+"\n", left+20, top+38)
+	sb.WriteString("</svg>\n")
+	return os.WriteFile(path, []byte(sb.String()), 0o644)
+}
