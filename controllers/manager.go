@@ -276,7 +276,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		}
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     stripManagedFields,
+			DefaultTransform:     stripOperand,
 			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
 		})
 		if err != nil {
@@ -331,4 +331,23 @@ func stripManagedFields(in any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return in, nil
+}
+
+// operandBulk are the fields of operands that neither readiness (kstatus), nor change
+// detection (generation, labels, annotations), nor the built-in hooks read: pod templates and
+// configuration payloads, most of an operand's size. Drift re-apply reads the live object
+// from the API server instead.
+var operandBulk = [][]string{
+	{"spec", "template"}, {"spec", "jobTemplate"}, {"data"}, {"binaryData"}, {"stringData"},
+}
+
+// stripOperand is what the operand cache keeps of an object: stripManagedFields, and no
+// operandBulk.
+func stripOperand(in any) (any, error) {
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		for _, f := range operandBulk {
+			unstructured.RemoveNestedField(u.Object, f...)
+		}
+	}
+	return stripManagedFields(in)
 }

@@ -48,7 +48,7 @@ func (p *pass) settle(ctx context.Context, o *outcome) {
 
 func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 	var err error
-	if o.objects, err = p.loadObjects(ctx, o.head, o.rel); err != nil {
+	if o.objects, o.whole, err = p.loadObjects(ctx, o.head, o.rel); err != nil {
 		reason := rstatus.ReasonReconcileError
 		if ae := (*AccessError)(nil); errors.As(err, &ae) {
 			reason = rstatus.ReasonForbidden
@@ -62,8 +62,8 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
 		// mark for the pass its event causes.
 		p.r.markVerified(p.key, p.obj.GetUID())
-	case p.r.takeDrift(p.key, p.obj.GetUID()):
-		if err := p.correctDrift(ctx, o); err != nil {
+	default:
+		if err := p.checkDrift(ctx, o, p.r.takeDrift(p.key, p.obj.GetUID())); err != nil {
 			o.fail(rstatus.ReasonReconcileError, err)
 			return false
 		}
@@ -75,31 +75,62 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 	return true
 }
 
-// loadObjects gets the parsed manifest of the head revision and makes sure every kind in it
-// has a dependent watch.
-func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release) ([]*unstructured.Unstructured, error) {
-	if objs, ok := p.r.cachedManifest(p.key, head.Revision); ok {
-		return objs, nil
+// loadObjects gets the objects of the head revision — whole when this pass parsed the
+// manifest, else their identities (see Reconciler.manifestObjects) — and makes sure every kind
+// in it has a dependent watch.
+func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release) (objs []*unstructured.Unstructured, whole bool, err error) {
+	if ids, ok := p.r.cachedManifest(p.key, head.Revision); ok {
+		return ids, false, nil
 	}
 	if rel == nil || rel.Version != head.Revision {
-		var err error
 		if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if rel == nil {
-			return nil, fmt.Errorf("release %s disappeared", p.relName)
+			return nil, false, fmt.Errorf("release %s disappeared", p.relName)
 		}
 	}
-	objs, err := p.r.manifestObjects(p.key, rel)
+	objs, err = p.r.manifestObjects(p.key, rel)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, o := range objs {
 		if err := p.r.ensureWatch(ctx, o.GroupVersionKind()); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return objs, nil
+	return objs, true, nil
+}
+
+// checkDrift restores drift as d asks: when an operand was only not seen in the cache, and the
+// cache now holds every object, there is nothing to restore and nothing is read.
+func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
+	if d == 0 {
+		return nil
+	}
+	if d == driftMissing {
+		present, err := p.allCached(ctx, o.objects)
+		if err != nil || present {
+			return err
+		}
+	}
+	return p.correctDrift(ctx, o)
+}
+
+// allCached reports whether the operand cache holds every object.
+func (p *pass) allCached(ctx context.Context, objs []*unstructured.Unstructured) (bool, error) {
+	for _, want := range objs {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // correctDrift re-applies what the head revision's manifest sets on objects someone changed
@@ -115,9 +146,15 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 	if err != nil {
 		return err
 	}
+	objs, err := p.wholeObjects(o)
+	if err != nil {
+		return err
+	}
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
-	objs := helm.WithCarried(o.objects, p.r.opts.Carried, p.carried())
-	restored, err := helm.Reapply(ctx, objs, p.r.reader(), w)
+	objs = helm.WithCarried(objs, p.r.opts.Carried, p.carried())
+	// Live objects are read from the API server, as the identity that writes them: the operand
+	// cache keeps only what readiness and change detection read (see stripOperand).
+	restored, err := helm.Reapply(ctx, objs, w, w)
 	if err != nil {
 		p.r.markDirty(p.key) // the retry must check again
 	}
@@ -127,6 +164,24 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 			fmt.Sprintf("restored from revision %d without a new revision: %s", o.head.Revision, strings.Join(restored, ", ")))
 	}
 	return err
+}
+
+// wholeObjects are the head revision's objects as its manifest has them.
+func (p *pass) wholeObjects(o *outcome) ([]*unstructured.Unstructured, error) {
+	if o.whole {
+		return o.objects, nil
+	}
+	rel := o.rel
+	if rel == nil || rel.Version != o.head.Revision {
+		var err error
+		if rel, err = p.r.opts.Helm.Revision(p.scope, p.relName, o.head.Revision); err != nil {
+			return nil, err
+		}
+		if rel == nil {
+			return nil, fmt.Errorf("revision %d of release %s disappeared", o.head.Revision, p.relName)
+		}
+	}
+	return helm.ParseManifest(rel.Manifest, rel.Namespace, p.r.opts.Client.RESTMapper())
 }
 
 // readiness is kstatus's view of the live objects. A held release (a hook said "not now") is
@@ -146,7 +201,7 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 			r.waiting = append(r.waiting, helm.Describe(want)+": not found")
 			if !held {
 				if !o.applied {
-					p.r.markDirty(p.key)
+					p.r.markMissing(p.key)
 				}
 				o.requeueIn(jitter(notReadyRequeue))
 			}

@@ -113,8 +113,9 @@ type Reconciler struct {
 	// queue is the controller's work queue, known once the controller started; chart changes
 	// enqueue every CR of the kind through it.
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
-	// dirty CRs had an operand changed or deleted by someone: check drift on the next pass.
-	dirty map[types.NamespacedName]bool
+	// dirty CRs had an operand changed or deleted by someone, or not seen in the cache: check
+	// drift on the next pass.
+	dirty map[types.NamespacedName]drift
 	// verified CRs (by key, the UID of the CR checked) had their drift checked at least once by
 	// this process.
 	verified map[types.NamespacedName]types.UID
@@ -206,7 +207,7 @@ func New(opts Options) (*Reconciler, error) {
 		opts:      opts,
 		gvk:       opts.Watch.GroupVersionKind(),
 		log:       ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
-		dirty:     map[types.NamespacedName]bool{},
+		dirty:     map[types.NamespacedName]drift{},
 		verified:  map[types.NamespacedName]types.UID{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
@@ -337,60 +338,4 @@ func (r *Reconciler) reconcilePeriod() time.Duration {
 		return p.Duration
 	}
 	return r.opts.ReconcilePeriod
-}
-
-// markDirty asks the next pass of key to check drift.
-func (r *Reconciler) markDirty(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.dirty[key] = true
-}
-
-// takeDrift reports (and clears) whether a pass must check drift: an operand changed, or this
-// process has not checked this CR yet.
-func (r *Reconciler) takeDrift(key types.NamespacedName, uid types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	need := r.dirty[key] || r.verified[key] != uid
-	delete(r.dirty, key)
-	r.verified[key] = uid
-	return need
-}
-
-// markVerified records that the objects of key's release (of the CR with uid) are as the
-// manifest says (Helm just applied them), without clearing a drift mark an operand event set
-// meanwhile.
-func (r *Reconciler) markVerified(key types.NamespacedName, uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.verified[key] = uid
-}
-
-// manifestObjects parses a release manifest once per revision.
-func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release) ([]*unstructured.Unstructured, error) {
-	r.mu.Lock()
-	pm, ok := r.manifests[key]
-	r.mu.Unlock()
-	if ok && pm.revision == rel.Version {
-		return pm.objects, nil
-	}
-	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, r.opts.Client.RESTMapper())
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	r.manifests[key] = parsedManifest{revision: rel.Version, objects: objs}
-	r.mu.Unlock()
-	return objs, nil
-}
-
-// cachedManifest returns the parsed manifest of a revision if this process has it.
-func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*unstructured.Unstructured, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	pm, ok := r.manifests[key]
-	if !ok || pm.revision != revision {
-		return nil, false
-	}
-	return pm.objects, true
 }

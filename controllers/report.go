@@ -62,9 +62,11 @@ type outcome struct {
 	// applied: Helm applied every object of head just now (an install or upgrade), creating
 	// missing ones and merging edited ones back.
 	applied bool
-	// objects is head's parsed manifest, and ready what kstatus makes of the live objects
-	// (nil: the pass did not look).
+	// objects is head's parsed manifest — whole when this pass parsed it, else the objects'
+	// identities — and ready what kstatus makes of the live objects (nil: the pass did not
+	// look).
 	objects []*unstructured.Unstructured
+	whole   bool
 	ready   *readiness
 }
 

@@ -60,3 +60,35 @@ func TestLeaderElectionIDPerShard(t *testing.T) {
 		t.Errorf("selector keys: %v", keys)
 	}
 }
+
+// The operand cache keeps what kstatus and change detection read, not pod templates or
+// configuration payloads.
+func TestStripOperand(t *testing.T) {
+	t.Parallel()
+	dep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "d", "generation": int64(3), "managedFields": []any{map[string]any{"manager": "x"}}},
+		"spec":     map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{}}}},
+		"status":   map[string]any{"observedGeneration": int64(3), "availableReplicas": int64(2)},
+	}}
+	if _, err := stripOperand(dep); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(dep.Object, "spec", "template"); found {
+		t.Error("pod template kept")
+	}
+	if r, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); r != 2 || dep.GetGeneration() != 3 || dep.Object["status"] == nil {
+		t.Errorf("more than the bulk removed: %v", dep.Object)
+	}
+	if len(dep.GetManagedFields()) != 0 {
+		t.Error("managedFields kept")
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "c"}, "data": map[string]any{"k": "v"}}}
+	if _, err := stripOperand(cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := cm.Object["data"]; found {
+		t.Error("ConfigMap data kept")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,13 +18,24 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
 // BenchmarkScale runs rudder as a process of its own, built from this checkout and started as
 // a cluster would start it, over N CRs of the bench chart (a Deployment and a Service), for
-// N = 300 and 2000 (RUDDER_BENCH_SCALE="300,2000" overrides):
+// N = 300 and 2000 (RUDDER_BENCH_SCALE="300,2000" overrides). Each N gets a minimal control
+// plane of its own (etcd and kube-apiserver, no controller manager: nothing else competes),
+// and every process shares every core, as rudder shares nodes with the API server on small
+// clusters:
 //
 //   - convergence: from the first create to every release deployed, in CR/s, and the same N
 //     Deployments and Services stored directly by a plain client with rudder's parallelism;
@@ -101,12 +113,16 @@ type scaleRun struct {
 }
 
 func runScale(b *testing.B, n int) *scaleRun {
+	c, cl := minimalCluster(b)
+	defer func() { _ = c.Stop() }()
 	r := &scaleRun{n: n}
-	r.store, r.direct = directStore(b, n)
+	r.store, r.direct = directStore(b, cl, n)
 
 	ns := fmt.Sprintf("scale-%d", n)
-	namespace(b, ns)
-	p := startRudder(b, ns)
+	if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
+	p := startRudder(b, c, ns)
 	defer p.stop()
 	time.Sleep(3 * time.Second) // caches synced, nothing to do
 	r.rss0, r.heap0 = p.rss(b), p.metric(b, "go_memstats_heap_alloc_bytes")
@@ -115,12 +131,33 @@ func runScale(b *testing.B, n int) *scaleRun {
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
-			return k8s.Create(ctx, newCR(scaleGVK, ns, fmt.Sprintf("s-%04d", i)))
+			return cl.Create(ctx, newCR(scaleGVK, ns, fmt.Sprintf("s-%04d", i)))
 		}); err != nil {
 			b.Error(err)
 		}
 	}()
-	r.rudder = curve(b, start, n, 10*time.Minute, func() int { return count(b, scaleGVK, ns, released(1)) })
+	crs, err := cache.New(c.Config, cache.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = crs.Start(ctx) }()
+	released1 := released(1)
+	r.rudder = curve(b, start, n, 10*time.Minute, func() int {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(scaleGVK.GroupVersion().WithKind("ScaleList"))
+		if err := crs.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return 0
+		}
+		done := 0
+		for i := range list.Items {
+			if released1(&list.Items[i]) {
+				done++
+			}
+		}
+		return done
+	})
 	r.converge = r.rudder[len(r.rudder)-1].t
 	r.installCPU = p.cpu(b) - cpu0
 	r.rate = float64(n) / r.converge.Seconds()
@@ -133,11 +170,46 @@ func runScale(b *testing.B, n int) *scaleRun {
 	return r
 }
 
+// minimalCluster starts etcd and kube-apiserver with the Scale CRD, every process of it and
+// of this benchmark on every core; the affinity this process had is restored when it returns
+// (the processes keep theirs).
+func minimalCluster(b *testing.B) (*testcluster.Cluster, client.Client) {
+	all := make([]int, runtime.NumCPU())
+	for i := range all {
+		all[i] = i
+	}
+	if err := pinSelf(all...); err != nil {
+		b.Fatal(err)
+	}
+	if isolateCores() {
+		defer func() {
+			if err := pinSelf(otherCPUs()...); err != nil {
+				b.Fatal(err)
+			}
+		}()
+	}
+	opts := testcluster.Options{CRDDirectoryPaths: []string{"testdata/crds/scale.yaml"}}
+	c, err := testcluster.Start(context.Background(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS = -1
+	cl, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	if err != nil {
+		_ = c.Stop()
+		b.Fatal(err)
+	}
+	return c, cl
+}
+
 // directStore stores the N Deployments and Services directly, with rudder's parallelism, and
-// returns the curve of CRs whose objects are all stored; the namespace is deleted after.
-func directStore(b *testing.B, n int) ([]point, time.Duration) {
+// returns the curve of CRs whose objects are all stored.
+func directStore(b *testing.B, cl client.Client, n int) ([]point, time.Duration) {
 	ns := fmt.Sprintf("direct-%d", n)
-	namespace(b, ns)
+	if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		b.Fatal(err)
+	}
 	objs := make([][]*unstructured.Unstructured, n)
 	for i := range n {
 		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), ns)
@@ -147,7 +219,7 @@ func directStore(b *testing.B, n int) ([]point, time.Duration) {
 	start := time.Now()
 	if err := parallel(n, func(ctx context.Context, i int) error {
 		for _, o := range objs[i] {
-			if err := k8s.Create(ctx, o); err != nil {
+			if err := cl.Create(ctx, o); err != nil {
 				return err
 			}
 		}
@@ -158,9 +230,7 @@ func directStore(b *testing.B, n int) ([]point, time.Duration) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	took := time.Since(start)
-	deleteNamespace(b, ns)
-	return pts, took
+	return pts, time.Since(start)
 }
 
 // curve samples done() every 250 ms until it reaches n.
@@ -195,7 +265,7 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-func startRudder(b *testing.B, ns string) *rudderProcess {
+func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess {
 	bin, err := buildOnce()
 	if err != nil {
 		b.Fatal(err)
@@ -214,7 +284,7 @@ func startRudder(b *testing.B, ns string) *rudderProcess {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig", cluster.Kubeconfig, "--watches-file", wf, "--watch-namespace", ns,
+	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", ns,
 		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0",
 		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error")
 	cmd.Stdout, cmd.Stderr = log, log

@@ -66,8 +66,9 @@ func Describe(obj client.Object) string {
 // Reapply restores the objects of a release from its manifest without a new revision: a
 // missing object is created; fields the manifest sets that someone changed are patched back with
 // a three-way merge (as kubectl apply does; the manifest is both the last-applied and the
-// desired state); fields others added are left alone. live is read first (a cache is fine: a
-// stale read costs one no-op patch or an AlreadyExists). It returns the objects it restored.
+// desired state); fields others added are left alone. live is read first; it must hold whole
+// objects (a stale read costs one no-op patch or an AlreadyExists). It returns the objects it
+// restored.
 func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer) ([]string, error) {
 	var restored []string
 	var errs []error

@@ -45,7 +45,9 @@ type Release struct {
 	Namespace string
 	Revision  int
 	Status    release.Status
-	// Objects are the objects of the release manifest (desired state, not live).
+	// Objects are the objects of the release manifest (desired state, not live). Only their
+	// identity (apiVersion, kind, namespace, name) is sure to be set: read the live objects
+	// through the reader a hook is given.
 	Objects []*unstructured.Unstructured
 }
 

@@ -1,0 +1,93 @@
+package controllers
+
+import (
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// What a Reconciler remembers of each CR between passes, besides its caches: which CRs need a
+// drift check, and the identities of the objects of each release's newest revision.
+
+// drift is why a pass must check drift.
+type drift uint8
+
+const (
+	// driftChanged: an operand was changed or deleted by someone, or this process has not
+	// checked the CR yet: compare every object with the manifest.
+	driftChanged drift = 1 << iota
+	// driftMissing: an operand was not in the cache (it may only have been late): enough that
+	// every object is there.
+	driftMissing
+)
+
+// markDirty asks the next pass of key to check drift.
+func (r *Reconciler) markDirty(key types.NamespacedName) { r.mark(key, driftChanged) }
+
+// markMissing asks the next pass of key to check that every operand exists.
+func (r *Reconciler) markMissing(key types.NamespacedName) { r.mark(key, driftMissing) }
+
+func (r *Reconciler) mark(key types.NamespacedName, d drift) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dirty[key] |= d
+}
+
+// takeDrift reports (and clears) what a pass must check of drift: everything when an operand
+// changed or this process has not checked this CR yet, only presence when an operand was not
+// seen, nothing (0) otherwise.
+func (r *Reconciler) takeDrift(key types.NamespacedName, uid types.UID) drift {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.dirty[key]
+	if r.verified[key] != uid {
+		d |= driftChanged
+	}
+	delete(r.dirty, key)
+	r.verified[key] = uid
+	return d
+}
+
+// markVerified records that the objects of key's release (of the CR with uid) are as the
+// manifest says (Helm just applied them), without clearing a drift mark an operand event set
+// meanwhile.
+func (r *Reconciler) markVerified(key types.NamespacedName, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.verified[key] = uid
+}
+
+// manifestObjects parses a release manifest. It keeps, per CR, only the identity of the newest
+// revision's objects (apiVersion, kind, namespace, name: what readiness and the dependent
+// watches need), not the objects: drift re-apply, which needs them whole, reads the revision
+// again.
+func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release) ([]*unstructured.Unstructured, error) {
+	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, r.opts.Client.RESTMapper())
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		ids[i] = &unstructured.Unstructured{}
+		ids[i].SetGroupVersionKind(o.GroupVersionKind())
+		ids[i].SetNamespace(o.GetNamespace())
+		ids[i].SetName(o.GetName())
+	}
+	r.mu.Lock()
+	r.manifests[key] = parsedManifest{revision: rel.Version, objects: ids}
+	r.mu.Unlock()
+	return objs, nil
+}
+
+// cachedManifest returns the identities of a revision's objects if this process has them.
+func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*unstructured.Unstructured, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pm, ok := r.manifests[key]
+	if !ok || pm.revision != revision {
+		return nil, false
+	}
+	return pm.objects, true
+}
