@@ -153,8 +153,14 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
 	objs = helm.WithCarried(objs, p.r.opts.Carried, p.carried())
 	// Live objects are read from the API server, as the identity that writes them: the operand
-	// cache keeps only what readiness and change detection read (see stripOperand).
-	restored, err := helm.Reapply(ctx, objs, w, w)
+	// cache keeps only what readiness and change detection read (see stripOperand). rudder's
+	// own writer is the manager's client, whose reads are cached: read through the uncached
+	// reader instead.
+	var live client.Reader = w
+	if p.scope.ServiceAccount == "" {
+		live = p.r.opts.APIReader
+	}
+	restored, err := helm.Reapply(ctx, objs, live, w)
 	if err != nil {
 		p.r.markDirty(p.key) // the retry must check again
 	}
