@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,8 +34,10 @@ import (
 type pass struct {
 	r   *Reconciler
 	obj *unstructured.Unstructured
-	// origStatus is the CR's status as read, to patch only what the pass changed.
+	// origStatus is the CR's status as read, to patch only what the pass changed; origCommon
+	// is rudder's part of it as parsed.
 	origStatus any
+	origCommon rstatus.Common
 	// log names the CR (controller-runtime's keys); lines add the release.
 	log logr.Logger
 	key types.NamespacedName
@@ -72,6 +75,7 @@ func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
 			p.st.Release = &rel
 		}
 	}
+	p.origCommon = *p.st.DeepCopy()
 	return p
 }
 
@@ -105,24 +109,29 @@ func (p *pass) releaseStatus() *rstatus.Release {
 
 // persist writes the status with one merge patch, and only when something changed.
 func (p *pass) persist(ctx context.Context) error {
-	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.st)
-	if err != nil {
-		return err
-	}
-	cur, _, _ := unstructured.NestedMap(p.obj.Object, "status")
-	if cur == nil {
-		cur = map[string]any{}
-	}
-	for _, k := range []string{"conditions", "observedGeneration", "release"} {
-		if v, ok := st[k]; ok {
-			cur[k] = v
-		} else {
-			delete(cur, k)
+	// Most passes change nothing of rudder's part: then it needs no conversion (the hooks may
+	// still have edited the rest of the status).
+	if !equality.Semantic.DeepEqual(p.origCommon, p.st) {
+		st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.st)
+		if err != nil {
+			return err
 		}
+		cur, _, _ := unstructured.NestedMap(p.obj.Object, "status")
+		if cur == nil {
+			cur = map[string]any{}
+		}
+		for _, k := range []string{"conditions", "observedGeneration", "release"} {
+			if v, ok := st[k]; ok {
+				cur[k] = v
+			} else {
+				delete(cur, k)
+			}
+		}
+		p.obj.Object["status"] = cur
 	}
-	p.obj.Object["status"] = cur
+	cur := p.obj.Object["status"]
 	// Most passes change nothing: compare before marshalling anything.
-	if reflect.DeepEqual(p.origStatus, any(cur)) {
+	if reflect.DeepEqual(p.origStatus, cur) {
 		return nil
 	}
 	before := &unstructured.Unstructured{Object: map[string]any{"status": p.origStatus}}

@@ -3,7 +3,6 @@ package status
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Condition types rudder sets on every CR.
@@ -139,22 +138,48 @@ type FailedRelease struct {
 }
 
 // ConditionsOf reads status.conditions of a CR held as unstructured (what rudder's
-// reconcilers and tests read); entries that do not parse are skipped.
+// reconcilers and tests read); entries that do not parse are skipped. It reads the fields
+// directly rather than through the reflection-based converter: every pass reads them.
 func ConditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
-	raw, ok, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	if !ok {
+	raw, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "conditions")
+	list, _ := raw.([]any)
+	if !ok || list == nil {
 		return nil
 	}
-	out := make([]metav1.Condition, 0, len(raw))
-	for _, c := range raw {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		var cond metav1.Condition
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond); err == nil {
-			out = append(out, cond)
+	out := make([]metav1.Condition, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			if cond, ok := conditionOf(m); ok {
+				out = append(out, cond)
+			}
 		}
 	}
 	return out
+}
+
+func conditionOf(m map[string]any) (metav1.Condition, bool) {
+	var c metav1.Condition
+	typ, ok := m["type"].(string)
+	if !ok || typ == "" {
+		return c, false
+	}
+	c.Type = typ
+	s, _ := m["status"].(string)
+	c.Status = metav1.ConditionStatus(s)
+	c.Reason, _ = m["reason"].(string)
+	c.Message, _ = m["message"].(string)
+	switch g := m["observedGeneration"].(type) {
+	case int64:
+		c.ObservedGeneration = g
+	case float64:
+		c.ObservedGeneration = int64(g)
+	case int:
+		c.ObservedGeneration = int64(g)
+	}
+	if t, ok := m["lastTransitionTime"].(string); ok && t != "" {
+		if err := c.LastTransitionTime.UnmarshalQueryParameter(t); err != nil {
+			return c, false
+		}
+	}
+	return c, true
 }
