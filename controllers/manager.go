@@ -129,6 +129,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	if err != nil {
 		return nil, nil, err
 	}
+	carried := selectorKeys(shard)
 	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Writer: mgr.GetClient(), Log: ctrl.Log})
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +145,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			Carried: selectorKeys(shard),
+			Carried: carried,
 		})
 		if err != nil {
 			return nil, nil, err
