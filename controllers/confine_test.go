@@ -44,7 +44,7 @@ func stalledOn(t *testing.T, gvk schema.GroupVersionKind, ns, name string, parts
 		}
 	}
 	crtest.WaitEvent(t, k8s, ns, name, "ChartInvalid", parts...)
-	if h := history(t, ns, name); len(h) != 0 {
+	if h := crtest.History(t, cluster, ns, name); len(h) != 0 {
 		t.Errorf("a refused release must store no revision: %s", describe(h))
 	}
 }
@@ -202,7 +202,7 @@ func TestTenantActsAsItsServiceAccount(t *testing.T) {
 	if c := crtest.Condition(u, "Released"); c.Status != metav1.ConditionTrue {
 		t.Fatalf("Released after recovery: %+v", c)
 	}
-	if h := history(t, ns, "app"); len(h) != 1 || h[0].Version != 1 {
+	if h := crtest.History(t, cluster, ns, "app"); len(h) != 1 || h[0].Version != 1 {
 		t.Fatalf("want one revision after recovery, got %s", describe(h))
 	}
 	var secrets corev1.SecretList
@@ -252,7 +252,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 
 	// Revision 2: revision 1 plus a ConfigMap in the victim namespace and a pre-delete hook
 	// there, as an older, laxer rudder could have stored it.
-	cfg := helmConfig(t, ns)
+	cfg := crtest.HelmConfig(t, cluster, ns)
 	last, err := cfg.Releases.Last("legacy")
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: victim, Name: "hook-ran"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the pre-delete hook ran in %s (err=%v)", victim, err)
 	}
-	if h := history(t, ns, "legacy"); len(h) != 2 {
+	if h := crtest.History(t, cluster, ns, "legacy"); len(h) != 2 {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// Let the CR go: the person who made the old release cleans up.

@@ -49,7 +49,7 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "second"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
-	h := history(t, ns, "w1")
+	h := crtest.History(t, cluster, ns, "w1")
 	if len(h) != 2 {
 		t.Fatalf("history has %d revisions, want 2", len(h))
 	}
@@ -95,7 +95,7 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	before := statusWrites(t)
 	// 20 passes, counted, not assumed.
 	crtest.Passes(t, k8s, widgetGVK, ns, "idle", 20)
-	if got := len(history(t, ns, "idle")); got != 1 {
+	if got := len(crtest.History(t, cluster, ns, "idle")); got != 1 {
 		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
 	}
 	if after := statusWrites(t); after != before {
@@ -171,7 +171,7 @@ func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 	if cm.Data["extra"] != "someone else's field" {
 		t.Errorf("a field the manifest does not set was removed: %v", cm.Data)
 	}
-	if got := len(history(t, ns, "drift")); got != 1 {
+	if got := len(crtest.History(t, cluster, ns, "drift")); got != 1 {
 		t.Fatalf("drift correction made a new revision: %d revisions", got)
 	}
 }
@@ -191,13 +191,13 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	if rel.Reason != "RolledBack" || !strings.Contains(rel.Message, "70000") {
 		t.Fatalf("Released condition = %+v", rel)
 	}
-	h := history(t, ns, "bad")
+	h := crtest.History(t, cluster, ns, "bad")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || h[2].Info.Status != release.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// No retry loop: the same broken (chart, values) is not tried again.
 	crtest.Passes(t, k8s, widgetGVK, ns, "bad", 3)
-	if h := history(t, ns, "bad"); len(h) != 3 {
+	if h := crtest.History(t, cluster, ns, "bad"); len(h) != 3 {
 		t.Fatalf("passes over a held-back failure changed the history: %s", describe(h))
 	}
 	// Fixing the spec recovers.
@@ -205,7 +205,7 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "fixed"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := history(t, ns, "bad"); len(h) != 4 {
+	if h := crtest.History(t, cluster, ns, "bad"); len(h) != 4 {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
 }
@@ -224,14 +224,14 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 	}
 	crtest.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
 	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
-	if h := history(t, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
+	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
 	}
 	crtest.Update(t, k8s, widgetGVK, ns, "badinstall", func(u *unstructured.Unstructured) {
 		u.Object["spec"] = map[string]any{"message": "fixed"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := history(t, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
+	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
 }
@@ -257,7 +257,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
-	cfg := helmConfig(t, ns)
+	cfg := crtest.HelmConfig(t, cluster, ns)
 	last, err := cfg.Releases.Last("locked")
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
-	h := history(t, ns, "locked")
+	h := crtest.History(t, cluster, ns, "locked")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
 		h[2].Info.Status != release.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
@@ -314,7 +314,7 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 		_, err := crtest.Get(ctx, k8s, gadgetGVK, ns, "same")
 		return apierrors.IsNotFound(err), nil
 	})
-	if h := history(t, ns, "same"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "same"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
 		t.Fatalf("widget release changed: %s", describe(h))
 	}
 }
@@ -354,7 +354,7 @@ func TestPauseAndResume(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
 	crtest.Passes(t, k8s, widgetGVK, ns, "p", 3)
-	if h := history(t, ns, "p"); len(h) != 1 {
+	if h := crtest.History(t, cluster, ns, "p"); len(h) != 1 {
 		t.Fatalf("passes over a paused CR changed the release: %s", describe(h))
 	}
 	crtest.Update(t, k8s, widgetGVK, ns, "p", func(u *unstructured.Unstructured) {
@@ -362,7 +362,7 @@ func TestPauseAndResume(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := history(t, ns, "p"); len(h) != 2 {
+	if h := crtest.History(t, cluster, ns, "p"); len(h) != 2 {
 		t.Fatalf("history after resume: %s", describe(h))
 	}
 }
@@ -391,7 +391,7 @@ func TestDeletionRemovesEverything(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &dep); !apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return len(history(t, ns, "gone")) == 0, nil
+		return len(crtest.History(t, cluster, ns, "gone")) == 0, nil
 	})
 }
 
@@ -406,7 +406,7 @@ func TestValuesViolatingTheSchemaStall(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "replicas") {
 		t.Errorf("message does not name the field: %s", msg)
 	}
-	if len(history(t, ns, "schema")) != 0 {
+	if len(crtest.History(t, cluster, ns, "schema")) != 0 {
 		t.Fatal("a release was made from invalid values")
 	}
 }
@@ -426,7 +426,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
-	cfg := helmConfig(t, ns)
+	cfg := crtest.HelmConfig(t, cluster, ns)
 	last, err := cfg.Releases.Last("halfgone")
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +440,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
-	h := history(t, ns, "halfgone")
+	h := crtest.History(t, cluster, ns, "halfgone")
 	if len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Config["message"] != "b" {
 		t.Fatalf("history: %s", describe(h))
 	}

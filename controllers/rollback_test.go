@@ -118,7 +118,7 @@ func TestManualRollbackSticks(t *testing.T) {
 		}
 		return true, nil
 	})
-	if h := history(t, ns, "rb"); len(h) != 3 || h[2].Info.Status != release.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
+	if h := crtest.History(t, cluster, ns, "rb"); len(h) != 3 || h[2].Info.Status != release.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
 		t.Fatalf("the rollback was not kept as it is: %s", describe(h))
 	}
 
@@ -128,7 +128,7 @@ func TestManualRollbackSticks(t *testing.T) {
 	if c := crtest.Condition(u, "Released"); c.Reason != "UpgradeSucceeded" && c.Reason != "UpToDate" {
 		t.Fatalf("Released after the spec change: %+v", c)
 	}
-	h := history(t, ns, "rb")
+	h := crtest.History(t, cluster, ns, "rb")
 	if len(h) != 4 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Status != release.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -154,7 +154,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("status.release.rollbackRequest = %q", v)
 	}
 	crtest.WaitEvent(t, k8s, ns, "ann", "RolledBack", "rolled back to revision 1", controllers.AnnotationRollbackTo)
-	h := history(t, ns, "ann")
+	h := crtest.History(t, cluster, ns, "ann")
 	if len(h) != 3 || !strings.Contains(h[2].Info.Description, `requested by rudder.dev/rollback-to="1"`) {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -168,14 +168,14 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("RollbackRequest: %s", msg)
 	}
 	crtest.WaitEvent(t, k8s, ns, "ann", "RollbackRejected", `"99"`)
-	if h := history(t, ns, "ann"); len(h) != 3 {
+	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 3 {
 		t.Fatalf("a refused request changed the history: %s", describe(h))
 	}
 
 	// The handled value stays as a record: a spec change upgrades, and rolls nothing back.
 	setSpec(t, ns, "ann", "three")
 	waitRevision(t, ns, "ann", 4, 0)
-	if h := history(t, ns, "ann"); len(h) != 4 || h[3].Info.Status != release.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
+	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 4 || h[3].Info.Status != release.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// A new value acts again.
@@ -201,7 +201,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Paused", metav1.ConditionTrue, "", timeout)
 
 	// What `helm rollback` stores first: a copy of the target's labels, pending-rollback.
-	cfg := helmConfig(t, ns)
+	cfg := crtest.HelmConfig(t, cluster, ns)
 	last, err := cfg.Releases.Last("busy")
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
 		t.Fatalf("Released: %s", msg)
 	}
-	if h := history(t, ns, "busy"); len(h) != 2 || h[1].Info.Status != release.StatusPendingRollback {
+	if h := crtest.History(t, cluster, ns, "busy"); len(h) != 2 || h[1].Info.Status != release.StatusPendingRollback {
 		t.Fatalf("the live operation's revision was touched: %s", describe(h))
 	}
 
@@ -232,7 +232,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	}
 	annotate(t, ns, "busy", "test.rudder.dev/nudge", "1")
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
-	h := history(t, ns, "busy")
+	h := crtest.History(t, cluster, ns, "busy")
 	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -261,7 +261,7 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
 	})
 	crtest.WaitCondition(t, k8s, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
-	h := history(t, ns, "h")
+	h := crtest.History(t, cluster, ns, "h")
 	if len(h) != 3 || h[0].Version != 2 || h[2].Version != 4 || !strings.Contains(h[2].Info.Description, "rollback to revision 1") {
 		t.Fatalf("history: %s", describe(h))
 	}

@@ -79,7 +79,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := history(t, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
 		t.Fatalf("after the first pass: %s", describe(h))
 	}
 
@@ -93,7 +93,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := history(t, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
 		t.Fatalf("the existing release was changed: %s", describe(h))
 	}
 	var cm corev1.ConfigMap
@@ -119,7 +119,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 	if _, err := crtest.Get(ctx, k8s, sprocketGVK, ns, "s"); !apierrors.IsNotFound(err) {
 		t.Fatalf("CR after deletion: %v", err)
 	}
-	if h := history(t, ns, "s"); len(h) != 0 {
+	if h := crtest.History(t, cluster, ns, "s"); len(h) != 0 {
 		t.Fatalf("release after deletion: %s", describe(h))
 	}
 }
@@ -140,7 +140,7 @@ func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
 		t.Errorf("conflict message: %s", msg)
 	}
-	if h := history(t, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[helm.LabelOwnerUID] != "" {
+	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[helm.LabelOwnerUID] != "" {
 		t.Fatalf("helm's release was touched: %s", describe(h))
 	}
 	var cm corev1.ConfigMap

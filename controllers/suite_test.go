@@ -6,14 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/cli"
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -117,27 +113,6 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 - {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
 `
-
-func helmConfig(t *testing.T, ns string) *action.Configuration {
-	t.Helper()
-	settings := cli.New()
-	settings.KubeConfig = cluster.Kubeconfig
-	settings.SetNamespace(ns)
-	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func history(t *testing.T, ns, name string) []*release.Release {
-	t.Helper()
-	h, err := helmConfig(t, ns).Releases.History(name)
-	if err != nil && !strings.Contains(err.Error(), "not found") {
-		t.Fatal(err)
-	}
-	return h
-}
 
 // helmCLI runs bin/helm against the test cluster.
 func helmCLI(t *testing.T, args ...string) (string, error) {

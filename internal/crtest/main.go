@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -206,4 +212,41 @@ func Update(t testing.TB, c client.Client, gvk schema.GroupVersionKind, ns, name
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// HelmConfig is the Helm SDK's configuration for namespace ns of the cluster, as the helm CLI
+// builds it from the cluster's kubeconfig: what tests read and edit release history with.
+func HelmConfig(t testing.TB, c *testcluster.Cluster, ns string) *action.Configuration {
+	t.Helper()
+	settings := cli.New()
+	settings.KubeConfig = c.Kubeconfig
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// History is a release's revisions, oldest first, read as the helm CLI reads them (none:
+// empty).
+func History(t testing.TB, c *testcluster.Cluster, ns, name string) []*release.Release {
+	t.Helper()
+	h, err := HelmConfig(t, c, ns).Releases.History(name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("history of %s: %v", name, err)
+	}
+	return h
+}
+
+// BuildRudder builds rudder from the checkout at root into dir/rudder, for tests and
+// benchmarks that run it as a process of its own, and returns the binary's path.
+func BuildRudder(root, dir string) (string, error) {
+	bin := filepath.Join(dir, "rudder")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building rudder: %w\n%s", err, out)
+	}
+	return bin, nil
 }

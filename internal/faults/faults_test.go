@@ -7,9 +7,7 @@ package faults_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,11 +53,8 @@ func setup(e *crtest.Env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	binary = filepath.Join(tmp, "rudder")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Dir = e.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building rudder: %w\n%s", err, out)
+	if binary, err = crtest.BuildRudder(e.Root, tmp); err != nil {
+		return nil, err
 	}
 	watches = filepath.Join(tmp, "watches.yaml")
 	chart := filepath.Join(e.Root, "internal/bench/testdata/charts/web")
@@ -120,13 +113,7 @@ func createWebs(t *testing.T, ns string, n int, replicas int64) []string {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("w%02d", i)
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": replicas}}}
-		u.SetGroupVersionKind(webGVK)
-		u.SetNamespace(ns)
-		u.SetName(names[i])
-		if err := k8s.Create(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
+		createWeb(t, ns, names[i], "", replicas)
 	}
 	return names
 }
@@ -157,7 +144,7 @@ func converged(t *testing.T, ns string, names []string, replicas int64) {
 		crtest.WaitCondition(t, k8s, webGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 	}
 	for _, n := range names {
-		h := history(t, ns, n)
+		h := crtest.History(t, cluster, ns, n)
 		if len(h) == 0 {
 			t.Fatalf("%s: no release", n)
 		}
@@ -275,21 +262,4 @@ func TestControlPlaneRestarts(t *testing.T) {
 		t.Fatal("etcd was not restarted by the test")
 	}
 	converged(t, ns, names, 2)
-}
-
-// history is a release's revisions, read as the helm CLI reads them (none: empty).
-func history(t *testing.T, ns, name string) []*release.Release {
-	t.Helper()
-	settings := cli.New()
-	settings.KubeConfig = cluster.Kubeconfig
-	settings.SetNamespace(ns)
-	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := cfg.Releases.History(name)
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		t.Fatalf("history of %s: %v", name, err)
-	}
-	return h
 }

@@ -31,7 +31,7 @@ func shards(t *testing.T, ns string) (a, rest *replica) {
 	return a, rest
 }
 
-// createWeb creates a Web with the shard label (none when shard is "").
+// createWeb creates a Web, with the shard label unless shard is "".
 func createWeb(t *testing.T, ns, name, shard string, replicas int64) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": replicas}}}
@@ -182,10 +182,10 @@ func TestStoppedShardIsLeftAlone(t *testing.T) {
 	if logged(rest, "x") || logged(rest, "y") {
 		t.Fatal("the running shard acted on the stopped shard's CRs")
 	}
-	if h := history(t, ns, "y"); len(h) != 0 {
+	if h := crtest.History(t, cluster, ns, "y"); len(h) != 0 {
 		t.Fatalf("y has revisions while its shard is down: %d", len(h))
 	}
-	if h := history(t, ns, "x"); len(h) != 1 {
+	if h := crtest.History(t, cluster, ns, "x"); len(h) != 1 {
 		t.Fatalf("x has %d revisions while its shard is down, want 1", len(h))
 	}
 	u := crtest.MustGet(t, k8s, webGVK, ns, "y")
