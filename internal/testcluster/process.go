@@ -155,13 +155,14 @@ func (c *Cluster) deadProcess() string {
 	return ""
 }
 
-// Running reports whether the named component (kube-controller-manager, kube-scheduler, kwok)
-// was started and has not exited.
+// Running reports whether the named component (kube-controller-manager, kube-scheduler, kwok,
+// or etcd and kube-apiserver once KillAndRestart started them again) was started and its
+// newest process has not exited.
 func (c *Cluster) Running(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, p := range c.procs {
-		if p.name == name {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if p := c.procs[i]; p.name == name {
 			select {
 			case <-p.done:
 				return false
@@ -183,10 +184,11 @@ func (c *Cluster) openLog(name string) io.Writer {
 	return f
 }
 
-// KillAndRestart SIGKILLs one of the processes envtest started for this cluster (etcd or
-// kube-apiserver), keeps it down for down, then starts it again with the same command line
-// (same ports, certificates and data), as a node reboot would, and waits until the API server
-// is ready again. The restarted process is stopped by Stop.
+// KillAndRestart SIGKILLs one of the cluster's processes (etcd, kube-apiserver, or one this
+// package started, such as kwok), keeps it down for down, then starts it again with the same
+// command line (same ports, certificates and data), as a node reboot would, and waits until
+// the API server is ready again. After etcd, kwok is restarted too (see below). The
+// restarted process is stopped by Stop.
 func (c *Cluster) KillAndRestart(ctx context.Context, name string, down time.Duration) error {
 	bin := filepath.Join(c.binDir, name)
 	pid, args, err := childProcess(bin)
@@ -217,10 +219,19 @@ func (c *Cluster) KillAndRestart(ctx context.Context, name string, down time.Dur
 	if err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil, nil
 	})
+	if err != nil || name != "etcd" || !c.Running("kwok") {
+		return err
+	}
+	// A kubelet retries a pod status update until it lands. kwok v0.8 drops a pod's stage
+	// when the API server answers with an internal error, which is what every write gets
+	// while etcd is down: the pod would stay Pending until something else touches it.
+	// Restarting kwok stands in for the kubelet's retry: the new kwok replays the stages of
+	// every pod it has not finished.
+	return c.KillAndRestart(ctx, "kwok", 0)
 }
 
 // childProcess finds this process's child running bin and returns its pid and arguments.
