@@ -44,6 +44,7 @@ func runManager(args []string) {
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to clients that authenticate and may get /metrics (ClusterRole rudder-metrics-reader).")
 	flag.StringVar(&opts.DefaultServiceAccount, "default-service-account", "", "ServiceAccount, in each CR's namespace, that release requests impersonate unless the watch sets serviceAccountName; empty: rudder's own identity.")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
+	flag.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "0", `Address of net/http/pprof (e.g. 127.0.0.1:6060); "0" disables it.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader among replicas, so that only one reconciles.")
 	flag.StringVar(&opts.LeaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: rudder.rudder.dev, or one derived from --watch-label-selector).")
 	flag.StringVar(&opts.WatchLabelSelector, "watch-label-selector", "", "Shard: serve only the CRs, of every watched kind, whose labels match this selector (e.g. rudder.dev/shard=a); empty serves all.")

@@ -56,7 +56,9 @@ type ManagerOptions struct {
 	// may get /metrics (SubjectAccessReview), as kubebuilder scaffolds it.
 	MetricsSecure          bool
 	HealthProbeBindAddress string // "0" disables
-	LeaderElection         bool
+	// PprofBindAddress serves net/http/pprof there ("" or "0": off, the default).
+	PprofBindAddress string
+	LeaderElection   bool
 	// LeaderElectionID names the Lease; "" derives it from WatchLabelSelector, so that each
 	// shard elects its own leader.
 	LeaderElectionID string
@@ -245,6 +247,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
+		PprofBindAddress:              opts.PprofBindAddress,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNS,

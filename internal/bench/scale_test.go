@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/rudder-operator/rudder/internal/crtest"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -46,7 +46,10 @@ import (
 //     process with no CR.
 //
 // The curves of the largest N — releases deployed over time, rudder's and the direct store's —
-// go to docs/bench-scale.svg.
+// go to docs/bench-scale.svg. RUDDER_BENCH_SCALE_PROFILE=dir writes, for each N, rudder's CPU
+// profile over the first 30 s of convergence (scale-N-converge.pprof) and over the idle window
+// (scale-N-idle.pprof), and its heap at the end (scale-N-heap.pprof), from its
+// --pprof-bind-address.
 func BenchmarkScale(b *testing.B) {
 	var largest *scaleRun
 	for _, n := range scaleSizes() {
@@ -141,6 +144,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 		b.Fatal("the harness's cache did not start")
 	}
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
+	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
 	cpu0 := p.cpu(b)
 	start := time.Now()
 	go func() {
@@ -156,11 +160,18 @@ func runScale(b *testing.B, n int) *scaleRun {
 	r.installCPU = p.cpu(b) - cpu0
 	r.rate = float64(n) / r.converge.Seconds()
 
+	convergeProfile()
+
 	time.Sleep(5 * time.Second) // the readiness passes after the installs
+	// Every CR resynced at least once.
+	idle := scaleReconcilePeriod + scaleReconcilePeriod/5
+	idleProfile := p.profile(b, "profile", "idle", idle)
 	passes0, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
-	time.Sleep(scaleReconcilePeriod + scaleReconcilePeriod/5) // every CR resynced at least once
+	time.Sleep(idle)
 	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes0
 	r.rss, r.heap = p.rss(b), p.metric(b, "go_memstats_heap_alloc_bytes")
+	idleProfile()
+	p.profile(b, "heap", "heap", 0)()
 	return r
 }
 
@@ -248,6 +259,47 @@ func curve(b *testing.B, what string, start time.Time, n int, timeout, period ti
 type rudderProcess struct {
 	cmd     *exec.Cmd
 	metrics string
+	pprof   string // base URL of /debug/pprof, "" unless RUDDER_BENCH_SCALE_PROFILE is set
+	name    string
+}
+
+// scaleProfiles is the directory of the scale profiles ("": none).
+var scaleProfiles = os.Getenv("RUDDER_BENCH_SCALE_PROFILE")
+
+// profile fetches /debug/pprof/<what> (with ?seconds= when d > 0) in the background into
+// scale-N-<file>.pprof; wait returns when it is written. A no-op without RUDDER_BENCH_SCALE_PROFILE.
+func (p *rudderProcess) profile(b *testing.B, what, file string, d time.Duration) (wait func()) {
+	if p.pprof == "" {
+		return func() {}
+	}
+	url := p.pprof + what
+	if d > 0 {
+		url += fmt.Sprintf("?seconds=%d", int(d.Seconds()))
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(scaleProfiles, p.name+"-"+file+".pprof"))
+		if err != nil {
+			done <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("profile %s: %v", what, err)
+		}
+	}
 }
 
 var buildOnce = sync.OnceValues(func() (string, error) { return crtest.BuildRudder(repoRoot, chartDir) })
@@ -261,24 +313,30 @@ func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess
 	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: web}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+	addr := freeAddr(b)
+	pprofAddr := "0"
+	if scaleProfiles != "" {
+		pprofAddr = freeAddr(b)
+		if err := os.MkdirAll(scaleProfiles, 0o755); err != nil {
+			b.Fatal(err)
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
 	log, err := os.Create(filepath.Join(chartDir, ns+".log"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", ns,
 		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0",
-		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error")
+		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error",
+		"--pprof-bind-address", pprofAddr)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	p := &rudderProcess{cmd: cmd, metrics: "http://" + addr + "/metrics"}
+	p := &rudderProcess{cmd: cmd, metrics: "http://" + addr + "/metrics", name: strings.Replace(ns, "-", "-N=", 1)}
+	if pprofAddr != "0" {
+		p.pprof = "http://" + pprofAddr + "/debug/pprof/"
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := p.scrape(); err == nil {
@@ -289,6 +347,16 @@ func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// freeAddr is a loopback address with a port free right now.
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func (p *rudderProcess) stop() {
