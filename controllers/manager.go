@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -235,10 +236,10 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind())
-		byObject[cr] = cache.ByObject{Label: narrowed(w.LabelSelector(), shard)}
+		byObject[cr] = cache.ByObject{Label: narrowed(w.LabelSelector(), shard), Transform: stripCR}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: Scheme(),
+		Scheme:         Scheme(),
 		Cache: cache.Options{
 			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
@@ -280,7 +281,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		}
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     stripOperand,
+			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks)),
 			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
 		})
 		if err != nil {
@@ -321,6 +322,20 @@ func metricsOptions(opts ManagerOptions) metricsserver.Options {
 	return o
 }
 
+// stripCR is what the CR cache keeps: stripManagedFields, and not kubectl's
+// last-applied-configuration annotation, a copy of the CR as last applied (its whole spec
+// again). rudder writes CRs only with patches, which leave the annotation alone.
+func stripCR(in any) (any, error) {
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		if ann, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "annotations"); ok {
+			if m, ok := ann.(map[string]any); ok {
+				delete(m, corev1.LastAppliedConfigAnnotation)
+			}
+		}
+	}
+	return stripManagedFields(in)
+}
+
 // stripManagedFields drops managedFields from what the caches keep: nothing reads them, and
 // not keeping them saves memory and the copying of every cached read. It is
 // cache.TransformStripManagedFields without the round trip through the typed form that
@@ -335,23 +350,4 @@ func stripManagedFields(in any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return in, nil
-}
-
-// operandBulk are the fields of operands that neither readiness (kstatus), nor change
-// detection (generation, labels, annotations), nor the built-in hooks read: pod templates and
-// configuration payloads, most of an operand's size. Drift re-apply reads the live object
-// from the API server instead.
-var operandBulk = [][]string{
-	{"spec", "template"}, {"spec", "jobTemplate"}, {"data"}, {"binaryData"}, {"stringData"},
-}
-
-// stripOperand is what the operand cache keeps of an object: stripManagedFields, and no
-// operandBulk.
-func stripOperand(in any) (any, error) {
-	if u, ok := in.(*unstructured.Unstructured); ok {
-		for _, f := range operandBulk {
-			unstructured.RemoveNestedField(u.Object, f...)
-		}
-	}
-	return stripManagedFields(in)
 }

@@ -59,21 +59,22 @@ func (r *Reconciler) markVerified(key types.NamespacedName, uid types.UID) {
 	r.verified[key] = uid
 }
 
-// manifestObjects parses a release manifest. It keeps, per CR, only the identity of the newest
-// revision's objects (apiVersion, kind, namespace, name: what readiness and the dependent
-// watches need), not the objects: drift re-apply, which needs them whole, reads the revision
-// again.
-func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release) ([]*unstructured.Unstructured, error) {
-	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, r.opts.Client.RESTMapper())
+// manifestObjects parses a release manifest, into whole objects or only their identities. It
+// keeps, per CR, only the identity of the newest revision's objects (apiVersion, kind,
+// namespace, name: what readiness and the dependent watches need), not the objects: drift
+// re-apply, which needs them whole, reads the revision again.
+func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Release, whole bool) ([]*unstructured.Unstructured, error) {
+	parse := helm.ParseIdentities
+	if whole {
+		parse = helm.ParseManifest
+	}
+	objs, err := parse(rel.Manifest, rel.Namespace, r.opts.Client.RESTMapper())
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]*unstructured.Unstructured, len(objs))
+	ids := make([]objectID, len(objs))
 	for i, o := range objs {
-		ids[i] = &unstructured.Unstructured{}
-		ids[i].SetGroupVersionKind(o.GroupVersionKind())
-		ids[i].SetNamespace(o.GetNamespace())
-		ids[i].SetName(o.GetName())
+		ids[i] = objectID{apiVersion: o.GetAPIVersion(), kind: o.GetKind(), namespace: o.GetNamespace(), name: o.GetName()}
 	}
 	r.mu.Lock()
 	r.manifests[key] = parsedManifest{revision: rel.Version, objects: ids}
@@ -81,13 +82,18 @@ func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Rele
 	return objs, nil
 }
 
-// cachedManifest returns the identities of a revision's objects if this process has them.
+// cachedManifest returns the identities of a revision's objects, as objects with nothing else
+// set, if this process has them.
 func (r *Reconciler) cachedManifest(key types.NamespacedName, revision int) ([]*unstructured.Unstructured, bool) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	pm, ok := r.manifests[key]
+	r.mu.Unlock()
 	if !ok || pm.revision != revision {
 		return nil, false
 	}
-	return pm.objects, true
+	objs := make([]*unstructured.Unstructured, len(pm.objects))
+	for i, id := range pm.objects {
+		objs[i] = id.unstructured()
+	}
+	return objs, true
 }

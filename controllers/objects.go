@@ -47,8 +47,11 @@ func (p *pass) settle(ctx context.Context, o *outcome) {
 }
 
 func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
+	// Drift is checked, and the objects may be needed whole, unless the release is held, its
+	// operands are not watched, or Helm just applied them.
+	checkDrift := o.phase != phaseHeld && p.r.opts.Dependents != nil && !o.applied
 	var err error
-	if o.objects, o.whole, err = p.loadObjects(ctx, o.head, o.rel); err != nil {
+	if o.objects, o.whole, err = p.loadObjects(ctx, o.head, o.rel, checkDrift); err != nil {
 		reason := rstatus.ReasonReconcileError
 		if ae := (*AccessError)(nil); errors.As(err, &ae) {
 			reason = rstatus.ReasonForbidden
@@ -57,16 +60,15 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 		return false
 	}
 	switch {
-	case o.phase == phaseHeld || p.r.opts.Dependents == nil:
-	case o.applied:
-		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
-		// mark for the pass its event causes.
-		p.r.markVerified(p.key, p.obj.GetUID())
-	default:
+	case checkDrift:
 		if err := p.checkDrift(ctx, o, p.r.takeDrift(p.key, p.obj.GetUID())); err != nil {
 			o.fail(rstatus.ReasonReconcileError, err)
 			return false
 		}
+	case o.applied && o.phase != phaseHeld && p.r.opts.Dependents != nil:
+		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
+		// mark for the pass its event causes.
+		p.r.markVerified(p.key, p.obj.GetUID())
 	}
 	if o.ready, err = p.readiness(ctx, o); err != nil {
 		o.fail(rstatus.ReasonReconcileError, err)
@@ -76,9 +78,9 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 }
 
 // loadObjects gets the objects of the head revision — whole when this pass parsed the
-// manifest, else their identities (see Reconciler.manifestObjects) — and makes sure every kind
-// in it has a dependent watch.
-func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release) (objs []*unstructured.Unstructured, whole bool, err error) {
+// manifest and wantWhole, else their identities (see Reconciler.manifestObjects) — and makes
+// sure every kind in it has a dependent watch.
+func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release, wantWhole bool) (objs []*unstructured.Unstructured, whole bool, err error) {
 	if ids, ok := p.r.cachedManifest(p.key, head.Revision); ok {
 		return ids, false, nil
 	}
@@ -90,7 +92,7 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 			return nil, false, fmt.Errorf("release %s disappeared", p.relName)
 		}
 	}
-	objs, err = p.r.manifestObjects(p.key, rel)
+	objs, err = p.r.manifestObjects(p.key, rel, wantWhole)
 	if err != nil {
 		return nil, false, err
 	}
@@ -99,7 +101,7 @@ func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Re
 			return nil, false, err
 		}
 	}
-	return objs, true, nil
+	return objs, wantWhole, nil
 }
 
 // checkDrift restores drift as d asks: when an operand was only not seen in the cache, and the
@@ -153,7 +155,7 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
 	objs = helm.WithCarried(objs, p.r.opts.Carried, p.carried())
 	// Live objects are read from the API server, as the identity that writes them: the operand
-	// cache keeps only what readiness and change detection read (see stripOperand). rudder's
+	// cache keeps only what a pass reads (see operandTransform). rudder's
 	// own writer is the manager's client, whose reads are cached: read through the uncached
 	// reader instead.
 	var live client.Reader = w
@@ -198,7 +200,7 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 	for _, want := range o.objects {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(want.GroupVersionKind())
-		// kstatus only reads the object: the cache's copy is enough.
+		// Only read: the cache's copy is enough.
 		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
 		if apierrors.IsNotFound(err) {
 			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
@@ -216,16 +218,16 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := status.Compute(live)
+		verdict, msg, err := operandStatus(live)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("status of %s: %w", helm.Describe(want), err)
 		}
-		switch res.Status {
+		switch verdict {
 		case status.CurrentStatus:
 		case status.FailedStatus:
-			r.failed = append(r.failed, helm.Describe(want)+": "+res.Message)
+			r.failed = append(r.failed, helm.Describe(want)+": "+msg)
 		default:
-			r.waiting = append(r.waiting, helm.Describe(want)+": "+res.Message)
+			r.waiting = append(r.waiting, helm.Describe(want)+": "+msg)
 		}
 	}
 	if len(r.failed) == 0 && len(r.waiting) > 0 && p.r.opts.Dependents == nil {

@@ -43,7 +43,7 @@ func (p *pass) adopt(ctx context.Context, rel *release.Release, o *outcome) bool
 		o.fail(rstatus.ReasonReconcileError, fmt.Errorf("adopting release %s: %w", p.relName, err))
 		return false
 	}
-	objs, err := p.r.manifestObjects(p.key, rel)
+	objs, err := p.r.manifestObjects(p.key, rel, false)
 	if err == nil {
 		var w client.Client
 		if w, err = p.r.opts.Helm.Writer(p.scope); err == nil {

@@ -52,9 +52,10 @@ type Release struct {
 }
 
 // PostRelease runs after the release is in the wanted state (also when a PreRelease hook held
-// it, with the release as it is, or nil when there is none). It reads operands with c (rudder's
-// operand cache when the watch watches dependents, else the API server) and edits obj's status in memory. If the
-// error is non-nil the pass fails; edits made before the error are still persisted.
+// it, with the release as it is, or nil when there is none). It reads operands with c and edits
+// obj's status in memory. c is the API server when the watch does not watch its dependents,
+// else rudder's operand cache, which keeps each operand's metadata and status, not its spec.
+// If the error is non-nil the pass fails; edits made before the error are still persisted.
 // RequeueAfter asks for another pass (0: only on the next event).
 type PostRelease interface {
 	PostRelease(ctx context.Context, obj *unstructured.Unstructured, rel *Release, c client.Reader) (requeueAfter time.Duration, err error)

@@ -1,0 +1,107 @@
+package helm
+
+import (
+	"bytes"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// benchManifest is what the bench chart (internal/bench/testdata/charts/web) renders.
+const benchManifest = `---
+# Source: web/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: s-0001
+  labels: {app.kubernetes.io/name: web, app.kubernetes.io/instance: s-0001}
+spec:
+  selector: {app.kubernetes.io/name: web, app.kubernetes.io/instance: s-0001}
+  ports:
+  - {name: http, port: 80, targetPort: http}
+---
+# Source: web/templates/deployment.yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: s-0001
+  labels: {app.kubernetes.io/name: web, app.kubernetes.io/instance: s-0001}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app.kubernetes.io/name: web, app.kubernetes.io/instance: s-0001}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: web, app.kubernetes.io/instance: s-0001}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27.3
+        ports:
+        - {name: http, containerPort: 8080}
+`
+
+func benchRenderer() *postRenderer {
+	return &postRenderer{owner: Owner{GVK: schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"},
+		Key: types.NamespacedName{Namespace: "scale", Name: "s-0001"}, UID: "u1"},
+		conf: Confinement{Namespace: "scale"}, scoper: newScoper(StaticMapper(), nil)}
+}
+
+func BenchmarkParseManifest(b *testing.B) {
+	out, err := benchRenderer().Run(bytes.NewBufferString(benchManifest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	manifest, mapper := out.String(), StaticMapper()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseManifest(manifest, "scale", mapper); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkParseIdentities(b *testing.B) {
+	out, err := benchRenderer().Run(bytes.NewBufferString(benchManifest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	manifest, mapper := out.String(), StaticMapper()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseIdentities(manifest, "scale", mapper); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ParseIdentities finds what ParseManifest finds, and only the identities.
+func TestParseIdentities(t *testing.T) {
+	t.Parallel()
+	manifest := benchManifest + "---\n# Source: only a comment\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, namespace: ignored}\n" +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other}\ndata: {a: b}\n"
+	whole, err := ParseManifest(manifest, "scale", StaticMapper())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := ParseIdentities(manifest, "scale", StaticMapper())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(whole) || len(ids) != 4 {
+		t.Fatalf("%d identities, %d objects", len(ids), len(whole))
+	}
+	for i, id := range ids {
+		w := whole[i]
+		if id.GroupVersionKind() != w.GroupVersionKind() || id.GetNamespace() != w.GetNamespace() || id.GetName() != w.GetName() {
+			t.Errorf("identity %d: %s, object: %s", i, Describe(id), Describe(w))
+		}
+		if len(id.Object) != 3 {
+			t.Errorf("identity %d holds more than its identity: %v", i, id.Object)
+		}
+	}
+	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", testMapper()); err == nil {
+		t.Error("a kind the mapper does not know was accepted")
+	}
+}
