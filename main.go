@@ -35,8 +35,9 @@ func main() {
 // flag names.
 func runManager(args []string) {
 	var (
-		opts       controllers.ManagerOptions
-		namespaces string
+		opts        controllers.ManagerOptions
+		namespaces  string
+		compression bool
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
 	flag.StringVar(&namespaces, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch; empty watches all.")
@@ -44,6 +45,7 @@ func runManager(args []string) {
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to clients that authenticate and may get /metrics (ClusterRole rudder-metrics-reader).")
 	flag.StringVar(&opts.DefaultServiceAccount, "default-service-account", "", "ServiceAccount, in each CR's namespace, that release requests impersonate unless the watch sets serviceAccountName; empty: rudder's own identity.")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
+	flag.BoolVar(&compression, "kube-api-compression", false, "Ask the API server for gzip-compressed responses and watch streams: less traffic, more CPU on both ends; worth it only when rudder runs far from its API server.")
 	flag.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "0", `Address of net/http/pprof (e.g. 127.0.0.1:6060); "0" disables it.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader among replicas, so that only one reconciles.")
 	flag.StringVar(&opts.LeaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: rudder.rudder.dev, or one derived from --watch-label-selector).")
@@ -74,6 +76,7 @@ func runManager(args []string) {
 		log.Error(err, "loading kubeconfig")
 		os.Exit(1)
 	}
+	cfg.DisableCompression = !compression
 	mgr, _, err := controllers.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "setting up rudder")

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -240,6 +243,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:         Scheme(),
+		MapperProvider: memoMapper,
 		Cache: cache.Options{
 			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
@@ -270,6 +274,16 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 		}
 	}
 	return mgr, nil
+}
+
+// memoMapper is controller-runtime's dynamic mapper with its answers kept (helm.MemoMapper),
+// for the manager, its caches and clients, and Helm.
+func memoMapper(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+	m, err := apiutil.NewDynamicRESTMapper(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	return helm.MemoMapper(m), nil
 }
 
 // dependentsCache is the one cache of operands (objects rudder rendered) that every watch

@@ -2,10 +2,16 @@ package helm
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // benchManifest is what the bench chart (internal/bench/testdata/charts/web) renders.
@@ -48,6 +54,16 @@ func benchRenderer() *postRenderer {
 		conf: Confinement{Namespace: "scale"}, scoper: newScoper(StaticMapper(), nil)}
 }
 
+func BenchmarkPostRender(b *testing.B) {
+	pr := benchRenderer()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pr.Run(bytes.NewBufferString(benchManifest)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkParseManifest(b *testing.B) {
 	out, err := benchRenderer().Run(bytes.NewBufferString(benchManifest))
 	if err != nil {
@@ -58,6 +74,58 @@ func BenchmarkParseManifest(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseManifest(manifest, "scale", mapper); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The post-renderer writes objects with yaml.v2 directly; the bytes are those of
+// sigs.k8s.io/yaml.Marshal (through JSON), which Helm's own code writes.
+func TestPostRenderYAMLAsSigsYAML(t *testing.T) {
+	t.Parallel()
+	docs := benchManifest + `---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: odd
+  annotations: {a: "true", b: "1.0", c: "", d: "yes", e: "on", f: "0x1F", g: "1e3", h: "null", i: "~", j: "2024-01-01"}
+data:
+  multi: |
+    line one
+    line two: with colon
+  quoted: "  spaces  "
+  unicode: "é ✓ \t tab"
+  colon: "a: b"
+  hash: "# not a comment"
+  star: "*x"
+  dash: "- x"
+binaryData: {}
+extra:
+  ints: [0, -1, 9007199254740993, 1.5, 2.0, 1e3, -0.25, 1e6, -1e6, 1e19, 1e20, 1e21, 0.00001, 123456789.5]
+  bools: [true, false]
+  nothing: null
+  empty: []
+  nested: [{a: [1, {b: c}]}, []]
+  "1": numeric key
+`
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
+	for {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		want, err := sigsyaml.Marshal(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := yaml.Marshal(jsonNumbers(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("yaml.v2:\n%s\nsigs.k8s.io/yaml:\n%s", got, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,4 +62,41 @@ func ClusterScopedKinds() []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// MemoMapper answers RESTMapping for one kind at one version from memory after its first
+// answer. controller-runtime's dynamic mapper keeps discovery, not answers: it builds each
+// answer anew, through every version of the group, and a namespace-scoped cache asks on every
+// read (a tenth of what rudder allocated while installing 2000 releases).
+// A kind's resource and scope cannot change while its CRD exists (both are immutable); only
+// found kinds are kept, so a kind that is not there yet is looked up again every time.
+func MemoMapper(m meta.RESTMapper) meta.RESTMapper {
+	return &memoMapper{RESTMapper: m, mappings: map[schema.GroupVersionKind]meta.RESTMapping{}}
+}
+
+type memoMapper struct {
+	meta.RESTMapper
+	mu       sync.RWMutex
+	mappings map[schema.GroupVersionKind]meta.RESTMapping
+}
+
+func (m *memoMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	if len(versions) != 1 || versions[0] == "" {
+		return m.RESTMapper.RESTMapping(gk, versions...)
+	}
+	gvk := gk.WithVersion(versions[0])
+	m.mu.RLock()
+	rm, ok := m.mappings[gvk]
+	m.mu.RUnlock()
+	if ok {
+		return &rm, nil // a copy: callers may not share it
+	}
+	found, err := m.RESTMapper.RESTMapping(gk, versions...)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.mappings[gvk] = *found
+	m.mu.Unlock()
+	return found, nil
 }

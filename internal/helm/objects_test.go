@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -50,4 +52,42 @@ func TestReapply(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "same"}, &cm); err != nil || cm.ResourceVersion != same.ResourceVersion {
 		t.Errorf("an unchanged object was written: %v, resourceVersion %s → %s", err, same.ResourceVersion, cm.ResourceVersion)
 	}
+}
+
+// MemoMapper asks its mapper once per kind and version found, and every time for one that is
+// not (yet) there.
+func TestMemoMapper(t *testing.T) {
+	t.Parallel()
+	inner := &countingMapper{RESTMapper: testMapper()}
+	m := MemoMapper(inner)
+	gk := schema.GroupKind{Kind: "ConfigMap"}
+	for range 3 {
+		rm, err := m.RESTMapping(gk, "v1")
+		if err != nil || rm.Resource.Resource != "configmaps" || rm.Scope.Name() != meta.RESTScopeNameNamespace {
+			t.Fatalf("mapping %+v, %v", rm, err)
+		}
+		rm.Resource.Resource = "changed by a caller"
+	}
+	if inner.calls != 1 {
+		t.Errorf("asked its mapper %d times for one kind", inner.calls)
+	}
+	missing := schema.GroupKind{Group: "example.com", Kind: "NotYet"}
+	for range 2 {
+		if _, err := m.RESTMapping(missing, "v1"); !meta.IsNoMatchError(err) {
+			t.Fatalf("missing kind: %v", err)
+		}
+	}
+	if inner.calls != 3 {
+		t.Errorf("a missing kind was remembered: %d calls", inner.calls)
+	}
+}
+
+type countingMapper struct {
+	meta.RESTMapper
+	calls int
+}
+
+func (c *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	c.calls++
+	return c.RESTMapper.RESTMapping(gk, versions...)
 }
