@@ -47,9 +47,10 @@ func (p *pass) settle(ctx context.Context, o *outcome) {
 }
 
 func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
-	// Drift is checked, and the objects may be needed whole, unless the release is held, its
-	// operands are not watched, or Helm just applied them.
-	checkDrift := o.phase != phaseHeld && p.r.opts.Dependents != nil && !o.applied
+	// Drift is checked, and the objects may be needed whole, when the operands are watched and
+	// the release is not held, unless Helm just applied them.
+	watched := o.phase != phaseHeld && p.r.opts.Dependents != nil
+	checkDrift := watched && !o.applied
 	var err error
 	if o.objects, o.whole, err = p.loadObjects(ctx, o.head, o.rel, checkDrift); err != nil {
 		reason := rstatus.ReasonReconcileError
@@ -65,7 +66,7 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 			o.fail(rstatus.ReasonReconcileError, err)
 			return false
 		}
-	case o.applied && o.phase != phaseHeld && p.r.opts.Dependents != nil:
+	case watched:
 		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
 		// mark for the pass its event causes.
 		p.r.markVerified(p.key, p.obj.GetUID())

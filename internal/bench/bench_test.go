@@ -312,9 +312,16 @@ func apiserverProfile(b *testing.B, path string, d time.Duration) (wait func()) 
 	if err != nil {
 		b.Fatal(err)
 	}
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cluster.Config.Host, "/"), int(d.Seconds()))
+	return fetchProfile(b, hc, url, path, "kube-apiserver profile")
+}
+
+// fetchProfile GETs a /debug/pprof URL in the background into path; wait returns once it is
+// written, and reports a failure as what.
+func fetchProfile(b *testing.B, hc *http.Client, url, path, what string) (wait func()) {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := hc.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cluster.Config.Host, "/"), int(d.Seconds())))
+		resp, err := hc.Get(url)
 		if err != nil {
 			done <- err
 			return
@@ -330,7 +337,7 @@ func apiserverProfile(b *testing.B, path string, d time.Duration) (wait func()) 
 	}()
 	return func() {
 		if err := <-done; err != nil {
-			b.Errorf("kube-apiserver profile: %v", err)
+			b.Errorf("%s: %v", what, err)
 		}
 	}
 }

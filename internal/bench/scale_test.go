@@ -276,30 +276,7 @@ func (p *rudderProcess) profile(b *testing.B, what, file string, d time.Duration
 	if d > 0 {
 		url += fmt.Sprintf("?seconds=%d", int(d.Seconds()))
 	}
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.Get(url)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(scaleProfiles, p.name+"-"+file+".pprof"))
-		if err != nil {
-			done <- err
-			return
-		}
-		_, err = io.Copy(f, resp.Body)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		done <- err
-	}()
-	return func() {
-		if err := <-done; err != nil {
-			b.Errorf("profile %s: %v", what, err)
-		}
-	}
+	return fetchProfile(b, http.DefaultClient, url, filepath.Join(scaleProfiles, p.name+"-"+file+".pprof"), "profile "+what)
 }
 
 var buildOnce = sync.OnceValues(func() (string, error) { return crtest.BuildRudder(repoRoot, chartDir) })
