@@ -2,9 +2,13 @@ package helm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -28,8 +32,9 @@ func testRelease(version int, status release.Status) *release.Release {
 	}
 }
 
-// rudder's records must be exactly what Helm's own driver writes, so that helm (and every
-// other tool that reads Helm's storage) sees no difference.
+// rudder's records must be what Helm's own driver writes — the same Secret, labels and
+// release; only the gzip level may differ — so that helm (and every other tool that reads
+// Helm's storage) sees no difference.
 func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 	ctx := context.Background()
 	ours, theirs := fake.NewClientset(), fake.NewClientset()
@@ -55,8 +60,11 @@ func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o.Type != h.Type || !bytes.Equal(o.Data["release"], h.Data["release"]) || len(o.Data) != len(h.Data) {
-			t.Errorf("step %d: type %q vs %q; payloads equal: %v", i, o.Type, h.Type, bytes.Equal(o.Data["release"], h.Data["release"]))
+		if o.Type != h.Type || len(o.Data) != len(h.Data) || o.Name != h.Name {
+			t.Errorf("step %d: %s of type %q (%d keys) vs %s of type %q (%d keys)", i, o.Name, o.Type, len(o.Data), h.Name, h.Type, len(h.Data))
+		}
+		if ours, theirs := releaseJSON(t, o.Data["release"]), releaseJSON(t, h.Data["release"]); !bytes.Equal(ours, theirs) {
+			t.Errorf("step %d: rudder stored\n%s\nhelm stored\n%s", i, ours, theirs)
 		}
 		for _, l := range []map[string]string{o.Labels, h.Labels} {
 			delete(l, "createdAt") // seconds since the epoch: may tick between the two writes
@@ -125,5 +133,58 @@ func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
 	}
 	if lists != before {
 		t.Errorf("create after a successful query listed again (%d lists)", lists-before)
+	}
+}
+
+// releaseJSON is the release a record holds, as Helm decodes it, in JSON.
+func releaseJSON(t *testing.T, payload []byte) []byte {
+	t.Helper()
+	zipped, err := base64.StdEncoding.DecodeString(string(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := gzip.NewReader(bytes.NewReader(zipped))
+	if err != nil {
+		t.Fatalf("not gzip: %v", err)
+	}
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// Records are compressed fast; a big one as hard as Helm does, so that whatever fits Helm's
+// storage fits rudder's.
+func TestRecordCompression(t *testing.T) {
+	t.Parallel()
+	// gzip's header says how hard its writer tried: 4 at BestSpeed, 2 at BestCompression.
+	level := func(rls *release.Release) (byte, int) {
+		payload, err := encodeRelease(rls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zipped, err := base64.StdEncoding.DecodeString(string(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return zipped[8], len(zipped)
+	}
+	if xfl, _ := level(testRelease(1, release.StatusDeployed)); xfl != 4 {
+		t.Errorf("a small record's gzip header has XFL %d, want 4 (fastest)", xfl)
+	}
+	big := testRelease(1, release.StatusDeployed)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	text := make([]byte, 2*bigRecord)
+	for i := range text {
+		text[i] = "abcdefghijklmnopqrstuvwxyz234567\n"[rnd.IntN(33)]
+	}
+	big.Manifest = string(text)
+	xfl, n := level(big)
+	if xfl != 2 {
+		t.Errorf("a big record's gzip header has XFL %d, want 2 (best compression)", xfl)
+	}
+	if n <= bigRecord {
+		t.Errorf("the big record compressed to %d bytes: not big", n)
 	}
 }
