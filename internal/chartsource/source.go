@@ -29,9 +29,15 @@ type Snapshot struct {
 	files []*loader.BufferedFile
 }
 
-// Fresh loads a private copy of the chart, for a Helm action (Helm may modify the chart it is
-// given, e.g. when it processes dependencies).
+// Fresh is the chart for a Helm action. Helm changes the chart it is given only where it
+// processes dependencies (it drops the disabled ones and imports values), and returns at once
+// when Chart.yaml lists none (a nil list: an empty one is processed); so a chart with neither
+// a dependency list nor subcharts is shared, read only, and every other chart is loaded again
+// from its files, a private copy per action.
 func (s *Snapshot) Fresh() (*chart.Chart, error) {
+	if s.Chart.Metadata.Dependencies == nil && len(s.Chart.Dependencies()) == 0 {
+		return s.Chart, nil
+	}
 	return loader.LoadFiles(s.files)
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 const chartYAML = "apiVersion: v2\nname: demo\nversion: 0.1.0\n"
@@ -185,5 +188,63 @@ func TestAddRejectsAChartThatNeverLoaded(t *testing.T) {
 	s := New(Options{Log: logr.Discard()})
 	if err := s.Add(dir); err == nil {
 		t.Fatal("a broken chart was accepted at start")
+	}
+}
+
+// A chart without dependencies is shared by the actions of every CR: rendering it, many at
+// once, leaves it as it was. A chart with dependencies is a private copy per action.
+func TestFreshChart(t *testing.T) {
+	t.Parallel()
+	dir := plainChart(t)
+	shared := New(Options{Log: logr.Discard()})
+	if err := shared.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	loaded, _ := shared.Get(dir)
+	snap := loaded.Current
+	reference := New(Options{Log: logr.Discard()})
+	if err := reference.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := reference.Get(dir)
+	if !reflect.DeepEqual(snap.Chart, ref.Current.Chart) {
+		t.Fatal("two loads of a chart differ")
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ch, err := snap.Fresh()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if ch != snap.Chart {
+				t.Error("a chart without dependencies was copied")
+			}
+			req := &helm.Request{ReleaseName: fmt.Sprintf("r%d", i), Scope: helm.Scope{Confinement: helm.Confinement{Namespace: "ns"}},
+				Chart: ch, Values: map[string]any{"a": i, "extra": map[string]any{"b": i}}}
+			if _, err := helm.Render(req, helm.StaticMapper(), nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if !reflect.DeepEqual(snap.Chart, ref.Current.Chart) {
+		t.Error("rendering changed the shared chart")
+	}
+
+	withDeps := plainChart(t)
+	write(t, filepath.Join(withDeps, "Chart.yaml"), chartYAML+"dependencies: []\n")
+	own := New(Options{Log: logr.Discard()})
+	if err := own.Add(withDeps); err != nil {
+		t.Fatal(err)
+	}
+	loaded, _ = own.Get(withDeps)
+	a, err := loaded.Current.Fresh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == loaded.Current.Chart {
+		t.Error("a chart with a dependency list was shared")
 	}
 }
