@@ -84,14 +84,14 @@ func (g *guard) decide(req *http.Request) *Violation {
 		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: "Namespace", Name: info.Name,
 			Why: "cluster-scoped, and the watch's allowClusterScoped does not name Namespace"}
 	}
-	kind := g.kindOf(gvr)
 	if info.Namespace != "" {
 		if g.conf.AllowsNamespace(info.Namespace) {
-			return nil
+			return nil // most requests: no need to know the kind
 		}
-		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: kind.Kind, Name: info.Name, Namespace: info.Namespace,
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: g.kindOf(gvr).Kind, Name: info.Name, Namespace: info.Namespace,
 			Why: g.conf.outsideNamespaces()}
 	}
+	kind := g.kindOf(gvr)
 	m, err := g.mapper.RESTMapping(kind.GroupKind(), kind.Version)
 	if err != nil {
 		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: gvr.GroupResource().String(), Name: info.Name,
