@@ -1,9 +1,12 @@
 package helm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,11 +92,8 @@ func BenchmarkParse(b *testing.B) {
 	}
 }
 
-// The post-renderer writes objects with yaml.v2 directly; the bytes are those of
-// sigs.k8s.io/yaml.Marshal (through JSON), which Helm's own code writes.
-func TestPostRenderYAMLAsSigsYAML(t *testing.T) {
-	t.Parallel()
-	docs := benchManifest + `---
+// awkwardManifest is the bench manifest and an object of values that are easy to get wrong.
+const awkwardManifest = benchManifest + `---
 apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -118,20 +118,21 @@ extra:
   nested: [{a: [1, {b: c}]}, []]
   "1": numeric key
 `
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatal(err)
-		}
-		want, err := sigsyaml.Marshal(raw)
+
+// The post-renderer writes objects with yaml.v2 directly; the bytes are those of
+// sigs.k8s.io/yaml.Marshal (through JSON), which Helm's own code writes.
+func TestPostRenderYAMLAsSigsYAML(t *testing.T) {
+	t.Parallel()
+	for _, doc := range documents(t, awkwardManifest) {
+		obj, err := decodeObject(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := yaml.Marshal(jsonNumbers(raw))
+		want, err := sigsyaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := yaml.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,6 +140,105 @@ extra:
 			t.Errorf("yaml.v2:\n%s\nsigs.k8s.io/yaml:\n%s", got, want)
 		}
 	}
+}
+
+// The post-renderer reads a document as sigs.k8s.io/yaml does (with whole numbers as
+// integers), refuses what it refuses, and keeps big integers exact.
+func TestDecodeObjectAsSigsYAML(t *testing.T) {
+	t.Parallel()
+	docs := documents(t, awkwardManifest+`---
+base: &base {a: 1, b: [x, y]}
+derived: {<<: *base, c: 2.5}
+alias: *base
+1: int key
+true: bool key
+2.5: float key
+0x10: hex key
+when: 2024-01-01T10:00:00Z
+date: 2024-01-01
+bin: !!binary aGVsbG8=
+str: !!str 123
+octal: 0o17
+old: 017
+---
+# Source: only a comment
+---
+`)
+	for _, doc := range docs {
+		got, err := decodeObject(doc)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		var want map[string]any
+		if err := sigsyaml.Unmarshal(doc, &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			if got != nil {
+				t.Errorf("an empty document gave %v", got)
+			}
+			continue
+		}
+		wholeInts(want)
+		if extra, ok := want["extra"].(map[string]any); ok {
+			// JSON's float64 rounds 2^53+1; the post-renderer keeps it.
+			ints := extra["ints"].([]any)
+			if ints[2] != int64(9007199254740992) {
+				t.Fatalf("sigs.k8s.io/yaml kept 2^53+1: %v", ints[2])
+			}
+			ints[2] = int64(9007199254740993)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("decoded\n%#v\nsigs.k8s.io/yaml:\n%#v", got, want)
+		}
+	}
+	for _, bad := range []string{"- a list\n", "just text\n", "a: .inf\n", "a: [.nan]\n", "~: null key\n", "a: [b\n"} {
+		_, err := decodeObject([]byte(bad))
+		var m map[string]any
+		if err == nil || sigsyaml.Unmarshal([]byte(bad), &m) == nil {
+			t.Errorf("%q: decoded with error %v; sigs.k8s.io/yaml refuses it too: want both to", bad, err)
+		}
+	}
+}
+
+// documents splits a manifest as the post-renderer does.
+func documents(t *testing.T, manifest string) [][]byte {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
+	var docs [][]byte
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// wholeInts makes whole float64s int64, in place, as the post-renderer reads them.
+func wholeInts(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = wholeInts(e)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = wholeInts(e)
+		}
+	case float64:
+		switch {
+		case t != math.Trunc(t):
+		case t >= math.MinInt64 && t < math.MaxInt64:
+			return int64(t)
+		case t >= 0 && t < math.MaxUint64:
+			return uint64(t)
+		}
+	}
+	return v
 }
 
 // ParseIdentities finds what ParseManifest finds, and only the identities.

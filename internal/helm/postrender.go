@@ -1,12 +1,12 @@
 package helm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 
 	"go.yaml.in/yaml/v2"
@@ -36,16 +36,20 @@ type postRenderer struct {
 }
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(in.Bytes()), 4096)
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in.Bytes())))
 	var out bytes.Buffer
 	var violations []Violation
 	ownerAnn := OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
 	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
+		}
+		raw, err := decodeObject(doc)
+		if err != nil {
 			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
 		}
 		if len(raw) == 0 {
@@ -65,12 +69,15 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		}
 		p.mark(obj, ownerAnn, namespaced)
 		// Straight to YAML: the bytes sigs.k8s.io/yaml.Marshal writes (JSON first, then that
-		// JSON parsed as YAML and written again) at half the cost.
-		b, err := yaml.Marshal(jsonNumbers(obj.Object))
-		if err != nil {
-			return nil, err
-		}
+		// JSON parsed as YAML and written again), by rudder's writer when it is sure of them,
+		// else by yaml.v2.
 		out.WriteString("---\n")
+		b, ok := appendYAML(out.AvailableBuffer(), obj.Object)
+		if !ok {
+			if b, err = yaml.Marshal(obj.Object); err != nil {
+				return nil, err
+			}
+		}
 		out.Write(b)
 	}
 	if len(violations) > 0 {
@@ -109,30 +116,4 @@ func (p *postRenderer) mark(obj *unstructured.Unstructured, ownerAnn string, nam
 		})
 		obj.SetOwnerReferences(refs)
 	}
-}
-
-// jsonNumbers makes whole floats integers, in place, as a trip through JSON would (JSON
-// writes them without exponent or fraction, and YAML then reads an integer): yaml.v2 would
-// write 1e6 as "1e+06", which the API server refuses for an integer field.
-func jsonNumbers(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			t[k] = jsonNumbers(e)
-		}
-	case []any:
-		for i, e := range t {
-			t[i] = jsonNumbers(e)
-		}
-	case float64:
-		if t == math.Trunc(t) {
-			switch {
-			case t >= math.MinInt64 && t < math.MaxInt64:
-				return int64(t)
-			case t >= 0 && t < math.MaxUint64:
-				return uint64(t)
-			}
-		}
-	}
-	return v
 }
