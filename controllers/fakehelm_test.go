@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -25,8 +26,11 @@ type fakeHelm struct {
 	history []*release.Release
 	calls   []string
 	mirror  client.Client
-	// manifest is what every revision the fake makes renders.
+	// manifest is what every revision the fake makes renders; objects, when set, are what
+	// Install and Upgrade report of its objects (helm.Request.Objects, which Helm's client
+	// knows from its post-render).
 	manifest string
+	objects  []*unstructured.Unstructured
 
 	// What the next actions do: a non-nil error fails them; stores says whether a failed
 	// install or upgrade leaves a failed revision (Helm's apply errors do; refusals before
@@ -150,6 +154,7 @@ func (f *fakeHelm) Install(_ context.Context, req *helm.Request) (*release.Relea
 	}
 	rel := f.revision(req, release.StatusDeployed, req.Description)
 	f.store(rel)
+	req.Objects = f.objects
 	return rel, nil
 }
 
@@ -166,6 +171,7 @@ func (f *fakeHelm) Upgrade(_ context.Context, req *helm.Request) (*release.Relea
 	f.supersede()
 	rel := f.revision(req, release.StatusDeployed, req.Description)
 	f.store(rel)
+	req.Objects = f.objects
 	return rel, nil
 }
 

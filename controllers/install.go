@@ -33,7 +33,7 @@ func (p *pass) install(ctx context.Context, o *outcome) (nameInUse bool) {
 	releaseActions.WithLabelValues(p.r.gvkLabel(), "install", "ok").Inc()
 	msg := fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description)
 	o.note(corev1.EventTypeNormal, rstatus.ReasonInstallSucceeded, "Install", msg)
-	p.succeeded(rel, rstatus.ReasonInstallSucceeded, msg, o)
+	p.succeeded(req, rel, rstatus.ReasonInstallSucceeded, msg, o)
 	return false
 }
 
@@ -76,7 +76,7 @@ func (p *pass) installFailed(err error, o *outcome) {
 }
 
 // succeeded records a revision rudder made from the spec.
-func (p *pass) succeeded(rel *release.Release, reason, msg string, o *outcome) {
+func (p *pass) succeeded(req *helm.Request, rel *release.Release, reason, msg string, o *outcome) {
 	p.r.forgetFailure(p.key)
 	p.st.Release = &rstatus.Release{
 		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
@@ -84,7 +84,7 @@ func (p *pass) succeeded(rel *release.Release, reason, msg string, o *outcome) {
 		Applied:         &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
 		RollbackRequest: p.rollbackRequest(),
 	}
-	o.phase, o.reason, o.applied = phaseInSync, reason, true
+	o.phase, o.reason, o.applied, o.made = phaseInSync, reason, true, req.Objects
 	o.head, o.rel = helm.HeadOf(rel), rel
 	o.released = &condition{metav1.ConditionTrue, reason, msg}
 }

@@ -72,14 +72,19 @@ func (r *Reconciler) manifestObjects(key types.NamespacedName, rel *release.Rele
 	if err != nil {
 		return nil, err
 	}
+	r.rememberObjects(key, rel.Version, objs)
+	return objs, nil
+}
+
+// rememberObjects keeps the identities of the objects of key's newest revision.
+func (r *Reconciler) rememberObjects(key types.NamespacedName, revision int, objs []*unstructured.Unstructured) {
 	ids := make([]objectID, len(objs))
 	for i, o := range objs {
 		ids[i] = objectID{apiVersion: o.GetAPIVersion(), kind: o.GetKind(), namespace: o.GetNamespace(), name: o.GetName()}
 	}
 	r.mu.Lock()
-	r.manifests[key] = parsedManifest{revision: rel.Version, objects: ids}
+	r.manifests[key] = parsedManifest{revision: revision, objects: ids}
 	r.mu.Unlock()
-	return objs, nil
 }
 
 // cachedManifest returns the identities of a revision's objects, as objects with nothing else

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,7 +51,7 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 	watched := o.phase != phaseHeld && p.r.opts.Dependents != nil
 	checkDrift := watched && !o.applied
 	var err error
-	if o.objects, o.whole, err = p.loadObjects(ctx, o.head, o.rel, checkDrift); err != nil {
+	if o.objects, o.whole, err = p.loadObjects(ctx, o, checkDrift); err != nil {
 		reason := rstatus.ReasonReconcileError
 		if ae := (*AccessError)(nil); errors.As(err, &ae) {
 			reason = rstatus.ReasonForbidden
@@ -78,27 +77,34 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 	return true
 }
 
-// loadObjects gets the objects of the head revision — whole when this pass parsed the
-// manifest and wantWhole, else their identities (see Reconciler.manifestObjects) — and makes
-// sure every kind in it has a dependent watch.
-func (p *pass) loadObjects(ctx context.Context, head *helm.Head, rel *release.Release, wantWhole bool) (objs []*unstructured.Unstructured, whole bool, err error) {
+// loadObjects gets the objects of o's head revision — whole when this pass parsed the
+// manifest and wantWhole, else their identities (see Reconciler.manifestObjects; those of a
+// revision the pass made come from Helm's client) — and makes sure every kind in it has a
+// dependent watch.
+func (p *pass) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (objs []*unstructured.Unstructured, whole bool, err error) {
+	head, rel := o.head, o.rel
 	if ids, ok := p.r.cachedManifest(p.key, head.Revision); ok {
 		return ids, false, nil
 	}
-	if rel == nil || rel.Version != head.Revision {
-		if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+	switch {
+	case o.made != nil && !wantWhole && rel != nil && rel.Version == head.Revision:
+		objs = o.made
+		p.r.rememberObjects(p.key, head.Revision, objs)
+	default:
+		if rel == nil || rel.Version != head.Revision {
+			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+				return nil, false, err
+			}
+			if rel == nil {
+				return nil, false, fmt.Errorf("release %s disappeared", p.relName)
+			}
+		}
+		if objs, err = p.r.manifestObjects(p.key, rel, wantWhole); err != nil {
 			return nil, false, err
 		}
-		if rel == nil {
-			return nil, false, fmt.Errorf("release %s disappeared", p.relName)
-		}
 	}
-	objs, err = p.r.manifestObjects(p.key, rel, wantWhole)
-	if err != nil {
-		return nil, false, err
-	}
-	for _, o := range objs {
-		if err := p.r.ensureWatch(ctx, o.GroupVersionKind()); err != nil {
+	for _, obj := range objs {
+		if err := p.r.ensureWatch(ctx, obj.GroupVersionKind()); err != nil {
 			return nil, false, err
 		}
 	}

@@ -239,6 +239,20 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Normal UpgradeSucceeded"},
 		result: "requeue",
 	}, {
+		name:   "install, its objects known from Helm's client: manifest not read",
+		setup:  func(h *harness) { h.knownObjects() },
+		calls:  []string{"Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "upgrade, its objects known from Helm's client: manifest not read",
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID); h.knownObjects() },
+		calls:  []string{"Last", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
 		name: "upgrade fails: rolled back, held back",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, false, 0, unitUID)
@@ -482,6 +496,17 @@ func (h *harness) uncache() {
 	if err := h.c.DeleteAllOf(context.Background(), &corev1.Secret{}, client.InNamespace("ns")); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// knownObjects makes the next revisions' manifests unreadable, and Helm's client report their
+// objects: a pass that reads the manifest fails.
+func (h *harness) knownObjects() {
+	cm := &unstructured.Unstructured{}
+	cm.SetAPIVersion("v1")
+	cm.SetKind("ConfigMap")
+	cm.SetNamespace("ns")
+	cm.SetName("w")
+	h.helm.manifest, h.helm.objects = "apiVersion: [unreadable", []*unstructured.Unstructured{cm}
 }
 
 func (h *harness) deleteObject() {

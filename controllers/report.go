@@ -60,8 +60,10 @@ type outcome struct {
 	head *helm.Head
 	rel  *release.Release
 	// applied: Helm applied every object of head just now (an install or upgrade), creating
-	// missing ones and merging edited ones back.
+	// missing ones and merging edited ones back; made are then their identities, when Helm's
+	// client knew them (see helm.Request.Objects).
 	applied bool
+	made    []*unstructured.Unstructured
 	// objects is head's parsed manifest — whole when this pass parsed it, else the objects'
 	// identities — and ready what kstatus makes of the live objects (nil: the pass did not
 	// look).

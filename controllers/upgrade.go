@@ -23,7 +23,7 @@ func (p *pass) upgrade(ctx context.Context, o *outcome) {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), "upgrade", "ok").Inc()
 		msg := fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description)
 		o.note(corev1.EventTypeNormal, rstatus.ReasonUpgradeSucceeded, "Upgrade", msg)
-		p.succeeded(rel, rstatus.ReasonUpgradeSucceeded, msg, o)
+		p.succeeded(req, rel, rstatus.ReasonUpgradeSucceeded, msg, o)
 		return
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), "upgrade", "failed").Inc()

@@ -117,11 +117,16 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
-	in.PostRenderer = req.postRenderer(c.mapper)
+	pr := r.postRenderer(req, c.mapper)
+	in.PostRenderer = pr
 	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
 	if crds {
 		c.forgetCapabilities()
+	}
+	req.Objects = nil
+	if err == nil {
+		req.Objects = pr.identitiesOf(rel.Manifest)
 	}
 	err = r.result(err)
 	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
@@ -180,9 +185,14 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	up.Labels = req.Labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
-	up.PostRenderer = req.postRenderer(c.mapper)
+	pr := r.postRenderer(req, c.mapper)
+	up.PostRenderer = pr
 	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	req.Objects = nil
+	if err == nil {
+		req.Objects = pr.identitiesOf(rel.Manifest)
+	}
 	return rel, r.result(err)
 }
 

@@ -1,8 +1,10 @@
 package helm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/url"
 	"strconv"
@@ -135,6 +137,14 @@ type run struct {
 	conf  *action.Configuration
 	guard *guard
 	scope Scope
+	kube  *kubeClient
+}
+
+// postRenderer is the post-renderer of an install or upgrade of the run.
+func (r *run) postRenderer(req *Request, mapper meta.RESTMapper) *postRenderer {
+	pr := req.postRenderer(mapper)
+	r.kube.post = pr
+	return pr
 }
 
 // storing says how an action's new revisions are stored.
@@ -173,8 +183,9 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 		return s.CheckRelease(c.mapper, rel, st.chart, st.manifest)
 	}})
 	store.Log = debug
-	return &run{scope: s, guard: g, conf: &action.Configuration{
-		RESTClientGetter: getter, KubeClient: kubeClient{kc}, Releases: store, Capabilities: caps, Log: debug,
+	k := &kubeClient{Client: kc}
+	return &run{scope: s, guard: g, kube: k, conf: &action.Configuration{
+		RESTClientGetter: getter, KubeClient: k, Releases: store, Capabilities: caps, Log: debug,
 	}}, nil
 }
 
@@ -249,14 +260,35 @@ func (c *Client) forgetCapabilities() {
 	c.disc.Invalidate()
 }
 
-// kubeClient is Helm's kube client without the reachability probe Helm runs before every
-// action (a GET /version each time): rudder's watches depend on the API server anyway, and an
-// unreachable one fails the action's first request with an error that says so. Every other
-// method, and every optional interface Helm asserts (three-way merge, deletion propagation,
-// …), is Helm's own.
-type kubeClient struct{ *kube.Client }
+// kubeClient is Helm's kube client with two changes; every other method, and every optional
+// interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
+//   - No reachability probe before every action (a GET /version each time): rudder's watches
+//     depend on the API server anyway, and an unreachable one fails the action's first request
+//     with an error that says so.
+//   - Build reads the manifest the action's post-renderer just wrote from its JSON form: the
+//     same objects, through the same cli-runtime builder, but JSON decodes at a fraction of the
+//     cost of YAML (which cli-runtime turns into JSON first).
+type kubeClient struct {
+	*kube.Client
+	// post is the action's post-renderer, if it has one.
+	post *postRenderer
+}
 
-func (kubeClient) IsReachable() error { return nil }
+func (*kubeClient) IsReachable() error { return nil }
+
+func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error) {
+	if k.post == nil {
+		return k.Client.Build(r, validate)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if js, ok := k.post.asJSON(data); ok {
+		data = js
+	}
+	return k.Client.Build(bytes.NewReader(data), validate)
+}
 
 // Render renders a release as Install would, without a cluster (`helm template`): lookups
 // find nothing; caps, when set, are the capabilities to render with (else Helm's defaults);

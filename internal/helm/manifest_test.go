@@ -11,11 +11,14 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v2"
+	"helm.sh/helm/v3/pkg/kube"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -268,5 +271,79 @@ func TestParseIdentities(t *testing.T) {
 	}
 	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", testMapper()); err == nil {
 		t.Error("a kind the mapper does not know was accepted")
+	}
+}
+
+// Helm's Build of what the post-renderer wrote reads the objects from their JSON form, and
+// finds exactly what it finds in the YAML; any other manifest is read as it is.
+func TestBuildReadsThePostRenderedObjects(t *testing.T) {
+	t.Parallel()
+	pr := benchRenderer()
+	out, err := pr.Run(bytes.NewBufferString(awkwardManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := out.String()
+	kc := kube.New(&restClientGetter{cfg: &rest.Config{Host: "https://127.0.0.1:1"}, namespace: "scale", mapper: StaticMapper()})
+	want, err := kc.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, ok := pr.asJSON([]byte(manifest)); !ok || !bytes.HasPrefix(js, []byte("{")) {
+		t.Fatalf("the post-rendered manifest is not read as JSON: %v %.40q", ok, js)
+	}
+	k := &kubeClient{Client: kc, post: pr}
+	for _, in := range []string{manifest, manifest + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: extra}\n"} {
+		got, err := k.Build(strings.NewReader(in), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in != manifest {
+			want, err = kc.Build(strings.NewReader(in), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(got) != len(want) || len(want) < 3 {
+			t.Fatalf("%d objects, want %d", len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Name != w.Name || g.Namespace != w.Namespace || g.Mapping.Resource != w.Mapping.Resource ||
+				!equality.Semantic.DeepEqual(g.Object, w.Object) {
+				t.Errorf("object %d: %s/%s %v\n%#v\nwant %s/%s %v\n%#v", i, g.Namespace, g.Name, g.Mapping.Resource, g.Object,
+					w.Namespace, w.Name, w.Mapping.Resource, w.Object)
+			}
+		}
+	}
+}
+
+// The post-renderer knows the identities of what it wrote, as ParseIdentities finds them in its
+// output: placed in the release's namespace, or in none when cluster-scoped.
+func TestPostRenderIdentities(t *testing.T) {
+	t.Parallel()
+	pr := benchRenderer()
+	pr.conf.AllowedNamespaces, pr.conf.AllowClusterScoped = []string{"other"}, []string{"ClusterRole"}
+	out, err := pr.Run(bytes.NewBufferString(awkwardManifest +
+		"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, namespace: ignored}\n" +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ParseIdentities(out.String(), "scale", StaticMapper())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pr.identitiesOf(out.String())
+	if len(got) != len(want) || len(want) != 5 {
+		t.Fatalf("%d identities, ParseIdentities finds %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i].Object, want[i].Object) {
+			t.Errorf("identity %d: %v, ParseIdentities: %v", i, got[i].Object, want[i].Object)
+		}
+	}
+	if pr.identitiesOf(out.String()+"# more\n") != nil {
+		t.Error("identities given for a manifest the post-renderer did not write")
 	}
 }

@@ -3,6 +3,8 @@ package helm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,11 +35,20 @@ type postRenderer struct {
 	scoper *scoper
 	// carried are the owner's labels shards select on, put on every object.
 	carried map[string]string
+
+	// manifest and objects are what the last Run wrote: the text, and the objects in it;
+	// identities are the objects' as ParseIdentities finds them in the text.
+	manifest   string
+	objects    []map[string]any
+	identities []*unstructured.Unstructured
 }
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	p.manifest, p.objects, p.identities = "", nil, nil
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in.Bytes())))
 	var out bytes.Buffer
+	var objects []map[string]any
+	var identities []*unstructured.Unstructured
 	var violations []Violation
 	ownerAnn := OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
 	for {
@@ -79,11 +90,49 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 			}
 		}
 		out.Write(b)
+		objects = append(objects, obj.Object)
+		identities = append(identities, p.identity(obj, namespaced))
 	}
 	if len(violations) > 0 {
 		return nil, &ConfinementError{Violations: violations}
 	}
+	p.manifest, p.objects, p.identities = out.String(), objects, identities
 	return &out, nil
+}
+
+// identity is an object's apiVersion, kind, name and namespace, placed as Helm applies it
+// (see place).
+func (p *postRenderer) identity(obj *unstructured.Unstructured, namespaced bool) *unstructured.Unstructured {
+	md := map[string]any{"name": obj.GetName()}
+	if namespaced {
+		md["namespace"] = cmp.Or(obj.GetNamespace(), p.conf.Namespace)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(), "metadata": md}}
+}
+
+// identitiesOf are the identities of the objects of manifest (as ParseIdentities finds them)
+// when manifest is what the last Run wrote.
+func (p *postRenderer) identitiesOf(manifest string) []*unstructured.Unstructured {
+	if p == nil || p.identities == nil || manifest != p.manifest {
+		return nil
+	}
+	return p.identities
+}
+
+// asJSON is manifest as a stream of JSON objects — the same objects — when manifest is what
+// the last Run wrote.
+func (p *postRenderer) asJSON(manifest []byte) ([]byte, bool) {
+	if p.objects == nil || string(manifest) != p.manifest {
+		return nil, false
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	for _, o := range p.objects {
+		if err := enc.Encode(o); err != nil {
+			return nil, false
+		}
+	}
+	return out.Bytes(), true
 }
 
 // mark labels an object as rudder's operand, annotates its owner, and, in the owner's

@@ -3,6 +3,7 @@ package helm
 import (
 	"helm.sh/helm/v3/pkg/chart"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"maps"
 )
@@ -35,6 +36,11 @@ type Request struct {
 	// Carried are the owner's labels that shards select on (see shard.go), put on the
 	// release records and on every rendered object.
 	Carried map[string]string
+
+	// Objects is filled in by a successful Install or Upgrade: the identities of the new
+	// revision's objects, as ParseIdentities would find them in its manifest, known from the
+	// post-render without reading the manifest again.
+	Objects []*unstructured.Unstructured
 }
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
