@@ -41,7 +41,9 @@ import (
 //   - convergence: from the first create to every release deployed, in CR/s, and the same N
 //     Deployments and Services stored directly by a plain client with rudder's parallelism;
 //   - rudder's CPU (utime+stime from /proc) per install while converging, and per pass over
-//     one idle reconcile period;
+//     one idle reconcile period; and the API server's per install while converging, which
+//     serves the same requests whatever rudder's own cost: rudder's over it is a figure that
+//     holds on a machine whose speed varies with its host's load;
 //   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
 //     process with no CR.
 //
@@ -60,6 +62,7 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.converge.Seconds(), "s-converge")
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
+			b.ReportMetric(r.apiserverCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/install")
 			b.ReportMetric(r.idleCPU.Seconds()*1000/r.idlePasses, "cpu-ms/idle-pass")
 			b.ReportMetric(r.idlePasses, "idle-passes")
 			b.ReportMetric(r.rss/(1<<20), "rss-MiB")
@@ -110,10 +113,14 @@ type scaleRun struct {
 	converge, direct    time.Duration
 	rate                float64
 	installCPU, idleCPU time.Duration
-	idlePasses          float64
-	rss0, rss, heap0    float64
-	heap                float64
-	rudder, store       []point
+	// apiserverCPU is the API server's while rudder converged: the same requests whatever
+	// rudder's own cost, so a yardstick of how fast this machine ran (its speed varies by up
+	// to 2x with the host's load).
+	apiserverCPU     time.Duration
+	idlePasses       float64
+	rss0, rss, heap0 float64
+	heap             float64
+	rudder, store    []point
 }
 
 func runScale(b *testing.B, n int) *scaleRun {
@@ -145,7 +152,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	}
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
-	cpu0 := p.cpu(b)
+	cpu0, plane0 := p.cpu(b), childCPU(b)["kube-apiserver"]
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
@@ -158,6 +165,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 		func() int { return count(b, scaleCRs, scaleGVK, ns, released(1)) })
 	r.converge = r.rudder[len(r.rudder)-1].t
 	r.installCPU = p.cpu(b) - cpu0
+	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
 
 	convergeProfile()
