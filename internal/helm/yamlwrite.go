@@ -55,31 +55,8 @@ func (w *yamlWriter) mapping(m map[string]any, indent int, inline bool) bool {
 		start := len(w.b)
 		w.str(k)
 		w.b = append(w.b, ':')
-		switch v := m[k].(type) {
-		case map[string]any:
-			if len(v) == 0 {
-				w.b = append(w.b, " {}\n"...)
-				continue
-			}
-			w.b = append(w.b, '\n')
-			if !w.mapping(v, indent+2, false) {
-				return false
-			}
-		case []any:
-			if len(v) == 0 {
-				w.b = append(w.b, " []\n"...)
-				continue
-			}
-			w.b = append(w.b, '\n')
-			// yaml.v2 does not indent a sequence in a mapping.
-			if !w.sequence(v, indent, false) {
-				return false
-			}
-		default:
-			w.b = append(w.b, ' ')
-			if !w.scalar(v, len(w.b)-start+indent) {
-				return false
-			}
+		if !w.value(m[k], indent, true, indent+len(w.b)-start+1) {
+			return false
 		}
 	}
 	return true
@@ -93,30 +70,55 @@ func (w *yamlWriter) sequence(s []any, indent int, inline bool) bool {
 			w.indent(indent)
 		}
 		w.b = append(w.b, "- "...)
-		switch v := item.(type) {
-		case map[string]any:
-			if len(v) == 0 {
-				w.b = append(w.b, "{}\n"...)
-				continue
-			}
-			if !w.mapping(v, indent+2, true) {
-				return false
-			}
-		case []any:
-			if len(v) == 0 {
-				w.b = append(w.b, "[]\n"...)
-				continue
-			}
-			if !w.sequence(v, indent+2, true) {
-				return false
-			}
-		default:
-			if !w.scalar(v, indent+2) {
-				return false
-			}
+		if !w.value(item, indent, false, indent+2) {
+			return false
 		}
 	}
 	return true
+}
+
+// value writes v after a key's ":" (afterKey) or a sequence's "- ", both at column indent, and
+// ends the line; a scalar starts at column.
+func (w *yamlWriter) value(v any, indent int, afterKey bool, column int) bool {
+	if afterKey && !isNonEmptyCollection(v) {
+		w.b = append(w.b, ' ')
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		switch {
+		case len(t) == 0:
+			w.b = append(w.b, "{}\n"...)
+		case afterKey:
+			w.b = append(w.b, '\n')
+			return w.mapping(t, indent+2, false)
+		default:
+			return w.mapping(t, indent+2, true)
+		}
+	case []any:
+		switch {
+		case len(t) == 0:
+			w.b = append(w.b, "[]\n"...)
+		case afterKey:
+			// yaml.v2 does not indent a sequence in a mapping.
+			w.b = append(w.b, '\n')
+			return w.sequence(t, indent, false)
+		default:
+			return w.sequence(t, indent+2, true)
+		}
+	default:
+		return w.scalar(t, column)
+	}
+	return true
+}
+
+func isNonEmptyCollection(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		return len(t) > 0
+	case []any:
+		return len(t) > 0
+	}
+	return false
 }
 
 // scalar writes a scalar and ends the line; column is where it starts.
