@@ -159,6 +159,8 @@ true: bool key
 0x10: hex key
 when: 2024-01-01T10:00:00Z
 date: 2024-01-01
+tagged: !!timestamp 2001-12-14
+taggedTime: !!timestamp 2001-12-14T21:59:43.10-05:00
 bin: !!binary aGVsbG8=
 str: !!str 123
 octal: 0o17

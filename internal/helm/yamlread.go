@@ -34,8 +34,8 @@ func decodeObject(doc []byte) (map[string]any, error) {
 }
 
 // jsonValue is v as a JSON value: maps with string keys, slices, strings, booleans, nil, and
-// numbers as int64 (uint64 past its range) or, when not whole, float64. Slices are changed in
-// place.
+// numbers as int64 (uint64 past its range) or float64 (not whole, or past uint64's range).
+// Slices are changed in place.
 func jsonValue(v any) (any, error) {
 	switch t := v.(type) {
 	case map[any]any:
