@@ -41,8 +41,9 @@ func (w *yamlWriter) indent(n int) {
 func (w *yamlWriter) mapping(m map[string]any, indent int, inline bool) bool {
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		// A simple key is at most 128 characters (yaml.v2 writes a longer one as "? key").
-		if _, ok := stringStyle(k); !ok || len(k) > 128 || !plainDigitRuns(k) {
+		// A simple key is at most 128 characters (yaml.v2 writes a longer one as "? key"). Its
+		// style is checked as it is written.
+		if len(k) > 128 || !plainDigitRuns(k) {
 			return false
 		}
 		keys = append(keys, k)
@@ -53,7 +54,9 @@ func (w *yamlWriter) mapping(m map[string]any, indent int, inline bool) bool {
 			w.indent(indent)
 		}
 		start := len(w.b)
-		w.str(k)
+		if !w.str(k) {
+			return false
+		}
 		w.b = append(w.b, ':')
 		if !w.value(m[k], indent, true, indent+len(w.b)-start+1) {
 			return false
@@ -125,10 +128,9 @@ func isNonEmptyCollection(v any) bool {
 func (w *yamlWriter) scalar(v any, column int) bool {
 	switch t := v.(type) {
 	case string:
-		if _, ok := stringStyle(t); !ok || (strings.IndexByte(t, ' ') >= 0 && column+len(t) > yamlWidth) {
+		if (strings.IndexByte(t, ' ') >= 0 && column+len(t) > yamlWidth) || !w.str(t) {
 			return false
 		}
-		w.str(t)
 	case nil:
 		w.b = append(w.b, "null"...)
 	case bool:
@@ -149,15 +151,20 @@ func (w *yamlWriter) scalar(v any, column int) bool {
 	return true
 }
 
-// str writes a string that stringStyle accepts.
-func (w *yamlWriter) str(s string) {
-	if quoted, _ := stringStyle(s); quoted {
+// str writes a string in the style yaml.v2 writes it in, if stringStyle knows that style.
+func (w *yamlWriter) str(s string) bool {
+	quoted, ok := stringStyle(s)
+	switch {
+	case !ok:
+		return false
+	case quoted:
 		w.b = append(w.b, '"')
 		w.b = append(w.b, s...)
 		w.b = append(w.b, '"')
-		return
+	default:
+		w.b = append(w.b, s...)
 	}
-	w.b = append(w.b, s...)
+	return true
 }
 
 // stringStyle reports how yaml.v2 writes s, for a sure subset of strings (ok): plain (see
