@@ -501,12 +501,8 @@ func (h *harness) uncache() {
 // knownObjects makes the next revisions' manifests unreadable, and Helm's client report their
 // objects: a pass that reads the manifest fails.
 func (h *harness) knownObjects() {
-	cm := &unstructured.Unstructured{}
-	cm.SetAPIVersion("v1")
-	cm.SetKind("ConfigMap")
-	cm.SetNamespace("ns")
-	cm.SetName("w")
-	h.helm.manifest, h.helm.objects = "apiVersion: [unreadable", []*unstructured.Unstructured{cm}
+	h.helm.manifest = "apiVersion: [unreadable"
+	h.helm.objects = []*unstructured.Unstructured{helm.Identity("v1", "ConfigMap", "ns", "w")}
 }
 
 func (h *harness) deleteObject() {

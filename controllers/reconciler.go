@@ -191,10 +191,7 @@ type objectID struct {
 
 // unstructured is the identity as an object with nothing else set.
 func (id objectID) unstructured() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": id.apiVersion, "kind": id.kind,
-		"metadata": map[string]any{"namespace": id.namespace, "name": id.name},
-	}}
+	return helm.Identity(id.apiVersion, id.kind, id.namespace, id.name)
 }
 
 // New validates opts and returns a Reconciler; SetupWithManager starts it.

@@ -68,13 +68,22 @@ func ParseIdentities(manifest, namespace string, mapper meta.RESTMapper) ([]*uns
 		if head == (manifestHead{}) {
 			continue // nothing but comments
 		}
-		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": head.APIVersion, "kind": head.Kind,
-			"metadata": map[string]any{"name": head.Metadata.Name, "namespace": head.Metadata.Namespace}}}
+		obj := Identity(head.APIVersion, head.Kind, head.Metadata.Namespace, head.Metadata.Name)
 		if err := place(obj, namespace, mapper); err != nil {
 			return nil, err
 		}
 		out = append(out, obj)
 	}
+}
+
+// Identity is an object with nothing set but what identifies it: apiVersion, kind, name and,
+// unless "", namespace.
+func Identity(apiVersion, kind, namespace, name string) *unstructured.Unstructured {
+	md := map[string]any{"name": name}
+	if namespace != "" {
+		md["namespace"] = namespace
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}
 }
 
 // manifestHead is what identifies an object of a manifest.

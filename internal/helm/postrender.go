@@ -103,11 +103,11 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 // identity is an object's apiVersion, kind, name and namespace, placed as Helm applies it
 // (see place).
 func (p *postRenderer) identity(obj *unstructured.Unstructured, namespaced bool) *unstructured.Unstructured {
-	md := map[string]any{"name": obj.GetName()}
+	ns := ""
 	if namespaced {
-		md["namespace"] = cmp.Or(obj.GetNamespace(), p.conf.Namespace)
+		ns = cmp.Or(obj.GetNamespace(), p.conf.Namespace)
 	}
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": obj.GetAPIVersion(), "kind": obj.GetKind(), "metadata": md}}
+	return Identity(obj.GetAPIVersion(), obj.GetKind(), ns, obj.GetName())
 }
 
 // identitiesOf are the identities of the objects of manifest (as ParseIdentities finds them)
