@@ -117,17 +117,13 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
-	pr := r.postRenderer(req, c.mapper)
-	in.PostRenderer = pr
+	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
 	if crds {
 		c.forgetCapabilities()
 	}
-	req.Objects = nil
-	if err == nil {
-		req.Objects = pr.identitiesOf(rel.Manifest)
-	}
+	r.made(req, rel, err)
 	err = r.result(err)
 	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
 		// The second: the name check read nothing (Helm goes on when its read fails) and
@@ -185,14 +181,10 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	up.Labels = req.Labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
-	pr := r.postRenderer(req, c.mapper)
-	up.PostRenderer = pr
+	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
-	req.Objects = nil
-	if err == nil {
-		req.Objects = pr.identitiesOf(rel.Manifest)
-	}
+	r.made(req, rel, err)
 	return rel, r.result(err)
 }
 

@@ -147,6 +147,15 @@ func (r *run) postRenderer(req *Request, mapper meta.RESTMapper) *postRenderer {
 	return pr
 }
 
+// made reports, in req.Objects, the identities of the revision the run's install or upgrade
+// made, as its post-renderer wrote them; nil when the action failed.
+func (r *run) made(req *Request, rel *release.Release, err error) {
+	req.Objects = nil
+	if err == nil {
+		req.Objects = r.kube.post.identitiesOf(rel.Manifest)
+	}
+}
+
 // storing says how an action's new revisions are stored.
 type storing struct {
 	// chart, when set, is the chart whose crds/ define kinds the action may meet.
