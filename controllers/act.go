@@ -72,10 +72,14 @@ func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
 	}
 	switch obs.state {
 	case helm.StateInSync:
-		p.inSync(obs.head, o)
+		if p.supersede(obs.head, o) {
+			p.inSync(obs.head, o)
+		}
 		return
 	case helm.StateRolledBack:
-		p.keepRollback(obs, o)
+		if p.supersede(obs.head, o) {
+			p.keepRollback(obs, o)
+		}
 		return
 	case helm.StateConflict:
 		p.conflict(obs.rel, o)
@@ -231,6 +235,27 @@ func (p *pass) unlock(rel *release.Release, o *outcome) bool {
 	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
 	o.note(corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg)
 	o.released = &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}
+	return true
+}
+
+// supersede completes a history the cache shows with older revisions still marked deployed
+// next to the deployed newest one (Helm only logs a failed update of the revision an upgrade
+// or rollback replaces): it marks them superseded. It returns false when the pass ends here.
+func (p *pass) supersede(h *helm.Head, o *outcome) bool {
+	if len(h.OlderDeployed) == 0 {
+		return true
+	}
+	marked, err := p.r.opts.Helm.Supersede(p.scope, p.relName)
+	if err != nil {
+		o.fail(rstatus.ReasonReconcileError, fmt.Errorf("marking the older deployed revisions of %s superseded: %w", p.relName, err))
+		return false
+	}
+	if len(marked) > 0 {
+		releaseActions.WithLabelValues(p.r.gvkLabel(), "supersede", "ok").Inc()
+		o.note(corev1.EventTypeNormal, rstatus.ReasonSuperseded, "Supersede", fmt.Sprintf(
+			"revisions %v were still marked deployed next to revision %d (an update of their records was lost while they were replaced); marked superseded",
+			marked, h.Revision))
+	}
 	return true
 }
 

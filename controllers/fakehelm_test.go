@@ -228,6 +228,26 @@ func (f *fakeHelm) Unlock(_ helm.Scope, rel *release.Release) error {
 	return nil
 }
 
+// Supersede marks every deployed revision but the newest superseded, as Helm's storage would.
+func (f *fakeHelm) Supersede(helm.Scope, string) ([]int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("Supersede")
+	var deployed []*release.Release
+	for _, r := range f.history {
+		if r.Info.Status == release.StatusDeployed {
+			deployed = append(deployed, r)
+		}
+	}
+	var marked []int
+	for _, r := range deployed[:max(len(deployed)-1, 0)] {
+		r.Info.Status = release.StatusSuperseded
+		marked = append(marked, r.Version)
+	}
+	f.sync()
+	return marked, nil
+}
+
 func (f *fakeHelm) Writer(helm.Scope) (client.Client, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

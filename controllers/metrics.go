@@ -15,7 +15,7 @@ var (
 	}, []string{"gvk", "namespace", "name", "state"})
 	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_release_actions_total",
-		Help: "Helm actions by kind, action (install, upgrade, rollback, uninstall, unlock) and result.",
+		Help: "Helm actions by kind, action (install, upgrade, rollback, uninstall, unlock, supersede) and result.",
 	}, []string{"gvk", "action", "result"})
 	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_status_writes_total",

@@ -226,6 +226,16 @@ func TestPassDecisionTable(t *testing.T) {
 		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
 		result: "requeue",
 	}, {
+		name: "in sync, an older revision still deployed (a lost update): superseded",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+		},
+		calls:  []string{"Supersede", "Last"},
+		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
+		events: []string{"Normal Superseded"},
+		result: "requeue",
+	}, {
 		name:   "objects not there yet: progressing",
 		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID); h.deleteObject() },
 		calls:  []string{"Last"},

@@ -94,6 +94,8 @@ type Releases interface {
 	Uninstall(s helm.Scope, name, description string) error
 	// Unlock marks a pending revision failed.
 	Unlock(s helm.Scope, rel *release.Release) error
+	// Supersede marks every deployed revision but the newest superseded and returns them.
+	Supersede(s helm.Scope, name string) ([]int, error)
 	// Writer writes operands as the scope's identity (drift re-apply).
 	Writer(s helm.Scope) (client.Client, error)
 	// Relabel gives the release's records exactly the carried labels want among keys

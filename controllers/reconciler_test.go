@@ -286,6 +286,46 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	}
 }
 
+// TestLostSupersedeIsRepaired: an upgrade whose update of the revision it replaced was lost
+// (Helm logs that and goes on) leaves two deployed revisions; the CR's next pass marks the older
+// one superseded, with no new revision.
+func TestLostSupersedeIsRepaired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "twice", map[string]any{"message": "a"})); err != nil {
+		t.Fatal(err)
+	}
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "twice", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "twice", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "b"}
+	})
+	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "twice")
+		return len(h) == 2 && h[1].Info.Status == release.StatusDeployed, nil
+	})
+	// The record of revision 1 as the lost update left it.
+	cfg := crtest.HelmConfig(t, cluster, ns)
+	first, err := cfg.Releases.Get("twice", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Info.Status = release.StatusDeployed
+	if err := cfg.Releases.Update(first); err != nil {
+		t.Fatal(err)
+	}
+	// A lost update changes no record, so nothing wakes the CR: its next pass (here, after an
+	// annotation change) finds the history in the cache.
+	crtest.Update(t, k8s, widgetGVK, ns, "twice", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"test.rudder.dev/poke": "1"})
+	})
+	crtest.WaitEvent(t, k8s, ns, "twice", "Superseded", "revisions [1] were still marked deployed next to revision 2")
+	h := crtest.History(t, cluster, ns, "twice")
+	if len(h) != 2 || h[0].Info.Status != release.StatusSuperseded || h[1].Info.Status != release.StatusDeployed {
+		t.Fatalf("history: %s", describe(h))
+	}
+}
+
 func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

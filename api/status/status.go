@@ -68,6 +68,9 @@ const (
 	// ReasonForbidden: rudder's identity may not act on an object the chart renders. Retried
 	// with back-off, so granting the missing rule recovers without touching the CR.
 	ReasonForbidden = "Forbidden"
+	// ReasonSuperseded: older revisions still marked deployed next to the newest (an update of
+	// their records was lost while Helm replaced them) were marked superseded.
+	ReasonSuperseded = "Superseded"
 )
 
 // Common is the part of status rudder owns on every CR.

@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,6 +185,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	r.settle(req.ReleaseName, err)
 	r.made(req, rel, err)
 	return rel, r.result(err)
 }
@@ -200,7 +202,9 @@ func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, desc
 	rb := action.NewRollback(r.conf)
 	rb.Version = toRevision
 	rb.MaxHistory = maxHistory
-	return r.result(rb.Run(name))
+	err = rb.Run(name)
+	r.settle(name, err)
+	return r.result(err)
 }
 
 // Uninstall removes a release and the objects it made. A release that is already gone is not
@@ -239,6 +243,38 @@ func (c *Client) Unlock(s Scope, rel *release.Release) error {
 	}
 	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
 	return st.Update(rel)
+}
+
+// Supersede marks every deployed revision of a release but the newest superseded, and returns
+// the revisions it marked: the repair of a history an upgrade or rollback left with more than
+// one deployed revision (see run.settle), whoever's it was.
+func (c *Client) Supersede(s Scope, name string) ([]int, error) {
+	st, err := c.storageOf(s)
+	if err != nil {
+		return nil, err
+	}
+	return supersedeOlder(st, name)
+}
+
+// supersedeOlder marks every deployed revision of a release but the newest superseded.
+func supersedeOlder(st *storage.Storage, name string) ([]int, error) {
+	deployed, err := st.DeployedAll(name)
+	if errors.Is(err, driver.ErrNoDeployedReleases) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	releaseutil.SortByRevision(deployed)
+	var marked []int
+	for _, rel := range deployed[:max(len(deployed)-1, 0)] {
+		rel.Info.Status = release.StatusSuperseded
+		if err := st.Update(rel); err != nil {
+			return marked, fmt.Errorf("marking revision %d of %s superseded: %w", rel.Version, name, err)
+		}
+		marked = append(marked, rel.Version)
+	}
+	return marked, nil
 }
 
 // Writer is the client that re-applies a scope's drifted objects: the scope's

@@ -2,7 +2,9 @@ package helm
 
 import (
 	"context"
+	"slices"
 
+	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,10 +60,26 @@ func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, e
 		return nil, err
 	}
 	var best *Head
+	deployed := 0
 	for i := range list.Items {
-		if h := HeadOfLabels(list.Items[i].Labels); h != nil && (best == nil || h.Revision > best.Revision) {
+		h := HeadOfLabels(list.Items[i].Labels)
+		if h == nil {
+			continue
+		}
+		if h.Status == release.StatusDeployed {
+			deployed++
+		}
+		if best == nil || h.Revision > best.Revision {
 			best = h
 		}
+	}
+	if best != nil && best.Status == release.StatusDeployed && deployed > 1 {
+		for i := range list.Items {
+			if h := HeadOfLabels(list.Items[i].Labels); h != nil && h.Status == release.StatusDeployed && h.Revision != best.Revision {
+				best.OlderDeployed = append(best.OlderDeployed, h.Revision)
+			}
+		}
+		slices.Sort(best.OlderDeployed)
 	}
 	return best, nil
 }

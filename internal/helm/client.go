@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
@@ -124,20 +125,29 @@ func (c *Client) driver(s Scope) (*secretsDriver, error) {
 	return d, nil
 }
 
-func (c *Client) debug(s Scope) func(string, ...any) {
+// logger is the log of a scope's actions.
+func (c *Client) logger(s Scope) logr.Logger {
 	log := c.log.WithName("helm").WithValues("namespace", s.Namespace)
 	if s.ServiceAccount != "" {
 		log = log.WithValues("serviceAccount", s.ServiceAccount)
 	}
+	return log
+}
+
+// debug is Helm's debug log of a scope's actions.
+func (c *Client) debug(s Scope) func(string, ...any) {
+	log := c.logger(s)
 	return func(format string, v ...any) { log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
 }
 
 // run is one action's configuration, with the guard its requests go through.
 type run struct {
-	conf  *action.Configuration
-	guard *guard
-	scope Scope
-	kube  *kubeClient
+	conf    *action.Configuration
+	guard   *guard
+	scope   Scope
+	kube    *kubeClient
+	records *checkedDriver
+	log     logr.Logger
 }
 
 // postRenderer is the post-renderer of an install or upgrade of the run.
@@ -153,6 +163,28 @@ func (r *run) made(req *Request, rel *release.Release, err error) {
 	req.Objects = nil
 	if err == nil {
 		req.Objects = r.kube.post.identitiesOf(rel.Manifest)
+	}
+}
+
+// settle completes the history of a release whose upgrade or rollback succeeded (err nil)
+// although an update of one of its records failed: Helm logs a failed update of the revision
+// it replaces, and goes on, which leaves that revision marked deployed next to the new one (an
+// API server or etcd outage in the middle of the action does it). Every deployed revision but
+// the newest is then marked superseded, as Helm's rollback does. The action's result stays
+// its own: when this repair fails too, the reconciler's next pass makes it (see
+// Head.OlderDeployed). An action that failed is left as it is; its revisions are what the
+// next pass decides from.
+func (r *run) settle(name string, err error) {
+	if err != nil || !r.records.lost.Load() {
+		return
+	}
+	marked, err := supersedeOlder(r.conf.Releases, name)
+	if err != nil {
+		r.log.Error(err, "an update of the release's records failed during the action; its older deployed revisions are left for the next pass", "release", name)
+		return
+	}
+	if len(marked) > 0 {
+		r.log.Info("an update of the release's records failed during the action; marked its older deployed revisions superseded", "release", name, "revisions", marked)
 	}
 }
 
@@ -188,12 +220,13 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	debug := c.debug(s)
 	kc := kube.New(getter)
 	kc.Log = debug
-	store := storage.Init(&checkedDriver{secretsDriver: d, storing: st, check: func(rel *release.Release) error {
+	records := &checkedDriver{secretsDriver: d, storing: st, check: func(rel *release.Release) error {
 		return s.CheckRelease(c.mapper, rel, st.chart, st.manifest)
-	}})
+	}}
+	store := storage.Init(records)
 	store.Log = debug
 	k := &kubeClient{Client: kc}
-	return &run{scope: s, guard: g, kube: k, conf: &action.Configuration{
+	return &run{scope: s, guard: g, kube: k, records: records, log: c.logger(s), conf: &action.Configuration{
 		RESTClientGetter: getter, KubeClient: k, Releases: store, Capabilities: caps, Log: debug,
 	}}, nil
 }
@@ -332,10 +365,22 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 // the scope before it is stored. Storing the new revision is the first write of an install,
 // an upgrade and a rollback, before any hook runs or object is applied, and the revision holds
 // every hook of every event.
+//
+// It also notes whether an update of a record failed: Helm's upgrade and rollback log such a
+// failure and go on (see run.settle).
 type checkedDriver struct {
 	*secretsDriver
 	storing
 	check func(*release.Release) error
+	lost  atomic.Bool
+}
+
+func (d *checkedDriver) Update(key string, rls *release.Release) error {
+	err := d.secretsDriver.Update(key, rls)
+	if err != nil {
+		d.lost.Store(true)
+	}
+	return err
 }
 
 func (d *checkedDriver) Create(key string, rls *release.Release) error {

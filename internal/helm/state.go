@@ -64,6 +64,11 @@ type Head struct {
 	// rollback copies it from the revision it returns to, so it equals Revision only for
 	// revisions rudder made from a spec. 0 when absent.
 	MadeAs int
+	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
+	// decoded release does not know its history). Helm marks the revision an upgrade or a
+	// rollback replaces superseded, but only logs a failure to: such a history wants
+	// Client.Supersede.
+	OlderDeployed []int
 }
 
 // MadeByRudder reports whether rudder made the revision from a CR's spec (install, upgrade).
