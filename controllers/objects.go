@@ -258,7 +258,7 @@ func isTransient(err error) bool {
 		return true
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) || helm.IsUnavailable(err) {
 		return true
 	}
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||

@@ -273,6 +273,15 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning UpgradeFailed", "Normal RolledBack"},
 		result: "terminal",
 	}, {
+		name: "upgrade fails as the API server became unavailable: retried, not rolled back",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = &helm.UnavailableError{Err: errors.New(`cannot patch "w" with kind ConfigMap: rpc error: code = Unavailable`)}, true
+		},
+		calls:  []string{"Last", "Upgrade"},
+		conds:  []string{"Released=none", "Ready=False/UpgradeFailed", "Reconciling=True/UpgradeFailed", "Stalled=False/UpgradeFailed"},
+		result: "retry",
+	}, {
 		name: "upgrade fails, rollback off",
 		opts: harnessOpts{watch: "  rollbackOnFailure: false\n"},
 		setup: func(h *harness) {

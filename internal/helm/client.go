@@ -19,7 +19,6 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -244,31 +243,10 @@ func (r *run) result(err error) error {
 	if fe := (*ForbiddenError)(nil); len(forbidden) > 0 && !errors.As(err, &fe) {
 		return &ForbiddenError{User: r.scope.User(), Refused: forbidden, Err: err}
 	}
-	return err
-}
-
-// ForbiddenError: the API server refused requests of an action to the identity it was made as
-// (rudder's ClusterRole, or the RBAC of the scope's ServiceAccount lacks a rule).
-type ForbiddenError struct {
-	// User the requests were made as; "" for rudder's own identity.
-	User string
-	// Refused holds the API server's messages, which name the verb, resource and namespace.
-	Refused []string
-	Err     error
-}
-
-func (e *ForbiddenError) Error() string { return strings.Join(e.Refused, "; ") }
-func (e *ForbiddenError) Unwrap() error { return e.Err }
-
-// IsForbidden reports whether err is a refusal by the API server's authorization (and not by
-// rudder's confinement).
-func IsForbidden(err error) bool {
-	var ce *ConfinementError
-	if errors.As(err, &ce) {
-		return false
+	if r.guard.unavailableIn(err.Error()) != "" {
+		return &UnavailableError{Err: err}
 	}
-	var fe *ForbiddenError
-	return errors.As(err, &fe) || apierrors.IsForbidden(err)
+	return err
 }
 
 // capabilities are the cluster's, read once (Helm would invalidate discovery and read them at

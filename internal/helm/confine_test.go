@@ -2,7 +2,10 @@ package helm
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,8 +17,10 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -258,5 +263,63 @@ func TestHasHooks(t *testing.T) {
 	parent.SetDependencies(plain, hooked)
 	if hasHooks(plain) || !hasHooks(hooked) || !hasHooks(parent) {
 		t.Fatalf("plain %v, hooked %v, parent of hooked %v", hasHooks(plain), hasHooks(hooked), hasHooks(parent))
+	}
+}
+
+// An action whose request failed for now (etcd down behind the API server, the server
+// unreachable) fails with an UnavailableError, although Helm's kube client flattens the
+// request's error into text; a failure the chart or values caused does not.
+func TestUnavailableSurvivesHelmsFlattening(t *testing.T) {
+	const etcdDown = "rpc error: code = Unavailable desc = error reading from server: connection reset by peer"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		st := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure}
+		switch r.URL.Path {
+		case "/api/v1/namespaces/tenant/configmaps/down":
+			st.Code, st.Reason, st.Message = http.StatusInternalServerError, metav1.StatusReasonInternalError, etcdDown
+		default:
+			st.Code, st.Reason, st.Message = http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, `ConfigMap "bad" is invalid: data: too long`
+		}
+		w.WriteHeader(int(st.Code))
+		_ = json.NewEncoder(w).Encode(st)
+	}))
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	// What Helm's kube client returns for a failed update: the request's error, as text.
+	flattened := func(host, name string) (*run, error) {
+		g := &guard{conf: confinement(nil), mapper: testMapper()}
+		cfg := &rest.Config{Host: host}
+		cfg.Wrap(g.wrap)
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.CoreV1().ConfigMaps("tenant").Patch(context.Background(), name, types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+		if err == nil {
+			t.Fatal("the patch succeeded")
+		}
+		return &run{guard: g}, errors.New(fmt.Sprintf("cannot patch %q with kind ConfigMap: %v", name, err)) //nolint:staticcheck // text, as Helm keeps it
+	}
+	for _, tc := range []struct {
+		name, host, object string
+		want               bool
+	}{
+		{"etcd down behind the API server", srv.URL, "down", true},
+		{"API server unreachable", closed.URL, "down", true},
+		{"invalid object", srv.URL, "bad", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := flattened(tc.host, tc.object)
+			if got := IsUnavailable(r.result(err)); got != tc.want {
+				t.Fatalf("IsUnavailable(%q) = %v, want %v", err, got, tc.want)
+			}
+		})
+	}
+	// A request that failed for now does not make another failure of the action transient.
+	r, _ := flattened(srv.URL, "down")
+	if IsUnavailable(r.result(errors.New(`ConfigMap "bad" is invalid: data: too long`))) {
+		t.Fatal("an invalid object was taken for an outage seen by another request")
 	}
 }

@@ -35,7 +35,13 @@ type guard struct {
 	mu        sync.Mutex
 	refused   []Violation
 	forbidden []string
+	// unavailable holds what failed requests that are worth retrying as they are said: the
+	// transport's error, or the API server's message for 429 and 5xx.
+	unavailable []string
 }
+
+// maxUnavailable bounds what a guard keeps of failed requests.
+const maxUnavailable = 32
 
 var requestInfos = &apirequest.RequestInfoFactory{
 	APIPrefixes:          sets.NewString("api", "apis"),
@@ -51,8 +57,15 @@ func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
 			return refusal(req, v), nil
 		}
 		resp, err := rt.RoundTrip(req)
-		if err == nil && resp.StatusCode == http.StatusForbidden {
+		switch {
+		case err != nil:
+			g.noteUnavailable(err.Error())
+		case resp.StatusCode == http.StatusForbidden:
 			g.noteForbidden(req, resp)
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError:
+			if msg := statusMessage(resp); msg != "" {
+				g.noteUnavailable(msg)
+			}
 		}
 		return resp, err
 	})
@@ -151,21 +164,52 @@ func refusal(req *http.Request, v *Violation) *http.Response {
 // ServiceAccount), with the server's own message, which names the user, verb, resource and
 // namespace.
 func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
-	msg := ""
-	if b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10)); err == nil {
-		resp.Body.Close()
-		resp.Body = io.NopCloser(bytes.NewReader(b))
-		var st metav1.Status
-		if json.Unmarshal(b, &st) == nil {
-			msg = st.Message
-		}
-	}
+	msg := statusMessage(resp)
 	if msg == "" {
 		msg = fmt.Sprintf("%s %s", req.Method, req.URL.Path)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.forbidden = append(g.forbidden, msg)
+}
+
+// statusMessage is the message of the Status an API server's error response carries ("" when
+// it carries none); the response's body is left to be read again.
+func statusMessage(resp *http.Response) string {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return ""
+	}
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	var st metav1.Status
+	if json.Unmarshal(b, &st) != nil {
+		return ""
+	}
+	return st.Message
+}
+
+// noteUnavailable remembers a request that failed in a way worth retrying as it is: the API
+// server unreachable, overloaded, or failing itself (etcd down behind it).
+func (g *guard) noteUnavailable(msg string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.unavailable) < maxUnavailable {
+		g.unavailable = append(g.unavailable, msg)
+	}
+}
+
+// unavailableIn returns the first failure worth retrying that an action's error message
+// includes ("" if none): Helm's kube client joins the errors of an update as text.
+func (g *guard) unavailableIn(errText string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, m := range g.unavailable {
+		if strings.Contains(errText, m) {
+			return m
+		}
+	}
+	return ""
 }
 
 // outcome returns what the guard saw: the requests it refused and those the API server refused.
