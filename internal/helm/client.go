@@ -243,7 +243,7 @@ func (r *run) result(err error) error {
 	if fe := (*ForbiddenError)(nil); len(forbidden) > 0 && !errors.As(err, &fe) {
 		return &ForbiddenError{User: r.scope.User(), Refused: forbidden, Err: err}
 	}
-	if r.guard.unavailableIn(err.Error()) != "" {
+	if r.guard.sawUnavailable(err.Error()) {
 		return &UnavailableError{Err: err}
 	}
 	return err

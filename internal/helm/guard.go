@@ -199,17 +199,17 @@ func (g *guard) noteUnavailable(msg string) {
 	}
 }
 
-// unavailableIn returns the first failure worth retrying that an action's error message
-// includes ("" if none): Helm's kube client joins the errors of an update as text.
-func (g *guard) unavailableIn(errText string) string {
+// sawUnavailable reports whether an action's error message includes a failure worth
+// retrying that the guard saw: Helm's kube client joins the errors of an update as text.
+func (g *guard) sawUnavailable(errText string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, m := range g.unavailable {
 		if strings.Contains(errText, m) {
-			return m
+			return true
 		}
 	}
-	return ""
+	return false
 }
 
 // outcome returns what the guard saw: the requests it refused and those the API server refused.
