@@ -76,7 +76,6 @@ func settleUpgrade(r *run) error {
 // Helm's upgrade and rollback only log a failed update of the revision they replace, which
 // leaves it deployed next to the new one; settle marks it superseded.
 func TestSettleSupersedesWhatALostUpdateLeftDeployed(t *testing.T) {
-	upgrade := settleUpgrade
 	rollback := func(r *run) error {
 		rb := action.NewRollback(r.conf)
 		rb.Version = 1
@@ -91,7 +90,7 @@ func TestSettleSupersedesWhatALostUpdateLeftDeployed(t *testing.T) {
 		act      func(*run) error
 		want     map[int]release.Status
 	}{
-		{"upgrade", 0, "sh.helm.release.v1.web.v1", upgrade,
+		{"upgrade", 0, "sh.helm.release.v1.web.v1", settleUpgrade,
 			map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusDeployed}},
 		{"rollback", 1, "sh.helm.release.v1.web.v2", rollback,
 			map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded, 3: release.StatusDeployed}},
@@ -100,7 +99,7 @@ func TestSettleSupersedesWhatALostUpdateLeftDeployed(t *testing.T) {
 			cs := fake.NewClientset()
 			settleInstall(t, cs)
 			for range tc.upgrades {
-				if err := upgrade(settleRun(t, cs)); err != nil {
+				if err := settleUpgrade(settleRun(t, cs)); err != nil {
 					t.Fatal(err)
 				}
 			}
