@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -288,6 +289,7 @@ func TestUnavailableSurvivesHelmsFlattening(t *testing.T) {
 	closed.Close()
 
 	// What Helm's kube client returns for a failed update: the request's error, as text.
+	var lastErr error // the client's error of the last request
 	flattened := func(host, name string) (*run, error) {
 		g := &guard{conf: confinement(nil), mapper: testMapper()}
 		cfg := &rest.Config{Host: host}
@@ -300,6 +302,7 @@ func TestUnavailableSurvivesHelmsFlattening(t *testing.T) {
 		if err == nil {
 			t.Fatal("the patch succeeded")
 		}
+		lastErr = err
 		return &run{guard: g}, errors.New(fmt.Sprintf("cannot patch %q with kind ConfigMap: %v", name, err)) //nolint:staticcheck // text, as Helm keeps it
 	}
 	for _, tc := range []struct {
@@ -317,9 +320,18 @@ func TestUnavailableSurvivesHelmsFlattening(t *testing.T) {
 			}
 		})
 	}
-	// A request that failed for now does not make another failure of the action transient.
+	// A request that failed for now does not make another failure of the action transient,
+	// even one whose text has the transport's words in it.
 	r, _ := flattened(srv.URL, "down")
 	if IsUnavailable(r.result(errors.New(`ConfigMap "bad" is invalid: data: too long`))) {
 		t.Fatal("an invalid object was taken for an outage seen by another request")
+	}
+	r, _ = flattened(closed.URL, "down")
+	var transport *url.Error
+	if !errors.As(lastErr, &transport) {
+		t.Fatalf("the client's error %v is not a url.Error", lastErr)
+	}
+	if IsUnavailable(r.result(errors.New("template: web/templates/cm.yaml:3: " + transport.Err.Error()))) {
+		t.Fatal("a chart's error was taken for the transport's failure of another request")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -36,7 +37,7 @@ type guard struct {
 	refused   []Violation
 	forbidden []string
 	// unavailable holds what failed requests that are worth retrying as they are said: the
-	// transport's error, or the API server's message for 429 and 5xx.
+	// transport's error as the client reports it, or the API server's message for 429 and 5xx.
 	unavailable []string
 }
 
@@ -59,7 +60,9 @@ func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
 		resp, err := rt.RoundTrip(req)
 		switch {
 		case err != nil:
-			g.noteUnavailable(err.Error())
+			// As the http.Client above reports it, with the method and URL: the transport's
+			// own text ("EOF") could be part of any error.
+			g.noteUnavailable((&url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}).Error())
 		case resp.StatusCode == http.StatusForbidden:
 			g.noteForbidden(req, resp)
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError:
@@ -171,6 +174,14 @@ func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.forbidden = append(g.forbidden, msg)
+}
+
+// urlErrorOp is the Op of the url.Error an http.Client wraps a request's failure in.
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 // statusMessage is the message of the Status an API server's error response carries ("" when
