@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"github.com/rudder-operator/rudder/internal/crtest"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -25,6 +23,8 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -173,12 +173,11 @@ func isCR(resources []string) bool {
 func TestMetricsAuthentication(t *testing.T) {
 	deploy(t)
 	ctx := context.Background()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	free, err := testcluster.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := free.String()
 	startRudder(t, asServiceAccount(systemNS, "rudder-manager"), controllers.ManagerOptions{MetricsBindAddress: addr, MetricsSecure: true,
 		WatchNamespaces: []string{"metrics-test"}, SeveralManagers: true})
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -340,12 +339,11 @@ func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess
 
 // freeAddr is a loopback address with a port free right now.
 func freeAddr(b *testing.B) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := testcluster.FreeAddr()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a.String()
 }
 
 func (p *rudderProcess) stop() {

@@ -42,13 +42,15 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func freePort() (int, error) {
+// FreeAddr is a loopback TCP address whose port is free right now (for a process to listen
+// on next).
+func FreeAddr() (*net.TCPAddr, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().(*net.TCPAddr), nil
 }
 
 // ShortMode is for a TestMain whose package's tests need the control plane: under

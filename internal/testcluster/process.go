@@ -38,7 +38,7 @@ func (c *Cluster) startKwok() error {
 	if err := os.WriteFile(cfgPath, []byte(stages), 0o644); err != nil {
 		return err
 	}
-	port, err := freePort()
+	addr, err := FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (c *Cluster) startKwok() error {
 		// Only allocated, never routed: nothing sends traffic to these addresses.
 		"--cidr=10.244.0.1/16",
 		"--node-ip=10.244.0.1",
-		"--server-address=127.0.0.1:"+strconv.Itoa(port),
+		"--server-address="+addr.String(),
 	)
 }
 
