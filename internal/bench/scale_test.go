@@ -42,7 +42,8 @@ import (
 //   - rudder's CPU (utime+stime from /proc) per install while converging, and per pass over
 //     one idle reconcile period; and the API server's per install while converging, which
 //     serves the same requests whatever rudder's own cost: rudder's over it is a figure that
-//     holds on a machine whose speed varies with its host's load;
+//     holds on a machine whose speed varies with its host's load; and rudder's reconcile
+//     passes and status writes per CR while converging;
 //   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
 //     process with no CR; the RSS with no CR also split into anonymous and file pages (see
 //     resident).
@@ -63,6 +64,8 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
 			b.ReportMetric(r.apiserverCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/install")
+			b.ReportMetric(r.passes, "passes/CR")
+			b.ReportMetric(r.statusWrites, "status-writes/CR")
 			b.ReportMetric(r.idleCPU.Seconds()*1000/r.idlePasses, "cpu-ms/idle-pass")
 			b.ReportMetric(r.idlePasses, "idle-passes")
 			b.ReportMetric(r.rss.total/(1<<20), "rss-MiB")
@@ -119,11 +122,14 @@ type scaleRun struct {
 	// apiserverCPU is the API server's while rudder converged: the same requests whatever
 	// rudder's own cost, so a yardstick of how fast this machine ran (its speed varies by up
 	// to 2x with the host's load).
-	apiserverCPU  time.Duration
-	idlePasses    float64
-	rss0, rss     resident
-	heap0, heap   float64
-	rudder, store []point
+	apiserverCPU time.Duration
+	idlePasses   float64
+	// passes and statusWrites are rudder's reconcile passes and CR status patches while it
+	// converged, per CR.
+	passes, statusWrites float64
+	rss0, rss            resident
+	heap0, heap          float64
+	rudder, store        []point
 }
 
 func runScale(b *testing.B, n int) *scaleRun {
@@ -156,6 +162,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
 	cpu0, plane0 := p.cpu(b), childCPU(b)["kube-apiserver"]
+	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.metric(b, "rudder_status_writes_total")
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
@@ -170,6 +177,8 @@ func runScale(b *testing.B, n int) *scaleRun {
 	r.installCPU = p.cpu(b) - cpu0
 	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
+	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
+	r.statusWrites = (p.metric(b, "rudder_status_writes_total") - writes0) / float64(n)
 
 	convergeProfile()
 
@@ -177,9 +186,9 @@ func runScale(b *testing.B, n int) *scaleRun {
 	// Every CR resynced at least once.
 	idle := scaleReconcilePeriod + scaleReconcilePeriod/5
 	idleProfile := p.profile(b, "profile", "idle", idle)
-	passes0, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
+	passes1, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
 	time.Sleep(idle)
-	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes0
+	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes1
 	r.rss, r.heap = p.resident(b), p.metric(b, "go_memstats_heap_alloc_bytes")
 	idleProfile()
 	p.profile(b, "heap", "heap", 0)()
