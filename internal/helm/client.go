@@ -1,10 +1,8 @@
 package helm
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/url"
 	"strconv"
@@ -20,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -71,7 +70,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := corev1client.NewForConfig(opts.Config)
+	cs, err := corev1client.NewForConfig(storageConfig(opts.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +101,18 @@ func (c *Client) restConfig(s Scope) *rest.Config {
 	return cfg
 }
 
+// storageConfig is cfg for the release storage's Secrets client: protobuf, as Kubernetes' own
+// controllers talk to the API server. A record travels twice per write (the request, and the
+// Secret the API server sends back); JSON base64-encodes its payload again each way, and
+// decoding it was a few percent of rudder's CPU per install. The records themselves, and
+// every reader's view of them, are the same.
+func storageConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
+}
+
 // driver is the release storage of a namespace as the scope's identity, built once.
 func (c *Client) driver(s Scope) (*secretsDriver, error) {
 	id := identity{s.Namespace, s.ServiceAccount}
@@ -112,7 +123,7 @@ func (c *Client) driver(s Scope) (*secretsDriver, error) {
 	}
 	secrets := c.secrets
 	if s.ServiceAccount != "" {
-		cs, err := corev1client.NewForConfig(c.restConfig(s))
+		cs, err := corev1client.NewForConfig(storageConfig(c.restConfig(s)))
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +235,7 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	}}
 	store := storage.Init(records)
 	store.Log = debug
-	k := &kubeClient{Client: kc}
+	k := &kubeClient{Client: kc, getter: getter}
 	return &run{scope: s, guard: g, kube: k, records: records, log: c.logger(s), conf: &action.Configuration{
 		RESTClientGetter: getter, KubeClient: k, Releases: store, Capabilities: caps, Log: debug,
 	}}, nil
@@ -278,36 +289,6 @@ func (c *Client) forgetCapabilities() {
 	defer c.mu.Unlock()
 	c.caps = nil
 	c.disc.Invalidate()
-}
-
-// kubeClient is Helm's kube client with two changes; every other method, and every optional
-// interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
-//   - No reachability probe before every action (a GET /version each time): rudder's watches
-//     depend on the API server anyway, and an unreachable one fails the action's first request
-//     with an error that says so.
-//   - Build reads the manifest the action's post-renderer just wrote from its JSON form: the
-//     same objects, through the same cli-runtime builder, but JSON decodes at a fraction of the
-//     cost of YAML (which cli-runtime turns into JSON first).
-type kubeClient struct {
-	*kube.Client
-	// post is the action's post-renderer, if it has one.
-	post *postRenderer
-}
-
-func (*kubeClient) IsReachable() error { return nil }
-
-func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error) {
-	if k.post == nil {
-		return k.Client.Build(r, validate)
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	if js, ok := k.post.asJSON(data); ok {
-		data = js
-	}
-	return k.Client.Build(bytes.NewReader(data), validate)
 }
 
 // Render renders a release as Install would, without a cluster (`helm template`): lookups

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,20 +118,12 @@ func (p *postRenderer) identitiesOf(manifest string) []*unstructured.Unstructure
 	return p.identities
 }
 
-// asJSON is manifest as a stream of JSON objects — the same objects — when manifest is what
-// the last Run wrote.
-func (p *postRenderer) asJSON(manifest []byte) ([]byte, bool) {
-	if p.objects == nil || string(manifest) != p.manifest {
-		return nil, false
+// objectsOf are the objects of manifest when manifest is what the last Run wrote.
+func (p *postRenderer) objectsOf(manifest string) []map[string]any {
+	if p == nil || p.objects == nil || manifest != p.manifest {
+		return nil
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	for _, o := range p.objects {
-		if err := enc.Encode(o); err != nil {
-			return nil, false
-		}
-	}
-	return out.Bytes(), true
+	return p.objects
 }
 
 // mark labels an object as rudder's operand, annotates its owner, and, in the owner's

@@ -1,0 +1,140 @@
+package helm
+
+import (
+	"bytes"
+	"io"
+
+	"helm.sh/helm/v3/pkg/kube"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/rest"
+)
+
+// kubeClient is Helm's kube client with two changes; every other method, and every optional
+// interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
+//   - No reachability probe before every action (a GET /version each time): rudder's watches
+//     depend on the API server anyway, and an unreachable one fails the action's first request
+//     with an error that says so.
+//   - Build of the manifest the action's post-renderer just wrote takes the post-renderer's
+//     objects instead of parsing the text again (see infos).
+type kubeClient struct {
+	*kube.Client
+	getter *restClientGetter
+	// post is the action's post-renderer, if it has one.
+	post *postRenderer
+	// clients are the REST clients infos made, per group version.
+	clients map[schema.GroupVersion]resource.RESTClient
+}
+
+func (*kubeClient) IsReachable() error { return nil }
+
+func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error) {
+	if k.post == nil || validate {
+		return k.Client.Build(r, validate)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if infos, ok := k.infos(string(data)); ok {
+		return infos, nil
+	}
+	return k.Client.Build(bytes.NewReader(data), validate)
+}
+
+// infos are the objects of manifest as Helm's Build (cli-runtime's builder, without
+// validation) finds them, when manifest is what the post-renderer last wrote: Infos of
+// copies of the post-renderer's objects, each with its REST mapping and a client for its
+// group version, placed in the release's namespace when namespaced and without one. The
+// builder would decode the text again, YAML to JSON to objects, and decode every object's
+// JSON twice more on the way. ok is false when an object is one the builder refuses (its
+// kind unknown, its metadata malformed): Helm's Build then says why.
+func (k *kubeClient) infos(manifest string) (list kube.ResourceList, ok bool) {
+	objs := k.post.objectsOf(manifest)
+	if objs == nil || k.getter == nil {
+		return nil, false
+	}
+	for _, o := range objs {
+		obj := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
+		gvk := obj.GroupVersionKind()
+		mapping, err := k.getter.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil || !wellFormedMetadata(obj) {
+			return nil, false
+		}
+		client, err := k.restClient(gvk.GroupVersion())
+		if err != nil {
+			return nil, false
+		}
+		info := &resource.Info{Client: client, Mapping: mapping, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			ResourceVersion: obj.GetResourceVersion(), Object: obj}
+		if info.Namespaced() && info.Namespace == "" {
+			info.Namespace = k.getter.namespace
+			obj.SetNamespace(info.Namespace)
+		}
+		list = append(list, info)
+	}
+	return list, true
+}
+
+// wellFormedMetadata reports whether obj's metadata decodes as ObjectMeta, which cli-runtime's
+// builder requires of every object it reads.
+func wellFormedMetadata(obj *unstructured.Unstructured) bool {
+	md, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		return obj.Object["metadata"] == nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(md, &metav1.ObjectMeta{}) == nil
+}
+
+// restClient is the client cli-runtime's builder makes for unstructured objects of gv, made
+// once per group version.
+func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, error) {
+	if c, ok := k.clients[gv]; ok {
+		return c, nil
+	}
+	cfg, err := k.getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ContentConfig = resource.UnstructuredPlusDefaultContentConfig()
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	c, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if k.clients == nil {
+		k.clients = map[schema.GroupVersion]resource.RESTClient{}
+	}
+	k.clients[gv] = c
+	return c, nil
+}
+
+// jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a
+// JSON decode would give: an integer past int64's range (kept exactly, as uint64) becomes a
+// float64, as sigs.k8s.io/json reads it.
+func jsonCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = jsonCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = jsonCopy(e)
+		}
+		return s
+	case uint64:
+		return float64(t)
+	}
+	return v
+}
