@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 
 	"github.com/go-logr/logr"
@@ -134,16 +135,23 @@ func (p *pass) persist(ctx context.Context) error {
 	if reflect.DeepEqual(p.origStatus, cur) {
 		return nil
 	}
-	before := &unstructured.Unstructured{Object: map[string]any{"status": p.origStatus}}
-	data, err := client.MergeFrom(before).Data(&unstructured.Unstructured{Object: map[string]any{"status": cur}})
+	before, _ := p.origStatus.(map[string]any)
+	after, _ := cur.(map[string]any)
+	patch := mergePatch(before, after)
+	if len(patch) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(map[string]any{"status": patch})
 	if err != nil {
 		return err
 	}
-	if string(data) == "{}" {
-		return nil
-	}
 	statusWrites.WithLabelValues(p.r.gvkLabel()).Inc()
-	if err := p.r.opts.Client.Status().Patch(ctx, p.obj, client.RawPatch(types.MergePatchType, data)); err != nil {
+	// The pass is over: of the CR the API server sends back, only its metadata is read.
+	res := &metav1.PartialObjectMetadata{}
+	res.SetGroupVersionKind(p.r.gvk)
+	res.SetNamespace(p.key.Namespace)
+	res.SetName(p.key.Name)
+	if err := p.r.opts.Client.Status().Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil

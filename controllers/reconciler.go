@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -255,10 +257,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if obj.GetDeletionTimestamp() != nil {
 		return r.finalize(ctx, obj)
 	}
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		base := obj.DeepCopy()
-		controllerutil.AddFinalizer(obj, Finalizer)
-		if err := r.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if controllerutil.AddFinalizer(obj, Finalizer) {
+		if err := r.patchFinalizers(ctx, obj); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -301,13 +301,33 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 			log.Info("release belongs to another owner; leaving it", "release", name)
 		}
 	}
-	base := obj.DeepCopy()
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := r.opts.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.patchFinalizers(ctx, obj); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	r.forget(client.ObjectKeyFromObject(obj))
 	return reconcile.Result{}, nil
+}
+
+// patchFinalizers writes obj's finalizers as they are now over those of the version read: the
+// merge patch MergeFromWithOptimisticLock sends (the list, and the resourceVersion read, so a
+// change in between is a conflict), built without marshalling the whole CR twice. obj takes
+// the new resourceVersion; the rest of the reply is not read.
+func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unstructured) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": obj.GetFinalizers(), "resourceVersion": obj.GetResourceVersion()}})
+	if err != nil {
+		return err
+	}
+	res := &metav1.PartialObjectMetadata{}
+	res.SetGroupVersionKind(r.gvk)
+	res.SetNamespace(obj.GetNamespace())
+	res.SetName(obj.GetName())
+	if err := r.opts.Client.Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(res.GetResourceVersion())
+	return nil
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) {
