@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	uzap "go.uber.org/zap"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -56,7 +57,7 @@ func runManager(args []string) {
 	flag.BoolVar(&opts.ChartReload, "chart-reload", true, "Watch chart directories with fsnotify and roll changes out live.")
 	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
-	zapOpts := zap.Options{}
+	zapOpts := zap.Options{ZapOpts: []uzap.Option{uzap.WrapCore(cli.LazyFields)}}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.CommandLine.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: rudder [run] [flags]; other subcommands: %s\n", cli.Known())
