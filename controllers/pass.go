@@ -147,11 +147,7 @@ func (p *pass) persist(ctx context.Context) error {
 	}
 	statusWrites.WithLabelValues(p.r.gvkLabel()).Inc()
 	// The pass is over: of the CR the API server sends back, only its metadata is read.
-	res := &metav1.PartialObjectMetadata{}
-	res.SetGroupVersionKind(p.r.gvk)
-	res.SetNamespace(p.key.Namespace)
-	res.SetName(p.key.Name)
-	if err := p.r.opts.Client.Status().Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := p.r.opts.Client.Status().Patch(ctx, p.r.metadataOf(p.key), client.RawPatch(types.MergePatchType, data)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil

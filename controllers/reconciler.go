@@ -319,15 +319,23 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unst
 	if err != nil {
 		return err
 	}
-	res := &metav1.PartialObjectMetadata{}
-	res.SetGroupVersionKind(r.gvk)
-	res.SetNamespace(obj.GetNamespace())
-	res.SetName(obj.GetName())
+	res := r.metadataOf(client.ObjectKeyFromObject(obj))
 	if err := r.opts.Client.Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return err
 	}
 	obj.SetResourceVersion(res.GetResourceVersion())
 	return nil
+}
+
+// metadataOf is a CR of the watch's kind as the object a patch of it is made through when
+// only the metadata of the API server's reply is read: the client asks for the reply as a
+// PartialObjectMetadata, which spares decoding the whole CR.
+func (r *Reconciler) metadataOf(key types.NamespacedName) *metav1.PartialObjectMetadata {
+	res := &metav1.PartialObjectMetadata{}
+	res.SetGroupVersionKind(r.gvk)
+	res.SetNamespace(key.Namespace)
+	res.SetName(key.Name)
+	return res
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) {

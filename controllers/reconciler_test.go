@@ -305,15 +305,7 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 		return len(h) == 2 && h[1].Info.Status == release.StatusDeployed, nil
 	})
 	// The record of revision 1 as the lost update left it.
-	cfg := crtest.HelmConfig(t, cluster, ns)
-	first, err := cfg.Releases.Get("twice", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.Info.Status = release.StatusDeployed
-	if err := cfg.Releases.Update(first); err != nil {
-		t.Fatal(err)
-	}
+	setRecordStatus(t, ns, "twice", 1, release.StatusDeployed)
 	// A lost update changes no record, so nothing wakes the CR: its next pass (here, after an
 	// annotation change) finds the history in the cache.
 	crtest.Update(t, k8s, widgetGVK, ns, "twice", func(u *unstructured.Unstructured) {
@@ -323,6 +315,21 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 	h := crtest.History(t, cluster, ns, "twice")
 	if len(h) != 2 || h[0].Info.Status != release.StatusSuperseded || h[1].Info.Status != release.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
+	}
+}
+
+// setRecordStatus rewrites the status in the stored record of a release's revision, as an
+// action that died or lost a write leaves it.
+func setRecordStatus(t *testing.T, ns, name string, version int, st release.Status) {
+	t.Helper()
+	cfg := crtest.HelmConfig(t, cluster, ns)
+	rel, err := cfg.Releases.Get(name, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Info.Status = st
+	if err := cfg.Releases.Update(rel); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -466,15 +473,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
-	cfg := crtest.HelmConfig(t, cluster, ns)
-	last, err := cfg.Releases.Last("halfgone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	last.Info.Status = release.StatusUninstalling
-	if err := cfg.Releases.Update(last); err != nil {
-		t.Fatal(err)
-	}
+	setRecordStatus(t, ns, "halfgone", 1, release.StatusUninstalling)
 	crtest.Update(t, k8s, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}

@@ -54,7 +54,7 @@ func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error
 // kind unknown, its metadata malformed): Helm's Build then says why.
 func (k *kubeClient) infos(manifest string) (list kube.ResourceList, ok bool) {
 	objs := k.post.objectsOf(manifest)
-	if objs == nil || k.getter == nil {
+	if objs == nil {
 		return nil, false
 	}
 	for _, o := range objs {
