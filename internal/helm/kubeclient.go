@@ -3,6 +3,7 @@ package helm
 import (
 	"bytes"
 	"io"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
+	kjson "sigs.k8s.io/json"
 )
 
 // kubeClient is Helm's kube client with two changes; every other method, and every optional
@@ -19,14 +21,15 @@ import (
 //     depend on the API server anyway, and an unreachable one fails the action's first request
 //     with an error that says so.
 //   - Build of the manifest the action's post-renderer just wrote takes the post-renderer's
-//     objects instead of parsing the text again (see infos).
+//     objects instead of parsing the text again (see infos), and Helm's creates of those
+//     objects read only the metadata of the API server's answer (see createClient).
 type kubeClient struct {
 	*kube.Client
 	getter *restClientGetter
 	// post is the action's post-renderer, if it has one.
 	post *postRenderer
 	// clients are the REST clients infos made, per group version.
-	clients map[schema.GroupVersion]resource.RESTClient
+	clients map[schema.GroupVersion]createClient
 }
 
 func (*kubeClient) IsReachable() error { return nil }
@@ -89,8 +92,8 @@ func wellFormedMetadata(obj *unstructured.Unstructured) bool {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(md, &metav1.ObjectMeta{}) == nil
 }
 
-// restClient is the client cli-runtime's builder makes for unstructured objects of gv, made
-// once per group version.
+// restClient is the client cli-runtime's builder makes for unstructured objects of gv, with
+// its creates answered as createClient says; made once per group version.
 func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, error) {
 	if c, ok := k.clients[gv]; ok {
 		return c, nil
@@ -109,11 +112,62 @@ func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, er
 	if err != nil {
 		return nil, err
 	}
-	if k.clients == nil {
-		k.clients = map[schema.GroupVersion]resource.RESTClient{}
+	cfg.NegotiatedSerializer = metadataAnswers(cfg.NegotiatedSerializer)
+	post, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
 	}
-	k.clients[gv] = c
-	return c, nil
+	if k.clients == nil {
+		k.clients = map[schema.GroupVersion]createClient{}
+	}
+	k.clients[gv] = createClient{RESTClient: c, post: post}
+	return k.clients[gv], nil
+}
+
+// createClient is the REST client of the objects infos builds: cli-runtime's, except that the
+// answer to a POST is read for its type and metadata only. cli-runtime's Helper POSTs only
+// to create, and Helm reads of the created object only what Info.Refresh keeps (its name,
+// namespace and resourceVersion); decoding the whole answer, the object as stored with its
+// managedFields, into maps was most of what a create cost rudder. Every other verb (the GETs
+// of an upgrade's three-way merge need the whole live object) is cli-runtime's.
+type createClient struct {
+	*rest.RESTClient
+	post *rest.RESTClient
+}
+
+func (c createClient) Post() *rest.Request { return c.post.Post() }
+
+// metadataAnswers is ns with its JSON decoder replaced by metadataCodec.
+func metadataAnswers(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	info.Serializer = metadataCodec{Encoder: info.Serializer}
+	info.PrettySerializer, info.StrictSerializer = nil, nil
+	return runtime.NewSimpleNegotiatedSerializer(info)
+}
+
+// metadataCodec encodes as the encoder it wraps, and decodes an object as its
+// PartialObjectMetadata; a Status (the body of an error) as a Status. Which is which, and what
+// is refused (a body without a kind), is as in cli-runtime's unstructured codec, so that
+// errors keep their reason and code.
+type metadataCodec struct{ runtime.Encoder }
+
+func (metadataCodec) Decode(data []byte, _ *schema.GroupVersionKind, _ runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		return nil, nil, err
+	}
+	gvk := obj.GroupVersionKind()
+	switch {
+	case gvk.Kind == "":
+		return nil, &gvk, runtime.NewMissingKindErr(string(data))
+	case !strings.EqualFold(gvk.Kind, "status") || gvk.Version != "v1" || (gvk.Group != "" && gvk.Group != "meta.k8s.io"):
+		return obj, &gvk, nil
+	}
+	st := &metav1.Status{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, st); err != nil {
+		return nil, nil, err
+	}
+	return st, &gvk, nil
 }
 
 // jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a
