@@ -140,6 +140,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	if err != nil {
 		return nil, nil, err
 	}
+	recorder, mgr, err := eventRecorder(cfg, mgr)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, w := range ws {
 		var dep cache.Cache
 		if w.WatchesDependents() {
@@ -148,7 +152,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		r, err := New(Options{
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
-			Recorder: mgr.GetEventRecorder("rudder"), Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
+			Recorder: recorder, Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			Carried: carried,

@@ -70,7 +70,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := corev1client.NewForConfig(storageConfig(opts.Config))
+	cs, err := corev1client.NewForConfig(ProtobufConfig(opts.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +101,12 @@ func (c *Client) restConfig(s Scope) *rest.Config {
 	return cfg
 }
 
-// storageConfig is cfg for the release storage's Secrets client: protobuf, as Kubernetes' own
-// controllers talk to the API server. A record travels twice per write (the request, and the
-// Secret the API server sends back); JSON base64-encodes its payload again each way, and
-// decoding it was a few percent of rudder's CPU per install. The records themselves, and
-// every reader's view of them, are the same.
-func storageConfig(cfg *rest.Config) *rest.Config {
+// ProtobufConfig is cfg for a client of built-in types in protobuf, as Kubernetes' own
+// controllers talk to the API server. The release storage's Secrets client uses it: a record
+// travels twice per write (the request, and the Secret the API server sends back); JSON
+// base64-encodes its payload again each way, and decoding it was a few percent of rudder's CPU
+// per install. The records themselves, and every reader's view of them, are the same.
+func ProtobufConfig(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
@@ -123,7 +123,7 @@ func (c *Client) driver(s Scope) (*secretsDriver, error) {
 	}
 	secrets := c.secrets
 	if s.ServiceAccount != "" {
-		cs, err := corev1client.NewForConfig(storageConfig(c.restConfig(s)))
+		cs, err := corev1client.NewForConfig(ProtobufConfig(c.restConfig(s)))
 		if err != nil {
 			return nil, err
 		}
