@@ -129,9 +129,7 @@ func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
 // allCached reports whether the operand cache holds every object.
 func (p *pass) allCached(ctx context.Context, objs []*unstructured.Unstructured) (bool, error) {
 	for _, want := range objs {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(want.GroupVersionKind())
-		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
+		_, err := p.r.operand(ctx, want)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -205,10 +203,7 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 	held := o.phase == phaseHeld
 	r := &readiness{revision: o.head.Revision, count: len(o.objects)}
 	for _, want := range o.objects {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(want.GroupVersionKind())
-		// Only read: the cache's copy is enough.
-		err := p.r.reader().Get(ctx, client.ObjectKeyFromObject(want), live, client.UnsafeDisableDeepCopy)
+		live, err := p.r.operand(ctx, want)
 		if apierrors.IsNotFound(err) {
 			// Deleted (its event may not have come yet) or not in the cache yet: look again, and
 			// let that pass restore it if it is really gone. Right after Helm created it, the

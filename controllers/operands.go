@@ -2,10 +2,17 @@ package controllers
 
 import (
 	"errors"
+	"maps"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -21,16 +28,41 @@ import (
 //
 // Specs, pod templates and payloads are dropped. Drift re-apply reads the live object from the
 // API server.
+//
+// Kubernetes' own kinds (client-go's scheme) are cached typed: their informers list and watch
+// in protobuf, as Kubernetes' controllers do, and the verdict is kept as two annotations of the
+// cached copy, which readers never see (see operandReader). Other kinds are cached
+// unstructured (JSON), the verdict as two top-level fields. Decoding the operands' watch
+// events as JSON was about a tenth of rudder's CPU per install.
 const (
 	kstatusKey        = "rudder.dev/kstatus"
 	kstatusMessageKey = "rudder.dev/kstatus-message"
 )
+
+// operandObject is an empty object of gvk as the operand cache keeps it: typed for a kind of
+// client-go's scheme, else unstructured.
+func operandObject(gvk schema.GroupVersionKind) client.Object {
+	if clientgoscheme.Scheme.Recognizes(gvk) {
+		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+			if o, ok := obj.(client.Object); ok {
+				o.GetObjectKind().SetGroupVersionKind(gvk)
+				return o
+			}
+		}
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
 
 // operandTransform is the operand cache's transform (see above).
 func operandTransform(keepStatus bool) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		u, ok := in.(*unstructured.Unstructured)
 		if !ok {
+			if o, ok := in.(client.Object); ok {
+				return typedOperand(o, keepStatus), nil
+			}
 			return stripManagedFields(in)
 		}
 		if _, done := u.Object[kstatusKey]; !done {
@@ -63,21 +95,94 @@ func operandTransform(keepStatus bool) toolscache.TransformFunc {
 	}
 }
 
+// typedOperand is what the operand cache keeps of a typed object (see above): a new object
+// of its type with its type, metadata and, when keepStatus, status; the verdict in its
+// annotations. An object already transformed is kept as it is.
+func typedOperand(in client.Object, keepStatus bool) client.Object {
+	if _, done := in.GetAnnotations()[kstatusKey]; done {
+		return in
+	}
+	if gvk, err := apiutil.GVKForObject(in, clientgoscheme.Scheme); err == nil {
+		in.GetObjectKind().SetGroupVersionKind(gvk) // informers' objects come without it
+	}
+	verdict, msg := typedVerdict(in)
+	out := in
+	if v := reflect.ValueOf(in).Elem(); v.Kind() == reflect.Struct {
+		o := reflect.New(v.Type())
+		for _, f := range []string{"TypeMeta", "ObjectMeta", "Status"} {
+			if f == "Status" && !keepStatus {
+				continue
+			}
+			if src := v.FieldByName(f); src.IsValid() {
+				o.Elem().FieldByName(f).Set(src)
+			}
+		}
+		out = o.Interface().(client.Object)
+	}
+	out.SetManagedFields(nil)
+	out.SetOwnerReferences(nil)
+	ann := maps.Clone(out.GetAnnotations())
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[kstatusKey], ann[kstatusMessageKey] = verdict, msg
+	out.SetAnnotations(ann)
+	return out
+}
+
+// typedVerdict is kstatus's verdict on a typed object ("" and the error when it has none).
+// kstatus reads unstructured objects: it is given a copy without what it never reads and costs
+// the most to convert (managedFields, and the pod template of a workload's spec).
+func typedVerdict(obj client.Object) (verdict, msg string) {
+	v := reflect.ValueOf(obj).Elem()
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	if spec := c.FieldByName("Spec"); spec.IsValid() && spec.Kind() == reflect.Struct {
+		if t := spec.FieldByName("Template"); t.IsValid() && t.Kind() == reflect.Struct {
+			t.SetZero()
+		}
+	}
+	if md := c.FieldByName("ObjectMeta"); md.IsValid() {
+		md.FieldByName("ManagedFields").SetZero()
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.Addr().Interface())
+	if err != nil {
+		return "", err.Error()
+	}
+	res, err := status.Compute(&unstructured.Unstructured{Object: m})
+	if err != nil {
+		return "", err.Error()
+	}
+	return string(res.Status), res.Message
+}
+
 // operandStatus is kstatus's verdict on a live object: the one the operand cache computed
 // when the object last changed, or computed now for an object read from the API server.
-func operandStatus(u *unstructured.Unstructured) (status.Status, string, error) {
-	if verdict, ok := u.Object[kstatusKey].(string); ok {
-		msg, _ := u.Object[kstatusMessageKey].(string)
-		if verdict == "" {
-			return "", "", errors.New(msg)
+func operandStatus(obj client.Object) (status.Status, string, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if verdict, ok := u.Object[kstatusKey].(string); ok {
+			msg, _ := u.Object[kstatusMessageKey].(string)
+			return verdictOf(verdict, msg)
 		}
-		return status.Status(verdict), msg, nil
+		res, err := status.Compute(u)
+		if err != nil {
+			return "", "", err
+		}
+		return res.Status, res.Message, nil
 	}
-	res, err := status.Compute(u)
-	if err != nil {
-		return "", "", err
+	ann := obj.GetAnnotations()
+	if verdict, ok := ann[kstatusKey]; ok {
+		return verdictOf(verdict, ann[kstatusMessageKey])
 	}
-	return res.Status, res.Message, nil
+	return verdictOf(typedVerdict(obj))
+}
+
+// verdictOf is a cached verdict: an empty one is kstatus's error, the message.
+func verdictOf(verdict, msg string) (status.Status, string, error) {
+	if verdict == "" {
+		return "", "", errors.New(msg)
+	}
+	return status.Status(verdict), msg, nil
 }
 
 // hooksReadOperands reports whether a post-release hook of a kind that watches its operands

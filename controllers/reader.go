@@ -2,51 +2,137 @@ package controllers
 
 import (
 	"context"
+	"maps"
+	"reflect"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// unstructuredReader serves typed reads from the unstructured informers of the dependents
-// cache. The dependent watches are unstructured; a typed Get on the same cache would start a
-// second informer for the same kind, which doubles its memory and can lag behind the one whose
-// event triggered the pass (a hook would then read the old state and no further event would
-// come).
-type unstructuredReader struct {
+// operand is the object the operand cache (or, without one, the API server) holds of want,
+// as the cache keeps it (see operandTransform), for reading only.
+func (r *Reconciler) operand(ctx context.Context, want *unstructured.Unstructured) (client.Object, error) {
+	key := client.ObjectKeyFromObject(want)
+	if r.opts.Dependents == nil {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		return live, r.opts.APIReader.Get(ctx, key, live)
+	}
+	live := operandObject(want.GroupVersionKind())
+	return live, r.opts.Dependents.Get(ctx, key, live, client.UnsafeDisableDeepCopy)
+}
+
+// operandReader serves the reads of hooks from the operand cache, typed or unstructured
+// whatever the cache keeps of the kind (see operandObject): a read in the other form would
+// start a second informer for the same kind, which doubles its memory and can lag behind the
+// one whose event triggered the pass (a hook would then read the old state and no further
+// event would come). What is read carries no trace of the cached verdict.
+type operandReader struct {
 	r      client.Reader
 	scheme *runtime.Scheme
 }
 
-func (u unstructuredReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(runtime.Unstructured); ok {
-		return u.r.Get(ctx, key, obj, opts...)
-	}
-	gvk, err := apiutil.GVKForObject(obj, u.scheme)
+func (o operandReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	gvk, err := apiutil.GVKForObject(obj, o.scheme)
 	if err != nil {
 		return err
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	if err := u.r.Get(ctx, key, live, opts...); err != nil {
+	live := operandObject(gvk)
+	if err := o.r.Get(ctx, key, live, opts...); err != nil {
 		return err
 	}
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, obj)
+	return convertOperand(live, obj)
 }
 
-func (u unstructuredReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if _, ok := list.(runtime.Unstructured); ok {
-		return u.r.List(ctx, list, opts...)
-	}
-	gvk, err := apiutil.GVKForObject(list, u.scheme)
+func (o operandReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	gvk, err := apiutil.GVKForObject(list, o.scheme)
 	if err != nil {
 		return err
 	}
-	live := &unstructured.UnstructuredList{}
-	live.SetGroupVersionKind(gvk)
-	if err := u.r.List(ctx, live, opts...); err != nil {
+	item := gvk.GroupVersion().WithKind(strings.TrimSuffix(gvk.Kind, "List"))
+	var live client.ObjectList = &unstructured.UnstructuredList{}
+	live.GetObjectKind().SetGroupVersionKind(gvk)
+	if _, typed := operandObject(item).(*unstructured.Unstructured); !typed {
+		obj, err := clientgoscheme.Scheme.New(gvk)
+		if err != nil {
+			return err
+		}
+		live = obj.(client.ObjectList)
+	}
+	if err := o.r.List(ctx, live, opts...); err != nil {
 		return err
 	}
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(live.UnstructuredContent(), list)
+	items, err := meta.ExtractList(live)
+	if err != nil {
+		return err
+	}
+	_, toUnstructured := list.(*unstructured.UnstructuredList)
+	out := make([]runtime.Object, len(items))
+	for i, it := range items {
+		var obj client.Object = &unstructured.Unstructured{}
+		if !toUnstructured {
+			n, err := o.scheme.New(item)
+			if err != nil {
+				return err
+			}
+			obj = n.(client.Object)
+		}
+		if err := convertOperand(it.(client.Object), obj); err != nil {
+			return err
+		}
+		out[i] = obj
+	}
+	return meta.SetList(list, out)
+}
+
+// convertOperand sets obj to the cached object live, in obj's form, without the cached
+// verdict. live is not changed: it may be the cache's own.
+func convertOperand(live, obj client.Object) error {
+	if l, ok := live.(*unstructured.Unstructured); ok {
+		m := maps.Clone(l.Object)
+		delete(m, kstatusKey)
+		delete(m, kstatusMessageKey)
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.Object = m
+			return nil
+		}
+		return runtime.DefaultUnstructuredConverter.FromUnstructured(m, obj)
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+		if err != nil {
+			return err
+		}
+		u.Object = m
+		u.SetAnnotations(withoutVerdict(u.GetAnnotations()))
+		return nil
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(live).Elem())
+	obj.SetAnnotations(withoutVerdict(obj.GetAnnotations()))
+	return nil
+}
+
+// withoutVerdict is a copy of a typed operand's annotations without the cached verdict.
+func withoutVerdict(ann map[string]string) map[string]string {
+	ann = maps.Clone(ann)
+	delete(ann, kstatusKey)
+	delete(ann, kstatusMessageKey)
+	if len(ann) == 0 {
+		return nil
+	}
+	return ann
+}
+
+// sameAnnotations reports whether two versions of an operand carry the same annotations,
+// the cached verdict aside (it changes with the status, which asks for no drift check).
+func sameAnnotations(a, b map[string]string) bool {
+	if a[kstatusKey] == b[kstatusKey] && a[kstatusMessageKey] == b[kstatusMessageKey] {
+		return maps.Equal(a, b)
+	}
+	return maps.Equal(withoutVerdict(a), withoutVerdict(b))
 }

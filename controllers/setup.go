@@ -70,9 +70,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.opts.Dependents != nil {
 		h := r.dependentHandler()
 		r.addWatch = func(gvk schema.GroupVersionKind) error {
-			obj := &unstructured.Unstructured{}
-			obj.SetGroupVersionKind(gvk)
-			src := source.Kind[client.Object](r.opts.Dependents, obj, h)
+			src := source.Kind[client.Object](r.opts.Dependents, operandObject(gvk), h)
 			if err := c.Watch(src); err != nil {
 				return err
 			}
@@ -239,7 +237,7 @@ func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object,
 			}
 			o, n := e.ObjectOld, e.ObjectNew
 			if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
-				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+				!sameAnnotations(o.GetAnnotations(), n.GetAnnotations()) {
 				r.markDirty(key)
 			}
 			q.Add(reconcile.Request{NamespacedName: key})
@@ -253,11 +251,11 @@ func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object,
 	}
 }
 
-// reader reads operands: the dependents cache when there is one, always through the
-// unstructured informers that the dependent watches use.
+// reader reads operands for hooks: the dependents cache when there is one, always through
+// the informers that the dependent watches use (see operandReader).
 func (r *Reconciler) reader() client.Reader {
 	if r.opts.Dependents != nil {
-		return unstructuredReader{r: r.opts.Dependents, scheme: r.opts.Client.Scheme()}
+		return operandReader{r: r.opts.Dependents, scheme: r.opts.Client.Scheme()}
 	}
 	return r.opts.APIReader
 }

@@ -1,14 +1,22 @@
 package controllers
 
 import (
+	"context"
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestStripManagedFields(t *testing.T) {
@@ -146,5 +154,115 @@ func TestOperandTransform(t *testing.T) {
 	// An object read from the API server (no dependent watch) gets its verdict computed.
 	if verdict, _, err := operandStatus(deployment()); verdict != status.InProgressStatus || err != nil {
 		t.Errorf("uncached verdict %q %v", verdict, err)
+	}
+}
+
+// Kubernetes' own kinds are cached typed (their informers speak protobuf): the same verdict
+// as the unstructured object gets, kept in annotations that readers never see; the same
+// metadata; no spec; the status only when hooks read it.
+func TestTypedOperandTransform(t *testing.T) {
+	t.Parallel()
+	if _, ok := operandObject(appsv1.SchemeGroupVersion.WithKind("Deployment")).(*appsv1.Deployment); !ok {
+		t.Error("Deployments are not cached typed")
+	}
+	if _, ok := operandObject(schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"}).(*unstructured.Unstructured); !ok {
+		t.Error("a custom resource is not cached unstructured")
+	}
+	deployment := func() (*unstructured.Unstructured, *appsv1.Deployment) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "d", "generation": int64(3), "labels": map[string]any{"a": "b"},
+				"annotations":     map[string]any{"rudder.dev/owner": "x"},
+				"managedFields":   []any{map[string]any{"manager": "x"}},
+				"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Web", "name": "d", "uid": "u"}}},
+			"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{"containers": []any{}}}},
+			"status": map[string]any{"observedGeneration": int64(3), "replicas": int64(2), "updatedReplicas": int64(2),
+				"readyReplicas": int64(2), "availableReplicas": int64(1)},
+		}}
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d); err != nil {
+			t.Fatal(err)
+		}
+		d.TypeMeta = metav1.TypeMeta{} // as informers deliver them
+		return u, d
+	}
+	for _, keep := range []bool{false, true} {
+		u, d := deployment()
+		if _, err := operandTransform(keep)(u); err != nil {
+			t.Fatal(err)
+		}
+		wantVerdict, wantMsg, _ := operandStatus(u)
+		out, err := operandTransform(keep)(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dep := out.(*appsv1.Deployment)
+		if verdict, msg, err := operandStatus(dep); verdict != wantVerdict || msg != wantMsg || err != nil || verdict == "" {
+			t.Errorf("keep status %v: verdict %q %q %v, want %q %q", keep, verdict, msg, err, wantVerdict, wantMsg)
+		}
+		if !reflect.DeepEqual(dep.Spec, appsv1.DeploymentSpec{}) {
+			t.Errorf("keep status %v: spec kept: %+v", keep, dep.Spec)
+		}
+		if kept := dep.Status.Replicas == 2; kept != keep {
+			t.Errorf("keep status %v: status kept %v", keep, kept)
+		}
+		if dep.Kind != "Deployment" || dep.Generation != 3 || dep.Labels["a"] != "b" || dep.ManagedFields != nil || dep.OwnerReferences != nil {
+			t.Errorf("keep status %v: metadata %+v %+v", keep, dep.TypeMeta, dep.ObjectMeta)
+		}
+		if again, _ := operandTransform(keep)(dep); again != out {
+			t.Errorf("keep status %v: a second application changed the object", keep)
+		}
+		// Readers get the object without the verdict, typed or unstructured, and the cached
+		// copy keeps it.
+		typed, uns := &appsv1.Deployment{}, &unstructured.Unstructured{}
+		if err := convertOperand(dep, typed); err != nil {
+			t.Fatal(err)
+		}
+		if err := convertOperand(dep, uns); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"rudder.dev/owner": "x"}
+		if !maps.Equal(typed.Annotations, want) || !maps.Equal(uns.GetAnnotations(), want) || uns.GetLabels()["a"] != "b" {
+			t.Errorf("keep status %v: read annotations %v and %v, want %v", keep, typed.Annotations, uns.GetAnnotations(), want)
+		}
+		if _, cached := dep.Annotations[kstatusKey]; !cached {
+			t.Errorf("keep status %v: reading removed the cached verdict", keep)
+		}
+		if !sameAnnotations(dep.Annotations, want) || sameAnnotations(dep.Annotations, map[string]string{"rudder.dev/owner": "y"}) {
+			t.Errorf("keep status %v: a verdict is taken for a change of annotations, or a change is not", keep)
+		}
+	}
+}
+
+// Hooks read operands from the operand cache in either form, and never see the verdict.
+func TestOperandReader(t *testing.T) {
+	t.Parallel()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", Labels: map[string]string{"a": "b"}},
+		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1))}}
+	cached := typedOperand(d, true)
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cached).Build()
+	r := operandReader{r: c, scheme: Scheme()}
+	ctx, key := context.Background(), client.ObjectKey{Namespace: "n", Name: "d"}
+	uns := &unstructured.Unstructured{}
+	uns.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	ulist := &unstructured.UnstructuredList{}
+	ulist.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
+	typed, tlist := &appsv1.Deployment{}, &appsv1.DeploymentList{}
+	for _, err := range []error{r.Get(ctx, key, typed), r.Get(ctx, key, uns), r.List(ctx, tlist), r.List(ctx, ulist)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(tlist.Items) != 1 || len(ulist.Items) != 1 {
+		t.Fatalf("listed %d and %d objects, want 1", len(tlist.Items), len(ulist.Items))
+	}
+	for i, o := range []client.Object{typed, uns, &tlist.Items[0], &ulist.Items[0]} {
+		if o.GetName() != "d" || o.GetLabels()["a"] != "b" || o.GetAnnotations() != nil {
+			t.Errorf("read %d: %s, labels %v, annotations %v", i, o.GetName(), o.GetLabels(), o.GetAnnotations())
+		}
+	}
+	again := &appsv1.Deployment{}
+	if err := c.Get(ctx, key, again); err != nil || again.Annotations[kstatusKey] == "" {
+		t.Errorf("the cached verdict is gone: %v %v", again.Annotations, err)
 	}
 }
