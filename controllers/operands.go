@@ -4,6 +4,7 @@ import (
 	"errors"
 	"maps"
 	"reflect"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,25 +132,41 @@ func typedOperand(in client.Object, keepStatus bool) client.Object {
 }
 
 // typedVerdict is kstatus's verdict on a typed object ("" and the error when it has none).
-// kstatus reads unstructured objects: it is given a copy without what it never reads and costs
-// the most to convert (managedFields, and the pod template of a workload's spec).
+// kstatus reads unstructured objects, and of them only the type, three fields of the metadata
+// (generation, creation and deletion timestamps), the spec and the status: it is given those,
+// the spec without its pod template. Converting the whole object cost more than decoding it.
 func typedVerdict(obj client.Object) (verdict, msg string) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	md := map[string]any{}
+	if g := obj.GetGeneration(); g != 0 {
+		md["generation"] = g
+	}
+	if t := obj.GetCreationTimestamp(); !t.IsZero() {
+		md["creationTimestamp"] = t.UTC().Format(time.RFC3339)
+	}
+	if t := obj.GetDeletionTimestamp(); t != nil {
+		md["deletionTimestamp"] = t.UTC().Format(time.RFC3339)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": md}}
+	u.SetGroupVersionKind(gvk)
 	v := reflect.ValueOf(obj).Elem()
-	c := reflect.New(v.Type()).Elem()
-	c.Set(v)
-	if spec := c.FieldByName("Spec"); spec.IsValid() && spec.Kind() == reflect.Struct {
-		if t := spec.FieldByName("Template"); t.IsValid() && t.Kind() == reflect.Struct {
+	for field, key := range map[string]string{"Spec": "spec", "Status": "status"} {
+		f := v.FieldByName(field)
+		if !f.IsValid() || f.Kind() != reflect.Struct {
+			continue
+		}
+		c := reflect.New(f.Type())
+		c.Elem().Set(f)
+		if t := c.Elem().FieldByName("Template"); field == "Spec" && t.IsValid() && t.Kind() == reflect.Struct {
 			t.SetZero()
 		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.Interface())
+		if err != nil {
+			return "", err.Error()
+		}
+		u.Object[key] = m
 	}
-	if md := c.FieldByName("ObjectMeta"); md.IsValid() {
-		md.FieldByName("ManagedFields").SetZero()
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c.Addr().Interface())
-	if err != nil {
-		return "", err.Error()
-	}
-	res, err := status.Compute(&unstructured.Unstructured{Object: m})
+	res, err := status.Compute(u)
 	if err != nil {
 		return "", err.Error()
 	}

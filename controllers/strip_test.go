@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -264,5 +265,45 @@ func TestOperandReader(t *testing.T) {
 	again := &appsv1.Deployment{}
 	if err := c.Get(ctx, key, again); err != nil || again.Annotations[kstatusKey] == "" {
 		t.Errorf("the cached verdict is gone: %v %v", again.Annotations, err)
+	}
+}
+
+// kstatus is given only what it reads of a typed object: its verdicts are those on the whole
+// object, for every kind it has rules for.
+func TestTypedVerdict(t *testing.T) {
+	t.Parallel()
+	now := metav1.Now()
+	meta := metav1.ObjectMeta{Name: "o", Generation: 2, CreationTimestamp: now}
+	replicas, partition := int32(3), int32(1)
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "o", Generation: 2, DeletionTimestamp: &now}},
+		&appsv1.Deployment{ObjectMeta: meta, Spec: appsv1.DeploymentSpec{Replicas: &replicas},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3,
+				Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}}},
+		&appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Replicas: &replicas,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition}}},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, CurrentReplicas: 3, UpdatedReplicas: 2}},
+		&corev1.Pod{ObjectMeta: meta, Status: corev1.PodStatus{Phase: corev1.PodPending}},
+		&corev1.Pod{ObjectMeta: meta, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}},
+		&corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		&corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": "v"}},
+	} {
+		gvk, err := apiutil.GVKForObject(obj, Scheme())
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantVerdict, wantMsg, wantErr := operandStatus(&unstructured.Unstructured{Object: m})
+		verdict, msg := typedVerdict(obj)
+		if string(wantVerdict) != verdict || wantMsg != msg || wantErr != nil {
+			t.Errorf("%s: verdict %q %q, want %q %q %v", gvk.Kind, verdict, msg, wantVerdict, wantMsg, wantErr)
+		}
 	}
 }
