@@ -22,7 +22,7 @@ import (
 // The operand cache keeps, of each object rudder rendered, what a pass reads:
 //   - its metadata, for change detection (generation, labels, annotations) and for mapping
 //     its events to the CR (the owner annotation); not managedFields or ownerReferences;
-//   - kstatus's verdict, computed once per watch event from the whole object, under
+//   - kstatus's verdict, computed once per watch event from the object as it came, under
 //     kstatusKey and kstatusMessageKey: a pass reads the verdict instead of computing it;
 //   - its status only when a post-release hook of a watched kind reads operands (the built-in
 //     Application mirrors its Deployment's and Service's).
