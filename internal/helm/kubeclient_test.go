@@ -76,14 +76,7 @@ func (s *createServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // GET still reads the whole object, as the three-way merge of an upgrade needs it.
 func TestCreateReadsTheAnswersMetadata(t *testing.T) {
 	t.Parallel()
-	pr := benchRenderer()
-	pr.conf.AllowClusterScoped = []string{"ClusterRole"}
-	out, err := pr.Run(bytes.NewBufferString(awkwardManifest +
-		"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := out.String()
+	pr, manifest := awkwardPostRendered(t)
 	create := func(k kube.Interface) ([]*resource.Info, []error, map[string][]byte) {
 		srv := &createServer{bodies: map[string][]byte{}}
 		hs := httptest.NewServer(srv)

@@ -276,11 +276,9 @@ func TestParseIdentities(t *testing.T) {
 	}
 }
 
-// Helm's Build of what the post-renderer wrote takes the post-renderer's objects, and finds
-// exactly what Helm's own Build finds in the text: the same objects, names, namespaces,
-// mappings and request URLs; any other manifest is read as it is.
-func TestBuildTakesThePostRenderedObjects(t *testing.T) {
-	t.Parallel()
+// awkwardPostRendered is a post-renderer that may render a ClusterRole, and what it made of
+// awkwardManifest and one.
+func awkwardPostRendered(t *testing.T) (*postRenderer, string) {
 	pr := benchRenderer()
 	pr.conf.AllowClusterScoped = []string{"ClusterRole"}
 	out, err := pr.Run(bytes.NewBufferString(awkwardManifest +
@@ -288,7 +286,15 @@ func TestBuildTakesThePostRenderedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := out.String()
+	return pr, out.String()
+}
+
+// Helm's Build of what the post-renderer wrote takes the post-renderer's objects, and finds
+// exactly what Helm's own Build finds in the text: the same objects, names, namespaces,
+// mappings and request URLs; any other manifest is read as it is.
+func TestBuildTakesThePostRenderedObjects(t *testing.T) {
+	t.Parallel()
+	pr, manifest := awkwardPostRendered(t)
 	getter := &restClientGetter{cfg: &rest.Config{Host: "https://127.0.0.1:1"}, namespace: "scale", mapper: StaticMapper()}
 	kc := kube.New(getter)
 	k := &kubeClient{Client: kc, getter: getter, post: pr}
