@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strings"
 	"sync"
 	"testing"
@@ -51,12 +52,7 @@ func (s *createServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.bodies[r.Method+" "+r.URL.Path] = body
 	s.mu.Unlock()
-	parts := strings.Split(r.URL.Path, "/")
-	res := parts[len(parts)-1]
-	if r.Method == http.MethodGet {
-		res = parts[len(parts)-2]
-	}
-	a := createAnswers[res]
+	a := createAnswers[path.Base(r.URL.Path)] // a POST's path ends in its resource
 	if r.Method == http.MethodGet {
 		a = createAnswers["deployments"]
 		a.code = http.StatusOK
