@@ -29,6 +29,9 @@ func (p *pass) act(ctx context.Context) *outcome {
 		p.hold(o)
 		return o
 	}
+	if p.rollbackDue() && !p.takeTurn(o) {
+		return o
+	}
 	if p.requestedRollback(o); o.err != nil {
 		return o
 	}
@@ -84,6 +87,11 @@ func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
 	case helm.StateConflict:
 		p.conflict(obs.rel, o)
 		return
+	}
+	if !p.takeTurn(o) {
+		return
+	}
+	switch obs.state {
 	case helm.StateLocked:
 		if p.foreignOperation(obs.rel, o) || !p.unlock(obs.rel, o) {
 			return
@@ -95,6 +103,9 @@ func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
 		return
 	}
 	if next != helm.StateAbsent {
+		if obs.head != nil {
+			p.upgradeFrom = obs.head.Revision
+		}
 		p.upgrade(ctx, o)
 		return
 	}

@@ -238,12 +238,13 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 	return r, nil
 }
 
-// isChartError: the chart rendered objects outside its scope or of unknown kinds; nothing was
-// applied.
+// isChartError: the chart rendered objects outside its scope, against its ownership rules,
+// of unknown kinds or beyond its limits; nothing was applied.
 func isChartError(err error) bool {
 	var ce *helm.ConfinementError
 	var ue *helm.UnknownKindError
-	return errors.As(err, &ce) || errors.As(err, &ue)
+	var le *helm.LimitError
+	return errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &le)
 }
 
 // isTransient: errors worth retrying as they are (the API server was briefly unreachable or

@@ -63,11 +63,15 @@ type pass struct {
 	preflighted bool
 	// rolledBack: this pass rolled the release back (rudder.dev/rollback-to) and announced it.
 	rolledBack bool
+	// acting: the pass holds one of its namespace's action slots (see gate).
+	acting bool
+	// upgradeFrom is the revision an upgrade of this pass replaces (0: unknown).
+	upgradeFrom int
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
 	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj),
-		gen: obj.GetGeneration(), scope: r.scope(obj.GetNamespace())}
+		gen: obj.GetGeneration(), scope: r.scope(obj)}
 	p.st.Conditions = rstatus.ConditionsOf(obj)
 	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
 	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {

@@ -136,49 +136,8 @@ type Reconciler struct {
 	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
 	// status.release.rollbackRequest, until the cache shows that status.
 	rollbacks map[types.NamespacedName]handled
-}
-
-type handled struct {
-	uid   types.UID
-	value string
-}
-
-func (r *Reconciler) rememberRollback(key types.NamespacedName, h handled) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rollbacks[key] = h
-}
-
-func (r *Reconciler) handledRollback(key types.NamespacedName, uid types.UID, value string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h, ok := r.rollbacks[key]
-	return ok && h.uid == uid && h.value == value
-}
-
-type failure struct {
-	uid    types.UID
-	reason string
-	failed rstatus.FailedRelease
-}
-
-func (r *Reconciler) rememberFailure(key types.NamespacedName, f failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures[key] = f
-}
-
-func (r *Reconciler) failureOf(key types.NamespacedName) (failure, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.failures[key]
-	return f, ok
-}
-
-func (r *Reconciler) forgetFailure(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.failures, key)
+	// gate shares the workers out between namespaces (see gate.go).
+	gate *gate
 }
 
 // parsedManifest is what a Reconciler keeps of a release's newest revision: the identities of
@@ -229,7 +188,17 @@ func New(opts Options) (*Reconciler, error) {
 		watching:  map[schema.GroupVersionKind]*watchStart{},
 		failures:  map[types.NamespacedName]failure{},
 		rollbacks: map[types.NamespacedName]handled{},
+		gate:      newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
+}
+
+// workers is how many passes of the watch's kind work at once.
+func workers(opts Options) int {
+	n := opts.Watch.MaxConcurrentReconciles
+	if n <= 0 {
+		n = opts.MaxConcurrentReconciles
+	}
+	return max(n, 1)
 }
 
 // errStalled marks passes that cannot make progress until the CR, the chart or the cluster
@@ -254,6 +223,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx, leave, err := r.gate.enter(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer leave()
 	if obj.GetDeletionTimestamp() != nil {
 		return r.finalize(ctx, obj)
 	}
@@ -265,6 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 
 	p := newPass(r, obj)
 	defer func() {
+		p.endTurn()
 		if err := p.persist(ctx); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -283,7 +258,12 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		// Without a name there can be no release of ours (it could never install).
 		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
 	} else {
-		scope := r.scope(obj.GetNamespace())
+		scope := r.scope(obj)
+		if !r.gate.startAction(obj.GetNamespace()) {
+			log.V(1).Info("waiting for a turn to uninstall", "release", name)
+			return reconcile.Result{RequeueAfter: jitter(turnRequeue)}, nil
+		}
+		defer r.gate.endAction(obj.GetNamespace())
 		rel, err := r.opts.Helm.Last(scope, name)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
@@ -352,9 +332,9 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	}
 }
 
-// scope is who acts for the releases of namespace ns, and where they may act.
-func (r *Reconciler) scope(ns string) helm.Scope {
-	return r.opts.Watch.Scope(ns, r.opts.DefaultServiceAccount)
+// scope is who acts for the release of a CR, where it may act, and what it owns.
+func (r *Reconciler) scope(obj client.Object) helm.Scope {
+	return r.opts.Watch.Scope(obj, r.opts.DefaultServiceAccount)
 }
 
 func (r *Reconciler) releaseName(obj *unstructured.Unstructured) (string, error) {

@@ -37,13 +37,8 @@ func ControllerName(gvk schema.GroupVersionKind) string {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.gvk)
-	max := r.opts.Watch.MaxConcurrentReconciles
-	if max <= 0 {
-		max = r.opts.MaxConcurrentReconciles
-	}
-	if max <= 0 {
-		max = 1
-	}
+	// More workers than passes that work at once: the gate holds the rest (see gate.go).
+	max := poolSize(workers(r.opts))
 	sel := r.opts.Watch.LabelSelector()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, func(o client.Object) []string {
 		return []string{string(o.GetUID())}
@@ -54,7 +49,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName(r.gvk)).
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
-			crChanged())).
+			crChanged(), r.cancelOnDelete())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
 		WatchesMetadata(helm.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -144,6 +139,17 @@ func crChanged() predicate.Predicate {
 			// Someone removed rudder's finalizer (put it back). Its addition is rudder's own
 			// write in the middle of a pass, which needs no second pass.
 			(controllerutil.ContainsFinalizer(o, Finalizer) && !controllerutil.ContainsFinalizer(n, Finalizer))
+	}}
+}
+
+// cancelOnDelete cancels the running pass of a CR that is being deleted, so that a wedged
+// action gives way to the uninstall at once. It filters nothing.
+func (r *Reconciler) cancelOnDelete() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
+			r.gate.cancel(client.ObjectKeyFromObject(e.ObjectNew))
+		}
+		return true
 	}}
 }
 

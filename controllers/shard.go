@@ -43,7 +43,12 @@ func (p *pass) adopt(ctx context.Context, rel *release.Release, o *outcome) bool
 		o.fail(rstatus.ReasonReconcileError, fmt.Errorf("adopting release %s: %w", p.relName, err))
 		return false
 	}
+	// The objects a record names are relabelled under the same rules as every action: within
+	// the confinement, and (through the writer's guard) only those the release made.
 	objs, err := p.r.manifestObjects(p.key, rel, false)
+	if err == nil {
+		err = p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), objs)
+	}
 	if err == nil {
 		var w client.Client
 		if w, err = p.r.opts.Helm.Writer(p.scope); err == nil {

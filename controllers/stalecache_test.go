@@ -49,7 +49,7 @@ func sprocketReconciler(t *testing.T, c client.Client) *controllers.Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc, err := helm.NewClient(helm.ClientOptions{Config: cluster.Config, Mapper: k8s.RESTMapper(), Writer: k8s, Log: ctrl.Log})
+	hc, err := helm.NewClient(helm.ClientOptions{Config: cluster.Config, Mapper: k8s.RESTMapper(), Scheme: k8s.Scheme(), Log: ctrl.Log})
 	if err != nil {
 		t.Fatal(err)
 	}

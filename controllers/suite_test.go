@@ -112,6 +112,9 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape}
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 - {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
+- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: tenantbox}
+- {group: test.rudder.dev, version: v1, kind: WedgeBox, chart: tenantbox, limits: {actionTimeout: 3m}}
+- {group: test.rudder.dev, version: v1, kind: RoleBox, chart: tenantbox, allowClusterScoped: [ClusterRole]}
 `
 
 // helmCLI runs bin/helm against the test cluster.

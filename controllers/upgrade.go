@@ -18,6 +18,9 @@ func (p *pass) upgrade(ctx context.Context, o *outcome) {
 	if req == nil {
 		return
 	}
+	if p.upgradeFrom > 0 {
+		req.Revision = p.upgradeFrom + 1
+	}
 	rel, err := p.r.opts.Helm.Upgrade(ctx, req)
 	if err == nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), "upgrade", "ok").Inc()

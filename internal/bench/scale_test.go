@@ -64,6 +64,8 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
 			b.ReportMetric(r.apiserverCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/install")
+			b.ReportMetric(r.renderCPU.Seconds()*1000/float64(n), "render-cpu-ms/install")
+			b.ReportMetric(r.workersRSS/(1<<20), "render-workers-rss-MiB")
 			b.ReportMetric(r.passes, "passes/CR")
 			b.ReportMetric(r.statusWrites, "status-writes/CR")
 			b.ReportMetric(r.idleCPU.Seconds()*1000/r.idlePasses, "cpu-ms/idle-pass")
@@ -119,6 +121,10 @@ type scaleRun struct {
 	converge, direct    time.Duration
 	rate                float64
 	installCPU, idleCPU time.Duration
+	// renderCPU is the part of installCPU its render workers used; workersRSS their resident
+	// memory after converging, in bytes.
+	renderCPU  time.Duration
+	workersRSS float64
 	// apiserverCPU is the API server's while rudder converged: the same requests whatever
 	// rudder's own cost, so a yardstick of how fast this machine ran (its speed varies by up
 	// to 2x with the host's load).
@@ -161,7 +167,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	}
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
-	cpu0, plane0 := p.cpu(b), childCPU(b)["kube-apiserver"]
+	cpu0, plane0, workers0 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
 	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.metric(b, "rudder_status_writes_total")
 	start := time.Now()
 	go func() {
@@ -174,7 +180,10 @@ func runScale(b *testing.B, n int) *scaleRun {
 	r.rudder = curve(b, "releases deployed", start, n, 10*time.Minute, 250*time.Millisecond,
 		func() int { return count(b, scaleCRs, scaleGVK, ns, released(1)) })
 	r.converge = r.rudder[len(r.rudder)-1].t
-	r.installCPU = p.cpu(b) - cpu0
+	// rudder's CPU includes its render workers' (charts render out of process).
+	r.renderCPU = p.workersCPU(b) - workers0
+	r.installCPU = p.cpu(b) - cpu0 + r.renderCPU
+	r.workersRSS = p.workersRSS(b)
 	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
 	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
@@ -358,6 +367,69 @@ func freeAddr(b *testing.B) string {
 func (p *rudderProcess) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.cmd.Wait()
+}
+
+// workers are rudder's render workers: its child processes.
+func (p *rudderProcess) workers() []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(p.cmd.Process.Pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// workersCPU is the CPU time rudder's live render workers used so far.
+func (p *rudderProcess) workersCPU(b *testing.B) time.Duration {
+	var total time.Duration
+	for _, pid := range p.workers() {
+		total += procCPU(pid)
+	}
+	return total
+}
+
+// workersRSS is the resident memory of rudder's render workers, in bytes.
+func (p *rudderProcess) workersRSS(b *testing.B) float64 {
+	var total float64
+	for _, pid := range p.workers() {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(raw)); len(f) > 1 {
+			pages, _ := strconv.ParseFloat(f[1], 64)
+			total += pages * float64(os.Getpagesize())
+		}
+	}
+	return total
+}
+
+// procCPU is a process's user and system CPU time so far (0 when it is gone).
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // cpu is the process's user and system CPU time so far.

@@ -225,7 +225,7 @@ type kindUse struct {
 // crds/ it saw.
 func renderedKinds(ch *chart.Chart, owner schema.GroupVersionKind) ([]kindUse, error) {
 	scope := helm.Scope{Confinement: helm.Confinement{Namespace: "default", AllowedNamespaces: []string{"*"},
-		AllowClusterScoped: helm.ClusterScopedKinds()}}
+		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}, Owner: helm.Owner{GVK: owner}}
 	found := kindSet{mapper: helm.StaticMapper(), uses: map[schema.GroupKind]*kindUse{}}
 	caps := chartutil.DefaultCapabilities.Copy()
 	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
@@ -236,7 +236,7 @@ func renderedKinds(ch *chart.Chart, owner schema.GroupVersionKind) ([]kindUse, e
 		if err != nil {
 			return nil, err
 		}
-		req := &helm.Request{Owner: helm.Owner{GVK: owner}, Scope: scope, ReleaseName: "scaffold", Chart: c, Values: v.values}
+		req := &helm.Request{Scope: scope, ReleaseName: "scaffold", Chart: c, Values: v.values}
 		rel, err := helm.Render(req, found.mapper, caps)
 		if err != nil {
 			if v.how == "defaults" {

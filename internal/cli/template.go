@@ -151,7 +151,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if err != nil {
 		return nil, err
 	}
-	req := w.Request(cr, w.Scope(cr.GetNamespace(), ""), name, ch, "", values, vd,
+	req := w.Request(cr, w.Scope(cr, ""), name, ch, "", values, vd,
 		helm.Description("install", cr.GetGeneration(), ch, "", vd, overridden))
 	return helm.Render(req, r.mapper, r.caps)
 }

@@ -2,17 +2,21 @@ package helm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -109,18 +113,24 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1})
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
 	in := action.NewInstall(r.conf)
+	in.Timeout = req.Scope.Limits.Timeout()
+	in.SkipSchemaValidation = true // validated by the render
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
-	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
+	rel, err := in.RunWithContext(ctx, rendered, req.Values)
 	if crds {
 		c.forgetCapabilities()
 	}
@@ -154,7 +164,21 @@ func (c *Client) Render(req *Request) (*release.Release, error) {
 	c.mu.Lock()
 	caps := c.caps
 	c.mu.Unlock()
-	return Render(req, c.mapper, caps)
+	return renderOffline(c.pool, req, c.mapper, caps)
+}
+
+// renderFor renders the chart of an install or upgrade of run r on a worker, with the
+// cluster's capabilities and the run's lookups.
+func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chartutil.ReleaseOptions) (*chart.Chart, error) {
+	up, err := c.upstream(r)
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := renderChart(ctx, c.pool, req, opts, r.conf.Capabilities, up)
+	if err != nil {
+		return nil, r.result(err)
+	}
+	return rendered, nil
 }
 
 // skipClientValidation turns off Helm's client-side "OpenAPI validation". Against an API server
@@ -173,18 +197,32 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true})
+	revision := req.Revision
+	if revision == 0 {
+		last, err := c.Last(req.Scope, req.ReleaseName)
+		if err != nil || last == nil {
+			return nil, fmt.Errorf("reading the revision to upgrade from: %w", cmp.Or(err, driver.ErrReleaseNotFound))
+		}
+		revision = last.Version + 1
+	}
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision})
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
 	if err != nil {
 		return nil, err
 	}
 	up := action.NewUpgrade(r.conf)
+	up.Timeout = req.Scope.Limits.Timeout()
+	up.SkipSchemaValidation = true // validated by the render
 	up.Namespace = req.Scope.Namespace
 	up.Labels = req.Labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
-	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	rel, err := up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values)
 	r.settle(req.ReleaseName, err)
 	r.made(req, rel, err)
 	return rel, r.result(err)
@@ -200,6 +238,7 @@ func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, desc
 		return err
 	}
 	rb := action.NewRollback(r.conf)
+	rb.Timeout = s.Limits.Timeout()
 	rb.Version = toRevision
 	rb.MaxHistory = maxHistory
 	err = rb.Run(name)
@@ -225,11 +264,19 @@ func (c *Client) Uninstall(s Scope, name, description string) error {
 	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
 		return err
 	}
+	ctx := context.Background()
+	if err := r.checkHookOwners(ctx, c.mapper, newScoper(c.mapper, nil), last, release.HookPreDelete, release.HookPostDelete); err != nil {
+		return err
+	}
 	un := action.NewUninstall(r.conf)
 	un.Description = description
+	un.Timeout = s.Limits.Timeout()
 	_, err = un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
+	}
+	if err == nil {
+		err = r.deleteKeptHooks(ctx, c.mapper, last)
 	}
 	return r.result(err)
 }
@@ -277,24 +324,35 @@ func supersedeOlder(st *storage.Storage, name string) ([]int, error) {
 	return marked, nil
 }
 
-// Writer is the client that re-applies a scope's drifted objects: the scope's
-// ServiceAccount's, built once per (namespace, ServiceAccount), or rudder's own.
+// Writer is the client that re-applies a scope's drifted objects and relabels them for a
+// shard: as the scope's identity, through a guard of its own, so that it reaches only what the
+// release made, in its confinement (see ownership.go). The connections are shared per
+// (namespace, ServiceAccount).
 func (c *Client) Writer(s Scope) (client.Client, error) {
-	if s.ServiceAccount == "" {
-		return c.own, nil
-	}
-	id := identity{s.Namespace, s.ServiceAccount}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w, ok := c.writers[id]; ok {
-		return w, nil
-	}
-	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.own.Scheme(), Mapper: c.mapper})
+	hc, err := c.httpClient(s)
 	if err != nil {
 		return nil, err
 	}
-	c.writers[id] = w
-	return w, nil
+	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
+	guarded := &http.Client{Transport: g.wrap(hc.Transport), Timeout: hc.Timeout}
+	return client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: guarded})
+}
+
+// httpClient is the HTTP client of a scope's identity (its connections), made once per
+// (namespace, ServiceAccount). Requests made through it for a release go through a guard.
+func (c *Client) httpClient(s Scope) (*http.Client, error) {
+	id := identity{s.Namespace, s.ServiceAccount}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hc, ok := c.writers[id]; ok {
+		return hc, nil
+	}
+	hc, err := rest.HTTPClientFor(c.restConfig(s))
+	if err != nil {
+		return nil, err
+	}
+	c.writers[id] = hc
+	return hc, nil
 }
 
 // hookAnnotation is what marks a template's object as a Helm hook.

@@ -45,8 +45,12 @@ func ReleaseNameOf(o client.Object) []string {
 	return []string{l["name"]}
 }
 
-// IsReleaseRecord reports whether a Secret's labels are those of a Helm release record.
-func IsReleaseRecord(labels map[string]string) bool { return labels["owner"] == "helm" }
+// IsReleaseRecord reports whether a Secret's labels are those of a Helm release record that
+// rudder's storage may have written: owner=helm, and not the managed label every object a
+// chart renders carries (see storedRecords).
+func IsReleaseRecord(labels map[string]string) bool {
+	return labels["owner"] == "helm" && labels[LabelManaged] == ""
+}
 
 // CachedHead reads the newest revision of release name in namespace ns from a cache that
 // holds release Secrets as ReleaseSecret and indexes them with IndexReleaseSecrets: no API

@@ -1,14 +1,13 @@
 package helm
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
@@ -20,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // ClientOptions configure a Client. Config and Mapper are required.
@@ -30,10 +31,11 @@ type ClientOptions struct {
 	// Config is rudder's own identity; scopes with a ServiceAccount impersonate it from there.
 	Config *rest.Config
 	Mapper meta.RESTMapper
-	// Writer re-applies drifted objects for scopes without a ServiceAccount (the manager's
-	// client); nil builds one from Config.
-	Writer client.Client
-	Log    logr.Logger
+	// Scheme of the typed objects drift re-apply writes (default client-go's).
+	Scheme *runtime.Scheme
+	// Renderer renders the releases' charts (default: the process's shared pool).
+	Renderer *render.Pool
+	Log      logr.Logger
 }
 
 // Client runs Helm actions. Each action gets a configuration of its own, made for its scope:
@@ -47,14 +49,15 @@ type Client struct {
 	disc   discovery.CachedDiscoveryInterface
 	// secrets serves the release storage of every namespace for rudder's own identity.
 	secrets corev1client.SecretsGetter
-	own     client.Client
+	scheme  *runtime.Scheme
+	pool    *render.Pool
 	log     logr.Logger
 	// prefix is the path of the API server's URL, which request paths start with.
 	prefix string
 
 	mu      sync.Mutex
 	drivers map[identity]*secretsDriver
-	writers map[identity]client.Client
+	writers map[identity]*http.Client
 	caps    *chartutil.Capabilities
 }
 
@@ -74,9 +77,13 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	own := opts.Writer
-	if own == nil {
-		if own, err = client.New(opts.Config, client.Options{Mapper: opts.Mapper}); err != nil {
+	scheme := opts.Scheme
+	if scheme == nil {
+		scheme = clientgoscheme.Scheme
+	}
+	pool := opts.Renderer
+	if pool == nil {
+		if pool, err = render.Default(); err != nil {
 			return nil, err
 		}
 	}
@@ -85,9 +92,9 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
 	return &Client{
-		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, own: own, log: opts.Log,
+		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, pool: pool, log: opts.Log,
 		prefix:  strings.TrimSuffix(u.Path, "/"),
-		drivers: map[identity]*secretsDriver{}, writers: map[identity]client.Client{},
+		drivers: map[identity]*secretsDriver{}, writers: map[identity]*http.Client{},
 	}, nil
 }
 
@@ -152,8 +159,11 @@ func (c *Client) debug(s Scope) func(string, ...any) {
 
 // run is one action's configuration, with the guard its requests go through.
 type run struct {
-	conf    *action.Configuration
-	guard   *guard
+	conf  *action.Configuration
+	guard *guard
+	// config is the action's identity with its guard: what its own requests (ownership reads,
+	// kept hooks' deletion) go through.
+	config  *rest.Config
 	scope   Scope
 	kube    *kubeClient
 	records *checkedDriver
@@ -210,6 +220,12 @@ type storing struct {
 	stamp bool
 	// description replaces Helm's own (a rollback's "Rollback to N").
 	description string
+	// carried are the owner's labels shards select on, for the hooks' marks.
+	carried map[string]string
+	// record, when set, is the chart the revision's record keeps: Helm was given the rendered
+	// one (see render.go). revision is the number the render was made for.
+	record   *chart.Chart
+	revision int
 }
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
@@ -223,22 +239,30 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix}
+	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
 	cfg := c.restConfig(s)
 	cfg.Wrap(g.wrap)
 	getter := &restClientGetter{cfg: cfg, namespace: s.Namespace, mapper: c.mapper, discovery: c.disc}
 	debug := c.debug(s)
 	kc := kube.New(getter)
 	kc.Log = debug
-	records := &checkedDriver{secretsDriver: d, storing: st, check: func(rel *release.Release) error {
-		return s.CheckRelease(c.mapper, rel, st.chart, st.manifest)
+	r := &run{scope: s, guard: g, config: cfg, log: c.logger(s)}
+	scoper := newScoper(c.mapper, st.chart)
+	var marker *hookMarker
+	if ownerOf(s.Owner) != "" {
+		marker = &hookMarker{post: &postRenderer{owner: s.Owner, conf: s.Confinement, scoper: scoper, carried: st.carried}}
+	}
+	r.records = &checkedDriver{secretsDriver: d, storing: st, marker: marker, check: func(rel *release.Release) error {
+		if err := s.CheckRelease(c.mapper, rel, st.chart, st.manifest); err != nil {
+			return err
+		}
+		return r.checkHookOwners(context.Background(), c.mapper, scoper, rel)
 	}}
-	store := storage.Init(records)
+	store := storage.Init(r.records)
 	store.Log = debug
-	k := &kubeClient{Client: kc, getter: getter}
-	return &run{scope: s, guard: g, kube: k, records: records, log: c.logger(s), conf: &action.Configuration{
-		RESTClientGetter: getter, KubeClient: k, Releases: store, Capabilities: caps, Log: debug,
-	}}, nil
+	r.kube = &kubeClient{Client: kc, getter: getter}
+	r.conf = &action.Configuration{RESTClientGetter: getter, KubeClient: r.kube, Releases: store, Capabilities: caps, Log: debug}
+	return r, nil
 }
 
 // result says why an action failed, from what its guard saw when Helm's error does not (the
@@ -297,7 +321,27 @@ func (c *Client) forgetCapabilities() {
 // the manifest post-rendered as rudder applies it — labels, owner annotation and owner
 // references — and the hooks, all checked against the request's confinement.
 func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
+	pool, err := render.Default()
+	if err != nil {
+		return nil, err
+	}
+	return renderOffline(pool, req, mapper, caps)
+}
+
+func renderOffline(pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
+	// The capabilities a client-only install renders with.
+	rc := chartutil.DefaultCapabilities.Copy()
+	if caps != nil {
+		rc.KubeVersion = caps.KubeVersion
+		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
+	}
+	rendered, err := renderChart(context.Background(), pool, req,
+		chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil)
+	if err != nil {
+		return nil, err
+	}
 	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	in.SkipSchemaValidation = true // validated by the render
 	in.ClientOnly, in.DryRun, in.Replace = true, true, true
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
@@ -310,50 +354,13 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 		in.KubeVersion = &kv
 		in.APIVersions = caps.APIVersions
 	}
-	rel, err := in.Run(req.Chart, req.Values)
+	rel, err := in.Run(rendered, req.Values)
 	if err != nil {
 		return nil, err
 	}
+	rel.Chart = req.Chart
 	if err := req.Scope.CheckRelease(mapper, rel, req.Chart, false); err != nil {
 		return nil, err
 	}
 	return rel, nil
-}
-
-// checkedDriver is a scope's release storage for one action: a revision is checked against
-// the scope before it is stored. Storing the new revision is the first write of an install,
-// an upgrade and a rollback, before any hook runs or object is applied, and the revision holds
-// every hook of every event.
-//
-// It also notes whether an update of a record failed: Helm's upgrade and rollback log such a
-// failure and go on (see run.settle).
-type checkedDriver struct {
-	*secretsDriver
-	storing
-	check func(*release.Release) error
-	lost  atomic.Bool
-}
-
-func (d *checkedDriver) Update(key string, rls *release.Release) error {
-	err := d.secretsDriver.Update(key, rls)
-	if err != nil {
-		d.lost.Store(true)
-	}
-	return err
-}
-
-func (d *checkedDriver) Create(key string, rls *release.Release) error {
-	if err := d.check(rls); err != nil {
-		return err
-	}
-	if d.stamp {
-		labels := make(map[string]string, len(rls.Labels)+1)
-		maps.Copy(labels, rls.Labels)
-		labels[LabelRevision] = strconv.Itoa(rls.Version)
-		rls.Labels = labels
-	}
-	if d.description != "" {
-		rls.Info.Description = d.description
-	}
-	return d.secretsDriver.Create(key, rls)
 }

@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type Confinement struct {
 	AllowedNamespaces []string
 	// AllowClusterScoped kinds, as "Kind" (any group) or "Kind.group".
 	AllowClusterScoped []string
+	// AllowAggregationLabels are the aggregation labels (rbac.authorization.k8s.io/aggregate-to-*
+	// and the like) a Role or ClusterRole of the release may carry or aggregate by.
+	AllowAggregationLabels []string
 }
 
 // AllowsNamespace reports whether namespaced objects of ns are within reach.
@@ -162,9 +166,12 @@ func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
 		return s
 	}
 	for _, crd := range ch.CRDObjects() {
-		_ = eachHead(crd.File.Data, func(h objectHead) error {
-			if h.Kind == crdGVK.Kind && h.Spec.Names.Kind != "" {
-				s.crds[schema.GroupKind{Group: h.Spec.Group, Kind: h.Spec.Names.Kind}] = h.Spec.Scope != "Cluster"
+		_ = eachObject(crd.File.Data, func(o *unstructured.Unstructured) error {
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			if o.GetKind() == crdGVK.Kind && kind != "" {
+				group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+				scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+				s.crds[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
 			}
 			return nil
 		})
@@ -183,42 +190,28 @@ func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// objectHead is what the check reads of a manifest document; Spec only for CRDs.
-type objectHead struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-	Spec struct {
-		Group string `json:"group"`
-		Scope string `json:"scope"`
-		Names struct {
-			Kind string `json:"kind"`
-		} `json:"names"`
-	} `json:"spec"`
-}
-
-func (h objectHead) gvk() schema.GroupVersionKind {
-	return schema.FromAPIVersionAndKind(h.APIVersion, h.Kind)
-}
-
-// eachHead calls fn for every non-empty document of a YAML (or JSON) stream.
-func eachHead(data []byte, fn func(objectHead) error) error {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+// eachObject calls fn for every non-empty document of a YAML (or JSON) stream, decoded as the
+// post-renderer decodes the manifest: keys are exact, as the API server reads them (a
+// case-insensitive decoder would let a key the API server ignores, such as "nameſpace", stand
+// in for the one it reads).
+func eachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
-		var h objectHead
-		if err := dec.Decode(&h); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		if h.Kind == "" && h.APIVersion == "" {
+		raw, err := decodeObject(doc)
+		if err != nil {
+			return err
+		}
+		if len(raw) == 0 {
 			continue
 		}
-		if err := fn(h); err != nil {
+		if err := fn(&unstructured.Unstructured{Object: raw}); err != nil {
 			return err
 		}
 	}
@@ -227,18 +220,24 @@ func eachHead(data []byte, fn func(objectHead) error) error {
 // checkStream checks every document of a manifest (or one hook's, or one CRD file's).
 func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte) ([]Violation, error) {
 	var out []Violation
-	err := eachHead(data, func(h objectHead) error {
-		gvk := h.gvk()
+	err := eachObject(data, func(o *unstructured.Unstructured) error {
+		gvk := o.GroupVersionKind()
 		if gvk.Kind == "" {
-			return fmt.Errorf("%s object %q without kind", src, h.Metadata.Name)
+			return fmt.Errorf("%s object %q without kind", src, o.GetName())
 		}
-		v, err := c.check(s, src, gvk, h.Metadata.Name, h.Metadata.Namespace)
-		if err != nil {
-			return err
+		vs := c.rules(src, o)
+		if len(vs) == 0 {
+			v, err := c.check(s, src, gvk, o.GetName(), o.GetNamespace())
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				vs = append(vs, *v)
+			}
 		}
-		if v != nil {
+		for _, v := range vs {
 			v.Hook = hook
-			out = append(out, *v)
+			out = append(out, v)
 		}
 		return nil
 	})

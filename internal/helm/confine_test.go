@@ -175,7 +175,7 @@ func TestRequestConfinement(t *testing.T) {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			g := &guard{conf: tt.conf, mapper: testMapper()}
 			req := httptest.NewRequest(tt.method, "https://api.example"+tt.path, nil)
-			v := g.decide(req)
+			v, _ := g.decide(req)
 			switch {
 			case tt.want == "" && v != nil:
 				t.Fatalf("refused: %s", v)

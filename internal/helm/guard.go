@@ -32,6 +32,9 @@ type guard struct {
 	mapper meta.RESTMapper
 	// prefix is the path of the API server's URL ("" for most), which request paths start with.
 	prefix string
+	// owner, when set, is the AnnotationOwner of what the release made: the only objects its
+	// updates, patches and deletes may reach (see ownership.go).
+	owner string
 
 	mu        sync.Mutex
 	refused   []Violation
@@ -51,10 +54,16 @@ var requestInfos = &apirequest.RequestInfoFactory{
 
 func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if v := g.decide(req); v != nil {
-			g.mu.Lock()
-			g.refused = append(g.refused, *v)
-			g.mu.Unlock()
+		v, info := g.decide(req)
+		if v == nil && g.owner != "" && info != nil && mutates(info) {
+			var answer *http.Response
+			var err error
+			if v, answer, err = g.checkOwned(req, rt, info); err != nil || answer != nil {
+				return answer, err
+			}
+		}
+		if v != nil {
+			g.note(*v)
 			return refusal(req, v), nil
 		}
 		resp, err := rt.RoundTrip(req)
@@ -81,13 +90,21 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // decide returns the violation a request would be, or nil when it is within the confinement.
 // Requests that are not about resources (discovery, /version, OpenAPI) read nothing of a
 // tenant's and pass.
-func (g *guard) decide(req *http.Request) *Violation {
+func (g *guard) decide(req *http.Request) (*Violation, *apirequest.RequestInfo) {
 	info, err := g.requestInfo(req)
 	if err != nil {
-		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}
+		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}, nil
 	}
+	return g.decideInfo(info), info
+}
+
+func (g *guard) decideInfo(info *apirequest.RequestInfo) *Violation {
 	if !info.IsResourceRequest {
 		return nil
+	}
+	if info.Verb == "deletecollection" && g.owner != "" {
+		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: info.Resource, Namespace: info.Namespace,
+			Why: "a release deletes only what it made, one object at a time"}
 	}
 	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
 	if gvr.Group == "" && gvr.Resource == "namespaces" {
@@ -160,6 +177,15 @@ func refusal(req *http.Request, v *Violation) *http.Response {
 		StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Type": []string{"application/json"}},
 		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// note remembers a refused request (the first maxUnavailable of them).
+func (g *guard) note(v Violation) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.refused) < maxUnavailable {
+		g.refused = append(g.refused, v)
 	}
 }
 

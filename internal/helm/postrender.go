@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 
-	"go.yaml.in/yaml/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +33,7 @@ type postRenderer struct {
 	scoper *scoper
 	// carried are the owner's labels shards select on, put on every object.
 	carried map[string]string
+	limits  Limits
 
 	// manifest and objects are what the last Run wrote: the text, and the objects in it;
 	// identities are the objects' as ParseIdentities finds them in the text.
@@ -44,6 +44,9 @@ type postRenderer struct {
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	p.manifest, p.objects, p.identities = "", nil, nil
+	if int64(in.Len()) > p.limits.manifestBytes() {
+		return nil, limitError(LimitManifestBytes, p.limits.manifestBytes(), fmt.Sprintf("the rendered manifest is %d bytes", in.Len()))
+	}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in.Bytes())))
 	var out bytes.Buffer
 	var objects []map[string]any
@@ -74,21 +77,22 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		if err != nil {
 			return nil, &UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, obj.GetName(), gvk.GroupVersion(), err)}
 		}
-		if v := p.conf.checkObject(SourceManifest, gvk, obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
+		if vs := p.conf.rules(SourceManifest, obj); len(vs) > 0 {
+			violations = append(violations, vs...)
+		} else if v := p.conf.checkObject(SourceManifest, gvk, obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
 			violations = append(violations, *v)
+		}
+		if len(objects) == p.limits.objects() {
+			return nil, limitError(LimitObjects, int64(p.limits.objects()), "the manifest renders more objects than that")
 		}
 		p.mark(obj, ownerAnn, namespaced)
 		// Straight to YAML: the bytes sigs.k8s.io/yaml.Marshal writes (JSON first, then that
 		// JSON parsed as YAML and written again), by rudder's writer when it is sure of them,
 		// else by yaml.v2.
 		out.WriteString("---\n")
-		b, ok := appendYAML(out.AvailableBuffer(), obj.Object)
-		if !ok {
-			if b, err = yaml.Marshal(obj.Object); err != nil {
-				return nil, err
-			}
+		if err := writeYAML(&out, obj.Object); err != nil {
+			return nil, err
 		}
-		out.Write(b)
 		objects = append(objects, obj.Object)
 		identities = append(identities, p.identity(obj, namespaced))
 	}

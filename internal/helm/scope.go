@@ -2,6 +2,7 @@ package helm
 
 import (
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -18,11 +19,16 @@ type Scope struct {
 	// lookups, Helm's reads and writes of objects, hooks and CRDs, its release storage, drift
 	// re-apply and uninstall. Empty: rudder's own identity.
 	ServiceAccount string
+	// Owner is the CR the release belongs to. A release changes and deletes only objects
+	// marked as this owner's (AnnotationOwner): its own (see ownership.go). Zero only where
+	// nothing is applied (rudder template, scaffold).
+	Owner Owner
+	// Limits bound what the release renders and how long its actions wait.
+	Limits Limits
 }
 
 // Request is everything an install or upgrade needs.
 type Request struct {
-	Owner Owner
 	Scope Scope
 	// ReleaseName of the release, in Scope.Namespace.
 	ReleaseName string
@@ -33,6 +39,10 @@ type Request struct {
 	ValuesDigest string
 	MaxHistory   int
 	Description  string
+	// Revision is the revision an Upgrade makes (the newest one's number plus one), as the
+	// caller knows it from the release's cached head; 0 reads it from storage. An upgrade
+	// whose history moved on meanwhile fails before it writes anything, to be retried.
+	Revision int
 	// Carried are the owner's labels that shards select on (see shard.go), put on the
 	// release records and on every rendered object.
 	Carried map[string]string
@@ -44,7 +54,8 @@ type Request struct {
 }
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
-	return &postRenderer{owner: r.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart), carried: r.Carried}
+	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart),
+		carried: r.Carried, limits: r.Scope.Limits}
 }
 
 // User is the user the scope's requests are made as; "" for rudder's own identity.
@@ -59,11 +70,20 @@ func (s Scope) User() string {
 // which is stamped when the revision is stored).
 func (r *Request) Labels() map[string]string {
 	l := map[string]string{
-		LabelOwnerUID:     string(r.Owner.UID),
-		LabelOwnerKind:    KindLabel(r.Owner.GVK.GroupKind()),
+		LabelOwnerUID:     string(r.Scope.Owner.UID),
+		LabelOwnerKind:    KindLabel(r.Scope.Owner.GVK.GroupKind()),
 		LabelChartDigest:  LabelDigest(r.ChartDigest),
 		LabelValuesDigest: r.ValuesDigest,
 	}
 	maps.Copy(l, r.Carried)
 	return l
+}
+
+// CheckRelease checks a release as Helm is about to store or remove it: its confinement (see
+// Confinement.CheckRelease) and its size against the scope's limits.
+func (s Scope) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
+	if err := s.Limits.checkSize(rel); err != nil {
+		return err
+	}
+	return s.Confinement.CheckRelease(mapper, rel, ch, manifest)
 }

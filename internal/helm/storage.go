@@ -49,7 +49,45 @@ type secretsDriver struct {
 }
 
 func newSecretsDriver(impl corev1client.SecretInterface) *secretsDriver {
+	impl = storedRecords{impl}
 	return &secretsDriver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
+}
+
+// storedRecords is the Secrets of a namespace as rudder's release storage sees them: only
+// records its storage could have written. A Secret a release rendered carries the managed label
+// (the post-renderer and the hook marks put it on everything a chart renders, and rendering a
+// record-shaped object is refused anyway), and one that is not of Helm's record type was not
+// written by Helm's storage either: neither is ever read as a revision, whatever its name and
+// labels say.
+type storedRecords struct{ corev1client.SecretInterface }
+
+// IsStoredRecord reports whether a Secret may be a record rudder's storage wrote.
+func IsStoredRecord(s *corev1.Secret) bool {
+	return s.Type == releaseRecordType && IsReleaseRecord(s.Labels) && s.Labels[LabelManaged] == "" &&
+		s.Annotations[AnnotationOwner] == ""
+}
+
+func (s storedRecords) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
+	obj, err := s.SecretInterface.Get(ctx, name, opts)
+	if err == nil && !IsStoredRecord(obj) {
+		return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	return obj, err
+}
+
+func (s storedRecords) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	list, err := s.SecretInterface.List(ctx, opts)
+	if err != nil {
+		return list, err
+	}
+	kept := list.Items[:0]
+	for i := range list.Items {
+		if IsStoredRecord(&list.Items[i]) {
+			kept = append(kept, list.Items[i])
+		}
+	}
+	list.Items = kept
+	return list, nil
 }
 
 // Query is Helm's; a failure is remembered for the release name it was about.

@@ -55,16 +55,19 @@ func (w *Watch) Values(obj *unstructured.Unstructured) (map[string]any, []string
 	return spec, keys, nil
 }
 
-// Scope is who acts for the releases of the watch's CRs in namespace ns — its
-// serviceAccountName, else defaultServiceAccount, else rudder itself — and where they may act.
-func (w *Watch) Scope(ns, defaultServiceAccount string) helm.Scope {
+// Scope is who acts for the release of a CR of the watch — its serviceAccountName, else
+// defaultServiceAccount, else rudder itself — where it may act, what it owns, and its limits.
+func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scope {
 	sa := w.ServiceAccountName
 	if sa == "" {
 		sa = defaultServiceAccount
 	}
 	return helm.Scope{
-		Confinement:    helm.Confinement{Namespace: ns, AllowedNamespaces: w.AllowedNamespaces, AllowClusterScoped: w.AllowClusterScoped},
+		Confinement: helm.Confinement{Namespace: obj.GetNamespace(), AllowedNamespaces: w.AllowedNamespaces,
+			AllowClusterScoped: w.AllowClusterScoped, AllowAggregationLabels: w.AllowAggregationLabels},
 		ServiceAccount: sa,
+		Owner:          helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
+		Limits:         w.Limits.helm(),
 	}
 }
 
@@ -72,7 +75,6 @@ func (w *Watch) Scope(ns, defaultServiceAccount string) helm.Scope {
 func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releaseName string,
 	ch *chart.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
 	return &helm.Request{
-		Owner:        helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Scope:        scope,
 		ReleaseName:  releaseName,
 		Chart:        ch,

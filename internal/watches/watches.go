@@ -56,6 +56,12 @@ type Watch struct {
 	// AllowClusterScoped lists the kinds ("Kind" or "Kind.group") of cluster-scoped objects a
 	// chart may render.
 	AllowClusterScoped []string `json:"allowClusterScoped,omitempty"`
+	// AllowAggregationLabels names the aggregation labels (rbac.authorization.k8s.io/aggregate-to-*
+	// and the like) a Role or ClusterRole the chart renders may carry or aggregate by; without
+	// it such a role is refused, since it would add rules to roles others hold.
+	AllowAggregationLabels []string `json:"allowAggregationLabels,omitempty"`
+	// Limits bound each release of the watch (see helm.Limits for the defaults).
+	Limits *Limits `json:"limits,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.
@@ -161,6 +167,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.completeSelector,
 		w.checkLimits,
 		w.checkTenancy,
+		w.Limits.check,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {

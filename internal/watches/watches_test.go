@@ -1,11 +1,13 @@
 package watches
 
 import (
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -28,6 +30,10 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		{"negative history", `- {group: a.io, version: v1, kind: A, chart: c, maxHistory: -1}`, "maxHistory"},
 		{"tiny period", `- {group: a.io, version: v1, kind: A, chart: c, reconcilePeriod: 10ms}`, "reconcilePeriod"},
 		{"bad service account", `- {group: a.io, version: v1, kind: A, chart: c, serviceAccountName: "Not_A_Name"}`, `serviceAccountName: "Not_A_Name"`},
+		{"negative objects", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxObjects: -1}}`, "limits.maxObjects"},
+		{"zero manifest", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxManifestBytes: "0"}}`, "limits.maxManifestBytes"},
+		{"zero timeout", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 0s}}`, "limits.actionTimeout"},
+		{"unknown limit", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxCPU: 1}}`, "unknown field"},
 		{"empty", ``, "no watches"},
 	}
 	for _, tc := range cases {
@@ -35,6 +41,26 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestLimitsReachTheScope(t *testing.T) {
+	ws, err := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c, allowAggregationLabels: [x/aggregate-to-y],
+   limits: {maxObjects: 50, maxManifestBytes: 1Mi, actionTimeout: 30s, maxActionsPerNamespace: 2}}`), "/base", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	cr.SetNamespace("ns")
+	cr.SetName("n")
+	s := ws[0].Scope(cr, "")
+	if s.Limits.MaxObjects != 50 || s.Limits.MaxManifestBytes != 1<<20 || s.Limits.Timeout() != 30*time.Second ||
+		s.AllowAggregationLabels[0] != "x/aggregate-to-y" || s.Owner.Key.Name != "n" || ws[0].ActionsPerNamespace(4) != 2 {
+		t.Fatalf("scope %+v, actions per namespace %d", s, ws[0].ActionsPerNamespace(4))
+	}
+	if def, _ := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c}`), "/base", env(nil)); def[0].ActionsPerNamespace(4) != 4 ||
+		def[0].Scope(cr, "").Limits.Timeout() != 5*time.Minute {
+		t.Fatal("defaults: an action slot per worker and Helm's 5m timeout")
 	}
 }
 

@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// gate shares a kind's work out so that CRs whose Helm actions wait (a hook Job that never
+// completes, a Pod no node takes) cannot hold up the CRs of other namespaces:
+//
+//   - active bounds the passes doing work at once (the kind's maxConcurrentReconciles). A pass
+//     still running after waitingAfter is waiting on the cluster, not working: it gives its
+//     slot back, so a pass of another CR starts at most waitingAfter after it was due.
+//   - perNamespace bounds the passes of one namespace in a Helm action at once, waiting ones
+//     included (limits.maxActionsPerNamespace). Another CR of that namespace that needs an
+//     action is requeued to wait its turn, holding nothing.
+//   - controller-runtime runs more workers than active slots (poolSize), so that waiting passes
+//     do not exhaust the pool: it takes poolSize/perNamespace namespaces full of waiting CRs
+//     to do so, and each action waits at most limits.actionTimeout.
+//
+// It also cancels the action of a CR that is being deleted, so that deleting a wedged CR
+// uninstalls it at once instead of after its action's timeout.
+type gate struct {
+	active       chan struct{}
+	perNamespace int
+	waitingAfter time.Duration
+
+	mu      sync.Mutex
+	acting  map[string]int
+	running map[types.NamespacedName]context.CancelFunc
+}
+
+// poolFactor is how many controller-runtime workers there are per active slot.
+const poolFactor = 16
+
+// defaultWaitingAfter is how long a pass runs before it counts as waiting.
+const defaultWaitingAfter = 2 * time.Second
+
+func newGate(workers, perNamespace int) *gate {
+	return &gate{active: make(chan struct{}, workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
+		acting: map[string]int{}, running: map[types.NamespacedName]context.CancelFunc{}}
+}
+
+// poolSize is the number of controller-runtime workers for a gate of workers active slots.
+func poolSize(workers int) int { return max(workers*poolFactor, 32) }
+
+// enter waits for an active slot for the pass of key and returns its context, cancelled when
+// the CR is deleted (cancel) or the pass ends (leave).
+func (g *gate) enter(ctx context.Context, key types.NamespacedName) (context.Context, func(), error) {
+	select {
+	case g.active <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { <-g.active }) }
+	t := time.AfterFunc(g.waitingAfter, release)
+	ctx, cancel := context.WithCancel(ctx)
+	g.mu.Lock()
+	g.running[key] = cancel
+	g.mu.Unlock()
+	return ctx, func() {
+		t.Stop()
+		release()
+		cancel()
+		g.mu.Lock()
+		delete(g.running, key)
+		g.mu.Unlock()
+	}, nil
+}
+
+// cancel ends the action of the running pass of key, if any.
+func (g *gate) cancel(key types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.running[key]; ok {
+		c()
+	}
+}
+
+// startAction takes one of namespace ns's action slots; false when they are all taken. The
+// caller gives it back with endAction.
+func (g *gate) startAction(ns string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.acting[ns] >= g.perNamespace {
+		return false
+	}
+	g.acting[ns]++
+	return true
+}
+
+func (g *gate) endAction(ns string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.acting[ns]--; g.acting[ns] <= 0 {
+		delete(g.acting, ns)
+	}
+}
+
+// turnRequeue is when a CR whose namespace had no action slot free looks again.
+const turnRequeue = 2 * time.Second

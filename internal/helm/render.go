@@ -1,0 +1,132 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/rudder-operator/rudder/internal/render"
+)
+
+// Every render of a release runs out of process (internal/render), bounded in time and
+// memory: a template is the CR author's to steer, and a recursion, an endless loop or a huge
+// allocation in rudder's process would stop it for everyone. Helm's action is then given a
+// chart whose templates are the worker's output, escaped: Helm's own render in rudder's
+// process only copies that text, and everything after it (hooks sorted from manifests, NOTES,
+// the post-renderer, the checks, the release record) is as before. The record stores the
+// chart as it was given, not the rendered one.
+
+// The defaults of the render limits.
+const (
+	DefaultRenderTimeout = 30 * time.Second
+	DefaultRenderMemory  = 512 << 20
+)
+
+// The names of the render limits, as watches.yaml's limits field spells them.
+const (
+	LimitRenderTimeout = "renderTimeout"
+	LimitRenderMemory  = "renderMemory"
+)
+
+func (l Limits) renderLimits() render.Limits {
+	rl := render.Limits{Timeout: l.RenderTimeout, Memory: l.RenderMemory}
+	if rl.Timeout <= 0 {
+		rl.Timeout = DefaultRenderTimeout
+	}
+	if rl.Memory <= 0 {
+		rl.Memory = DefaultRenderMemory
+	}
+	return rl
+}
+
+// renderChart renders req's chart on a worker, as Helm would render it with opts and caps, and
+// returns the chart to give Helm's action. up, when set, is where the render's lookups go;
+// without it they find nothing.
+func renderChart(ctx context.Context, pool *render.Pool, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
+	limits := req.Scope.Limits
+	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
+		Lookups: up != nil, MaxBytes: 2 * limits.manifestBytes()}
+	res, err := pool.Render(ctx, job, limits.renderLimits(), up)
+	var ee *render.ExceededError
+	switch {
+	case errors.As(err, &ee):
+		return nil, exceeded(ee, limits)
+	case err != nil:
+		return nil, err
+	}
+	// What Helm's action does to the chart it is given (dependencies processed, import-values
+	// merged) it does to the rendered one, which has none: do it to the chart the release
+	// record keeps.
+	if err := chartutil.ProcessDependenciesWithMerge(req.Chart, req.Values); err != nil {
+		return nil, err
+	}
+	return renderedChart(req.Chart, res), nil
+}
+
+// exceeded is the LimitError of a render stopped at a bound.
+func exceeded(e *render.ExceededError, limits Limits) error {
+	switch e.Bound {
+	case "renderTimeout":
+		return &LimitError{Limit: LimitRenderTimeout, Max: limits.renderLimits().Timeout.String(), What: e.What}
+	case "renderMemory", "stack":
+		return limitError(LimitRenderMemory, limits.renderLimits().Memory, e.What)
+	case "output":
+		return limitError(LimitManifestBytes, limits.manifestBytes(), e.What+" (twice maxManifestBytes, for the manifest and the hooks)")
+	}
+	return e
+}
+
+// renderedChart is the chart whose templates render to exactly res: one template per output
+// file, named so that Helm's engine keys its output as the worker's did, with no
+// dependencies, schema or values (the worker applied them), and the crds/ of the charts that
+// stayed enabled.
+func renderedChart(orig *chart.Chart, res *render.Result) *chart.Chart {
+	md := *orig.Metadata
+	md.Dependencies = nil
+	out := &chart.Chart{Metadata: &md}
+	prefix := orig.Name() + "/"
+	names := make([]string, 0, len(res.Files))
+	for k := range res.Files {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		out.Templates = append(out.Templates, &chart.File{Name: strings.TrimPrefix(k, prefix), Data: []byte(escapeTemplate(res.Files[k]))})
+	}
+	for i, crd := range res.CRDs {
+		out.Files = append(out.Files, &chart.File{Name: fmt.Sprintf("crds/%03d-%s", i, path.Base(crd.Name)), Data: crd.Data})
+	}
+	return out
+}
+
+// escapeTemplate is text as a Go template that renders to exactly that text.
+func escapeTemplate(text string) string {
+	return strings.ReplaceAll(text, "{{", "{{`{{`}}")
+}
+
+// upstream is where the lookups of a render for run r go: through r's guard, as r's identity.
+func (c *Client) upstream(r *run) (*render.Upstream, error) {
+	hc, err := c.httpClient(r.scope)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(c.cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "" {
+		u, err = url.Parse("https://" + c.cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &render.Upstream{URL: u, Transport: r.guard.wrap(hc.Transport)}, nil
+}

@@ -1,0 +1,159 @@
+package helm
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestRules(t *testing.T) {
+	c := Confinement{Namespace: "ns", AllowAggregationLabels: []string{"example.com/aggregate-to-widgets"}}
+	tests := []struct {
+		name, doc string
+		want      string // "" = allowed
+	}{
+		{"plain", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}", ""},
+		{"folded namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: other, nameſpace: ns}", `"nameſpace"`},
+		{"folded kind", "apiVersion: v1\nKind: Secret\nkind: ConfigMap\nmetadata: {name: a}", `"Kind"`},
+		{"record by name", "apiVersion: v1\nkind: Secret\nmetadata: {name: sh.helm.release.v1.x.v1}", "its name starts with"},
+		{"record by type", "apiVersion: v1\nkind: Secret\ntype: helm.sh/release.v1\nmetadata: {name: x}", "its type is"},
+		{"record by label", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, labels: {owner: helm}}", "owner=helm"},
+		{"secret", "apiVersion: v1\nkind: Secret\ntype: Opaque\nmetadata: {name: x, labels: {owner: team}}", ""},
+		{"aggregation label", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, labels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}}", "aggregate-to-admin"},
+		{"allowed aggregation label", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, labels: {example.com/aggregate-to-widgets: 'true'}}", ""},
+		{"aggregation rule", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{matchLabels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}}]}", "aggregationRule selecting"},
+		{"empty aggregation selector", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{}]}", "every label"},
+		{"allowed aggregation rule", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{matchLabels: {example.com/aggregate-to-widgets: 'true'}}]}", ""},
+		{"role label", "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r, labels: {rudder.dev/aggregate-to-manager: 'true'}}", "aggregate-to-manager"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []Violation
+			if err := eachObject([]byte(tt.doc), func(o *unstructured.Unstructured) error {
+				got = append(got, c.rules(SourceHook, o)...)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Fatalf("refused: %v", got)
+			case tt.want != "" && (len(got) == 0 || !strings.Contains(got[0].String(), tt.want)):
+				t.Fatalf("got %v, want a violation containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStoredRecords(t *testing.T) {
+	rec := func(mod func(*corev1.Secret)) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.a.v1", Labels: map[string]string{"owner": "helm", "name": "a"}},
+			Type: releaseRecordType}
+		if mod != nil {
+			mod(s)
+		}
+		return s
+	}
+	if !IsStoredRecord(rec(nil)) {
+		t.Fatal("a record as Helm's storage writes it is not read")
+	}
+	for name, mod := range map[string]func(*corev1.Secret){
+		"rendered (managed label)": func(s *corev1.Secret) { s.Labels[LabelManaged] = "true" },
+		"rendered (owner mark)":    func(s *corev1.Secret) { s.Annotations = map[string]string{AnnotationOwner: "g/K/ns/n"} },
+		"another type":             func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque },
+		"not helm's":               func(s *corev1.Secret) { delete(s.Labels, "owner") },
+	} {
+		if IsStoredRecord(rec(mod)) {
+			t.Errorf("%s: read as a revision", name)
+		}
+	}
+}
+
+func TestLimitsCheckSize(t *testing.T) {
+	rel := &release.Release{Manifest: strings.Repeat("---\nkind: A\n", 3),
+		Hooks: []*release.Hook{{Manifest: "kind: H\n"}, {Manifest: "kind: H\n---\nkind: I\n"}}}
+	if n := countDocuments(rel.Manifest); n != 3 {
+		t.Fatalf("counted %d documents, want 3", n)
+	}
+	if err := (Limits{MaxObjects: 6}).checkSize(rel); err != nil {
+		t.Fatalf("6 objects refused at 6: %v", err)
+	}
+	err := (Limits{MaxObjects: 5}).checkSize(rel)
+	if err == nil || !strings.Contains(err.Error(), "maxObjects is 5") {
+		t.Fatalf("6 objects at maxObjects 5: %v", err)
+	}
+	err = (Limits{MaxManifestBytes: 10}).checkSize(rel)
+	if err == nil || !strings.Contains(err.Error(), "maxManifestBytes is 10") {
+		t.Fatalf("hooks over maxManifestBytes: %v", err)
+	}
+}
+
+// TestGuardOwnership: an update, patch or delete reaches only an object marked as the
+// release's; a delete carries the UID read as a precondition; a missing object is left to the
+// request.
+func TestGuardOwnership(t *testing.T) {
+	const mine = "g/K/ns/me"
+	var deleted string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		if r.Method == http.MethodGet {
+			owner := map[string]string{"mine": mine, "theirs": "g/K/ns/other"}[name]
+			if name == "missing" {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"` + name +
+				`","uid":"uid-` + name + `","annotations":{"rudder.dev/owner":"` + owner + `"}}}`))
+			return
+		}
+		if r.Method == http.MethodDelete {
+			b := new(strings.Builder)
+			_, _ = io.Copy(b, r.Body)
+			deleted = b.String()
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	g := &guard{conf: Confinement{Namespace: "ns"}, mapper: testMapper(), owner: mine}
+	rt := g.wrap(http.DefaultTransport)
+	for _, tt := range []struct {
+		method, name string
+		refused      bool
+	}{
+		{http.MethodPatch, "mine", false}, {http.MethodPut, "mine", false}, {http.MethodDelete, "mine", false},
+		{http.MethodPatch, "theirs", true}, {http.MethodDelete, "theirs", true}, {http.MethodPatch, "unmarked", true},
+		{http.MethodDelete, "missing", false}, {http.MethodGet, "theirs", false},
+	} {
+		req, _ := http.NewRequest(tt.method, srv.URL+"/api/v1/namespaces/ns/configmaps/"+tt.name, strings.NewReader(`{"propagationPolicy":"Background"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if refused := resp.StatusCode == http.StatusForbidden; refused != tt.refused {
+			t.Errorf("%s %s: status %d, want refused=%v", tt.method, tt.name, resp.StatusCode, tt.refused)
+		}
+		if tt.method == http.MethodDelete && tt.name == "mine" &&
+			(!strings.Contains(deleted, `"uid":"uid-mine"`) || !strings.Contains(deleted, `"propagationPolicy":"Background"`)) {
+			t.Errorf("the delete's options are %s, want the UID read as a precondition and the caller's options", deleted)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/api/v1/namespaces/ns/configmaps", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a deletecollection was not refused: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,284 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// worker is one render process and the socket its lookups come back on.
+type worker struct {
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	out      *bufio.Reader
+	stderr   *tail
+	dir      string
+	srv      *http.Server
+	upstream atomic.Pointer[Upstream]
+	exited   chan struct{}
+}
+
+func start(exe string) (*worker, error) {
+	dir, err := os.MkdirTemp("", "rudder-render-")
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(dir, "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	w := &worker{dir: dir, stderr: &tail{}, exited: make(chan struct{})}
+	w.srv = &http.Server{Handler: &httputil.ReverseProxy{Rewrite: w.rewrite, Transport: roundTripperFunc(w.roundTrip)},
+		ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = w.srv.Serve(ln) }()
+
+	resultsR, resultsW, err := os.Pipe()
+	if err != nil {
+		w.cleanup()
+		return nil, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), envWorker+"=1", envSocket+"="+sock)
+	cmd.ExtraFiles = []*os.File{resultsW}
+	cmd.Stderr = w.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		resultsR.Close()
+		resultsW.Close()
+		w.cleanup()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		resultsR.Close()
+		resultsW.Close()
+		w.cleanup()
+		return nil, fmt.Errorf("render: starting a worker: %w", err)
+	}
+	resultsW.Close()
+	w.cmd, w.in, w.out = cmd, in, bufio.NewReaderSize(resultsR, 64<<10)
+	go func() {
+		_ = cmd.Wait()
+		resultsR.Close()
+		close(w.exited)
+	}()
+	return w, nil
+}
+
+// run sends job and waits for its result, within limits.
+func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, error) {
+	type answer struct {
+		res *Result
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res := &Result{}
+		err := readFrame(w.out, res)
+		done <- answer{res, err}
+	}()
+	if err := writeFrame(w.in, job); err != nil {
+		w.kill()
+		<-done
+		return nil, w.died(fmt.Errorf("render: sending the job: %w", err))
+	}
+	timer := time.NewTimer(limits.Timeout)
+	defer timer.Stop()
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		select {
+		case a := <-done:
+			if a.err != nil {
+				return nil, w.died(a.err)
+			}
+			return a.res, nil
+		case <-timer.C:
+			w.kill()
+			<-done
+			return nil, &ExceededError{Bound: "renderTimeout", Max: int64(limits.Timeout),
+				What: fmt.Sprintf("the render ran past %s and was stopped (a template that loops without end?)", limits.Timeout)}
+		case <-ticker.C:
+			if rss := w.rss(); limits.Memory > 0 && rss > limits.Memory+limits.Memory/4 {
+				w.kill()
+				<-done
+				return nil, memoryExceeded(limits.Memory)
+			}
+		case <-ctx.Done():
+			w.kill()
+			<-done
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func memoryExceeded(max int64) error {
+	return &ExceededError{Bound: "renderMemory", Max: max,
+		What: fmt.Sprintf("the render used more than %d bytes and was stopped (a count fed to until or repeat?)", max)}
+}
+
+// died says why the worker ended mid-render, from what it wrote before it did.
+func (w *worker) died(err error) error {
+	select {
+	case <-w.exited:
+	case <-time.After(5 * time.Second):
+		w.kill()
+		<-w.exited
+	}
+	msg := w.stderr.String()
+	switch {
+	case strings.Contains(msg, "goroutine stack exceeds"):
+		return &ExceededError{Bound: "stack", Max: workerStack,
+			What: fmt.Sprintf("the render recursed past the %d-byte stack limit and was stopped (a value fed to tpl that calls tpl on itself?)", workerStack)}
+	case w.cmd.ProcessState != nil && w.cmd.ProcessState.ExitCode() == exitMemory,
+		strings.Contains(msg, "out of memory"):
+		return memoryExceeded(parseBound(msg))
+	}
+	last := strings.TrimSpace(msg)
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	return fmt.Errorf("render: the worker ended (%w): %s", err, last)
+}
+
+// parseBound reads the bound a worker said it exceeded (0 when it did not say).
+func parseBound(msg string) int64 {
+	const key = "the bound is "
+	i := strings.LastIndex(msg, key)
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(msg[i+len(key):])
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[0], 10, 64)
+	return n
+}
+
+func (w *worker) kill() {
+	if w.cmd != nil && w.cmd.Process != nil {
+		_ = w.cmd.Process.Kill()
+	}
+}
+
+func (w *worker) stop() {
+	if w.in != nil {
+		w.in.Close()
+	}
+	w.kill()
+	<-w.exited
+	w.cleanup()
+}
+
+func (w *worker) cleanup() {
+	if w.srv != nil {
+		_ = w.srv.Close()
+	}
+	os.RemoveAll(w.dir)
+}
+
+// rss is the worker's resident memory (0 when it cannot be read).
+func (w *worker) rss() int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(string(f[1]), 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// cpu is the worker's CPU time so far (0 when it cannot be read).
+func (w *worker) cpu() time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis: utime and stime are the 12th and
+	// 13th, in clock ticks (100 a second on Linux).
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// rewrite sends a lookup of the worker's to the API server of the render it runs.
+func (w *worker) rewrite(r *httputil.ProxyRequest) {
+	up := w.upstream.Load()
+	if up == nil {
+		return
+	}
+	r.Out.URL.Scheme, r.Out.URL.Host = up.URL.Scheme, up.URL.Host
+	r.Out.URL.Path = strings.TrimSuffix(up.URL.Path, "/") + r.In.URL.Path
+	r.Out.URL.RawPath = ""
+	r.Out.Host = ""
+}
+
+func (w *worker) roundTrip(req *http.Request) (*http.Response, error) {
+	up := w.upstream.Load()
+	if up == nil {
+		return nil, errors.New("render: a lookup outside of a render")
+	}
+	return up.Transport.RoundTrip(req)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// tail keeps the first and the last bytes a worker wrote to its standard error: a fatal error
+// says what it was in its first line, then prints stacks.
+type tail struct {
+	mu   sync.Mutex
+	head []byte
+	buf  []byte
+}
+
+const headSize, tailSize = 4 << 10, 12 << 10
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if room := headSize - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailSize {
+		t.buf = append(t.buf[:0:0], t.buf[len(t.buf)-tailSize:]...)
+	}
+	return n, nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.head) + string(t.buf)
+}
