@@ -148,6 +148,7 @@ func TestForgedReleaseRecordIsRefused(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1.forger.v99"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the forged record exists (err=%v)", err)
 	}
+	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 }
 
 // TestCountBombIsBounded: a count from values fed to until is refused past the watch's
@@ -167,6 +168,7 @@ func TestCountBombIsBounded(t *testing.T) {
 	if len(svcs.Items) != 0 {
 		t.Fatalf("%d Services were created by a refused release", len(svcs.Items))
 	}
+	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 
 	if err := k8s.Create(ctx, crtest.NewCR(tenantBoxGVK, ns, "big", map[string]any{"replicaCount": 299, "perReplicaService": true})); err != nil {
 		t.Fatal(err)
@@ -235,6 +237,7 @@ func TestCaseFoldedKeysAreRefused(t *testing.T) {
 	}
 	stalledOn(t, tenantBoxGVK, ns, "folded", `"nameſpace"`, "Unicode case folding")
 	noConfigMaps(t, victim)
+	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 }
 
 // TestAggregationLabelsAreRefused: an allowed ClusterRole that carries an aggregation label
@@ -256,6 +259,7 @@ func TestAggregationLabelsAreRefused(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the aggregated ClusterRole exists (err=%v)", err)
 	}
+	otherTenantIsServed(t, roleBoxGVK, 30*time.Second)
 }
 
 // TestRenderThatRecursesIsBounded: a value fed to tpl that calls tpl on itself used to kill the

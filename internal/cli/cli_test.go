@@ -127,3 +127,31 @@ func TestScaffoldRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateOfARecursiveRenderFails: `rudder template` of a CR whose value feeds tpl to
+// itself used to die of a stack overflow; the render is stopped at its bound and the command
+// fails with a message naming it.
+func TestTemplateOfARecursiveRenderFails(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"chart/Chart.yaml":           "apiVersion: v2\nname: rec\nversion: 0.1.0\n",
+		"chart/values.yaml":          "extraManifest: \"\"\n",
+		"chart/templates/extra.yaml": "{{ tpl .Values.extraManifest . }}\n",
+		"watches.yaml":               "- {group: test.rudder.dev, version: v1, kind: Rec, chart: chart}\n",
+		"cr.yaml":                    "apiVersion: test.rudder.dev/v1\nkind: Rec\nmetadata: {name: r, namespace: ns}\nspec:\n  extraManifest: '{{ tpl .Values.extraManifest . }}'\n",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), []string{"template", "--watches-file", filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")},
+		Env{Stdout: &out, Stderr: &errOut})
+	if code == 0 || !strings.Contains(errOut.String(), "renderMemory") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming the renderMemory limit", code, errOut.String())
+	}
+}

@@ -40,7 +40,8 @@ func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
 		Scheme: controllers.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
-			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml")}
+			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml"),
+				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml")}
 		},
 		Setup: setup,
 	}))
@@ -58,7 +59,9 @@ func setup(e *crtest.Env) (func() error, error) {
 	}
 	watches = filepath.Join(tmp, "watches.yaml")
 	chart := filepath.Join(e.Root, "internal/bench/testdata/charts/web")
-	if err := os.WriteFile(watches, []byte("- {group: bench.rudder.dev, version: v1, kind: Web, chart: "+chart+"}\n"), 0o644); err != nil {
+	box := filepath.Join(e.Root, "controllers/testdata/charts/tenantbox")
+	if err := os.WriteFile(watches, []byte("- {group: bench.rudder.dev, version: v1, kind: Web, chart: "+chart+"}\n"+
+		"- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: "+box+"}\n"), 0o644); err != nil {
 		return nil, err
 	}
 	return func() error { return os.RemoveAll(tmp) }, nil

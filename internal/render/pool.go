@@ -46,6 +46,7 @@ func NewPool(opts Options) (*Pool, error) {
 	if n <= 0 {
 		n = max(runtime.NumCPU(), 2)
 	}
+	sweepSocketDirs()
 	return &Pool{exe: exe, slots: make(chan struct{}, n), all: map[*worker]bool{}}, nil
 }
 

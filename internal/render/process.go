@@ -34,7 +34,7 @@ type worker struct {
 }
 
 func start(exe string) (*worker, error) {
-	dir, err := os.MkdirTemp("", "rudder-render-")
+	dir, err := os.MkdirTemp("", socketDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
 	}
@@ -281,4 +281,24 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.head) + string(t.buf)
+}
+
+// socketDirPrefix starts the name of a worker's socket directory, followed by the parent's
+// process ID.
+const socketDirPrefix = "rudder-render-"
+
+// sweepSocketDirs removes the socket directories of parents that are gone (a process that was
+// killed leaves them; its workers die with it).
+func sweepSocketDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), socketDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(d), socketDirPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
 }
