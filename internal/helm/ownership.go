@@ -203,6 +203,9 @@ func hasEvent(h *release.Hook, events []release.HookEvent) bool {
 // ownedObjects reads objs as the run's identity and sorts them: those that exist and are the
 // owner's, and the violations of those that exist and are not.
 func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]*metav1.PartialObjectMetadata, []Violation, error) {
+	if len(objs) == 0 {
+		return nil, nil, nil
+	}
 	mc, err := metadata.NewForConfig(r.config)
 	if err != nil {
 		return nil, nil, err
@@ -241,7 +244,7 @@ func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*
 // checkHookOwners refuses hooks (of events, or all) whose objects exist and are not the
 // release's: the check before an action's first write.
 func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *scoper, rel *release.Release, events ...release.HookEvent) error {
-	if ownerOf(r.scope.Owner) == "" {
+	if ownerOf(r.scope.Owner) == "" || len(rel.Hooks) == 0 {
 		return nil
 	}
 	_, vs, err := r.ownedObjects(ctx, mapper, hookObjects(rel.Hooks, rel.Namespace, s, events...))

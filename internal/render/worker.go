@@ -63,7 +63,11 @@ func serve(in io.Reader, out io.Writer, socket string) int {
 		}
 		res := renderJob(&job, socket)
 		limit.Store(0)
-		debug.FreeOSMemory()
+		if inUse() > retainAfterRender {
+			// A big render: give its memory back now, so that the next render's bound is
+			// measured from a small heap.
+			debug.FreeOSMemory()
+		}
 		if err := writeFrame(out, res); err != nil {
 			fmt.Fprintln(os.Stderr, "rudder render worker:", err)
 			return 1
@@ -71,16 +75,24 @@ func serve(in io.Reader, out io.Writer, socket string) int {
 	}
 }
 
+// retainAfterRender is how much memory a worker keeps between renders before it returns it.
+const retainAfterRender = 64 << 20
+
+// inUse is the worker's memory the Go runtime holds from the system and has not returned.
+func inUse() int64 {
+	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(samples)
+	return int64(samples[0].Value.Uint64() - samples[1].Value.Uint64())
+}
+
 // watch ends the worker when its memory passes the bound of the render it runs (the parent
 // also kills it, from outside, when its resident memory does), or when its parent is gone.
 func watch(limit *atomic.Int64) {
-	samples := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	parent := os.Getppid()
 	for i := 0; ; i++ {
 		time.Sleep(5 * time.Millisecond)
 		if l := limit.Load(); l > 0 {
-			metrics.Read(samples)
-			if used := int64(samples[0].Value.Uint64() - samples[1].Value.Uint64()); used > l {
+			if used := inUse(); used > l {
 				fmt.Fprintf(os.Stderr, "rudder render: memory bound exceeded: %d bytes in use, the bound is %d\n", used, l)
 				os.Exit(exitMemory)
 			}
