@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,9 +26,15 @@ type Options struct {
 type Pool struct {
 	exe   string
 	slots chan struct{}
+	// share is how many renders of one namespace run at once: a namespace whose renders all
+	// run to their timeout leaves the others a worker.
+	share int
 
-	mu   sync.Mutex
-	idle []*worker
+	mu sync.Mutex
+	// rendering counts the renders under way per namespace; turn is signalled when one ends.
+	rendering map[string]int
+	turn      *sync.Cond
+	idle      []*worker
 	// cpu is what the workers that ended used (user and system), for the benchmarks.
 	cpu time.Duration
 	all map[*worker]bool
@@ -47,7 +54,9 @@ func NewPool(opts Options) (*Pool, error) {
 		n = max(runtime.NumCPU(), 2)
 	}
 	sweepSocketDirs()
-	return &Pool{exe: exe, slots: make(chan struct{}, n), all: map[*worker]bool{}}, nil
+	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), all: map[*worker]bool{}, rendering: map[string]int{}}
+	p.turn = sync.NewCond(&p.mu)
+	return p, nil
 }
 
 var (
@@ -93,6 +102,10 @@ type Upstream struct {
 // Render runs job on a worker. A render the worker cannot finish within limits is stopped and
 // returned as an *ExceededError; a template's own failure as an error with Helm's words.
 func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream) (*Result, error) {
+	if err := p.enter(ctx, job.Options.Namespace); err != nil {
+		return nil, err
+	}
+	defer p.leave(job.Options.Namespace)
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -125,6 +138,39 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 	return res, nil
 }
 
+// enter waits until namespace ns has fewer than its share of renders under way.
+func (p *Pool) enter(ctx context.Context, ns string) error {
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.turn.Broadcast()
+	})
+	defer stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.rendering[ns] >= p.share {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p.turn.Wait()
+	}
+	p.rendering[ns]++
+	return nil
+}
+
+func (p *Pool) leave(ns string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rendering[ns]--; p.rendering[ns] <= 0 {
+		delete(p.rendering, ns)
+	}
+	p.turn.Broadcast()
+}
+
+// idleFor is how long a worker waits for its next render before it is stopped: a rudder
+// with nothing to render holds no workers.
+const idleFor = time.Minute
+
 // CPU is the CPU time the pool's workers used so far.
 func (p *Pool) CPU() time.Duration {
 	p.mu.Lock()
@@ -138,11 +184,14 @@ func (p *Pool) CPU() time.Duration {
 
 func (p *Pool) take() (*worker, error) {
 	p.mu.Lock()
-	if n := len(p.idle); n > 0 {
+	for n := len(p.idle); n > 0; n = len(p.idle) {
 		w := p.idle[n-1]
 		p.idle = p.idle[:n-1]
-		p.mu.Unlock()
-		return w, nil
+		if w.expiry.Stop() {
+			p.mu.Unlock()
+			return w, nil
+		}
+		// Expired meanwhile: its timer stops it.
 	}
 	p.mu.Unlock()
 	w, err := start(p.exe)
@@ -158,6 +207,14 @@ func (p *Pool) take() (*worker, error) {
 func (p *Pool) put(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	w.expiry = time.AfterFunc(idleFor, func() {
+		p.mu.Lock()
+		if i := slices.Index(p.idle, w); i >= 0 {
+			p.idle = slices.Delete(p.idle, i, i+1)
+		}
+		p.mu.Unlock()
+		p.end(w)
+	})
 	p.idle = append(p.idle, w)
 }
 

@@ -81,3 +81,38 @@ func TestRenderKeepsNumbersAndErrors(t *testing.T) {
 		t.Fatalf("got %v, want the template's error", err)
 	}
 }
+
+// TestRenderShareIsPerNamespace: renders of one namespace that run to their timeout hold no
+// more than its share of the workers; another namespace's render runs meanwhile.
+func TestRenderShareIsPerNamespace(t *testing.T) {
+	pool, err := NewPool(Options{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{Timeout: 4 * time.Second, Memory: 256 << 20}
+	spin := func(ns string) *Job {
+		j := job(`{{ range until 30000 }}{{ range until 30000 }}{{ end }}{{ end }}`, nil)
+		j.Options.Namespace = ns
+		return j
+	}
+	done := make(chan string, 3)
+	for _, name := range []string{"a1", "a2"} {
+		go func() {
+			_, _ = pool.Render(context.Background(), spin("a"), limits, nil)
+			done <- name
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // both of namespace a's renders asked first
+	quick := job(`ok`, nil)
+	quick.Options.Namespace = "b"
+	if _, err := pool.Render(context.Background(), quick, limits, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-done:
+		t.Fatalf("%s ended before namespace b's render: b waited for namespace a's renders", name)
+	default:
+	}
+	<-done
+	<-done
+}

@@ -31,6 +31,8 @@ type worker struct {
 	srv      *http.Server
 	upstream atomic.Pointer[Upstream]
 	exited   chan struct{}
+	// expiry stops the worker when it has been idle for idleFor (set while it is idle).
+	expiry *time.Timer
 }
 
 func start(exe string) (*worker, error) {
