@@ -279,3 +279,20 @@ func TestRenderThatRecursesIsBounded(t *testing.T) {
 	stalledOn(t, tenantBoxGVK, ns, "alloc", "renderMemory is 536870912")
 	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 }
+
+// TestNonStringLabelIsRefused: a label whose value renders as a number is refused naming the
+// object and the key, as the API server and Helm's install refuse it, instead of the object
+// being applied with its labels dropped.
+func TestNonStringLabelIsRefused(t *testing.T) {
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	spec := map[string]any{"extraObjects": []any{map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "numbered", "labels": map[string]any{"app": "x", "version": 2}},
+	}}}
+	if err := k8s.Create(context.Background(), crtest.NewCR(tenantBoxGVK, ns, "numbered", spec)); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, tenantBoxGVK, ns, "numbered", `ConfigMap "numbered"`, "metadata.labels.version is a number 2")
+	noConfigMaps(t, ns)
+}

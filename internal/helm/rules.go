@@ -37,6 +37,9 @@ func (c Confinement) rules(src Source, obj *unstructured.Unstructured) []Violati
 			add(k)
 		}
 	}
+	if why := nonStringMetadata(obj); why != "" {
+		add(why)
+	}
 	if why := recordShaped(obj); why != "" {
 		add(why)
 	}
@@ -66,6 +69,53 @@ func foldedKey(m map[string]any, level string) string {
 		}
 	}
 	return ""
+}
+
+// nonStringMetadata says which label or annotation of obj has a value that is not a string
+// ("" when all are strings). The API server refuses such an object, and so does Helm's
+// install; read as a map of strings (as unstructured's accessors read it), its labels would
+// all be dropped without a word.
+func nonStringMetadata(obj *unstructured.Unstructured) string {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	for _, field := range []string{"labels", "annotations"} {
+		v, found := md[field]
+		if !found || v == nil {
+			continue
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("metadata.%s is %s, not a map of strings", field, jsonKind(v))
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if _, ok := m[k].(string); !ok {
+				return fmt.Sprintf("metadata.%s.%s is %s %v, not a string (quote it in the template: the API server refuses it, as Helm's install does)",
+					field, k, jsonKind(m[k]), m[k])
+			}
+		}
+	}
+	return ""
+}
+
+// jsonKind names the JSON type of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case int64, uint64, float64:
+		return "a number"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // releaseRecordPrefix starts the name of every record Helm's Secret and ConfigMap drivers

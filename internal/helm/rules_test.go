@@ -31,6 +31,10 @@ func TestRules(t *testing.T) {
 		{"aggregation rule", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{matchLabels: {rbac.authorization.k8s.io/aggregate-to-admin: 'true'}}]}", "aggregationRule selecting"},
 		{"empty aggregation selector", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{}]}", "every label"},
 		{"allowed aggregation rule", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\naggregationRule: {clusterRoleSelectors: [{matchLabels: {example.com/aggregate-to-widgets: 'true'}}]}", ""},
+		{"number label", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {app: x, version: 1}}", "metadata.labels.version is a number 1"},
+		{"boolean annotation", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, annotations: {enabled: true}}", "metadata.annotations.enabled is a boolean"},
+		{"null label", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {app: }}", "metadata.labels.app is null"},
+		{"quoted label", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {version: '1'}}", ""},
 		{"role label", "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: r, labels: {rudder.dev/aggregate-to-manager: 'true'}}", "aggregate-to-manager"},
 	}
 	for _, tt := range tests {

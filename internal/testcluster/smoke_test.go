@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -161,6 +162,31 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 	crtest.Eventually(t, "pod gone", 60*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Pods(ns).Get(ctx, "once", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// TestPodRequestingWhatChartsRequestRuns: the simulated node advertises the resources real
+// charts request (common library charts' presets ask for ephemeral-storage), so such a Pod is
+// scheduled and runs.
+func TestPodRequestingWhatChartsRequestRuns(t *testing.T) {
+	cs := clientset(t)
+	ns := crtest.NewNamespace(t, k8s, "smoke-")
+	ctx := context.Background()
+	req := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("2Gi"), "hugepages-2Mi": resource.MustParse("128Mi"),
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "preset", Namespace: ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: req, Limits: req}}}},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "the Pod Running", 60*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "preset", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning, err
 	})
 }
 
