@@ -35,6 +35,7 @@ func rudderCLI(args ...string) (int, string, string) {
 // role, aggregated — brings the sample to Ready. `rudder template` prints exactly the manifest
 // rudder applied, and refuses an escape; `rudder lint` passes the chart and fails a broken one.
 func TestBringYourOwnChart(t *testing.T) {
+	crtest.NeedsCluster(t)
 	deploy(t)
 	ctx := context.Background()
 	tmp := t.TempDir()

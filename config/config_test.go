@@ -96,6 +96,7 @@ func deploy(t *testing.T) {
 // with the same ServiceAccount and configuration, each with its own shard selector (and so its
 // own leader election).
 func TestKustomizeShards(t *testing.T) {
+	crtest.NeedsCluster(t)
 	kubectl(t, "apply", "--server-side", "-f", "config/default/namespace.yaml")
 	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", "config/shards", "-o", "yaml")
 	var list struct {
@@ -125,6 +126,7 @@ func TestKustomizeShards(t *testing.T) {
 }
 
 func TestKustomizeDefault(t *testing.T) {
+	crtest.NeedsCluster(t)
 	ctx := context.Background()
 	kubectl(t, "apply", "--server-side", "-f", "config/default/namespace.yaml")
 	for _, dir := range []string{"config/default", "config/pvc"} {
@@ -206,6 +208,7 @@ func TestKustomizeDefault(t *testing.T) {
 // and a chart rendering a kind outside it fails with a condition naming what is missing, and
 // recovers, without touching the CR, once the role grants it.
 func TestManagerRBAC(t *testing.T) {
+	crtest.NeedsCluster(t)
 	deploy(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -73,6 +73,7 @@ func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts c
 // whose Role grants the operands to ServiceAccount "rudder", and reports Forbidden in one that
 // grants nothing.
 func TestTenancyOverlay(t *testing.T) {
+	crtest.NeedsCluster(t)
 	deploy(t)
 	ctx := context.Background()
 	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "-k", "config/tenancy")
@@ -171,6 +172,7 @@ func isCR(resources []string) bool {
 // answers only clients that authenticate and may get /metrics (ClusterRole
 // rudder-metrics-reader); rudder runs as its ServiceAccount with config/rbac's roles.
 func TestMetricsAuthentication(t *testing.T) {
+	crtest.NeedsCluster(t)
 	deploy(t)
 	ctx := context.Background()
 	free, err := testcluster.FreeAddr()

@@ -38,6 +38,7 @@ func applySample(t *testing.T, file string) {
 }
 
 func TestNginxOperatorSample(t *testing.T) {
+	crtest.NeedsCluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	applySample(t, "nginx-operator-system.yaml")
@@ -108,6 +109,7 @@ func patch(t *testing.T, gvk schema.GroupVersionKind, ns, name, body string) {
 }
 
 func TestAtSampleRunsOnce(t *testing.T) {
+	crtest.NeedsCluster(t)
 	ctx := context.Background()
 	applySample(t, "cnat_v1alpha1_at.yaml")
 	crtest.Eventually(t, "at-sample DONE", 90*time.Second, func(ctx context.Context) (bool, error) {
@@ -194,6 +196,7 @@ func TestAtInTheFutureWaits(t *testing.T) {
 }
 
 func TestApplicationSample(t *testing.T) {
+	crtest.NeedsCluster(t)
 	t.Parallel()
 	ctx := context.Background()
 	applySample(t, "apps_v1_application.yaml")

@@ -51,7 +51,6 @@ func (c *shiftedClock) Step(d time.Duration)            { c.offset.Add(int64(d))
 // others each work in a namespace of their own and run in parallel after them.
 func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
-		Unit:   "^(TestPass|TestEnsureWatchSharesOneStart$|TestMergePatch|TestStrip|TestLeaderElectionIDPerShard$|TestOperand|TestTypedOperand|TestTypedVerdict$)",
 		Scheme: controllers.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "config/crd/bases"), "testdata/crds"}

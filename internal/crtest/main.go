@@ -33,9 +33,6 @@ import (
 // Suite is what a package's integration tests share: one control plane for the package's
 // test binary.
 type Suite struct {
-	// Unit is a -run pattern of the package's tests that need no control plane: under
-	// `go test -short` only they run, and no control plane starts ("" runs none).
-	Unit string
 	// Skip, when it reports true, runs the tests with no control plane (e.g. a benchmark
 	// package under `go test` without -bench).
 	Skip func() bool
@@ -67,7 +64,9 @@ type Env struct {
 // `func TestMain(m *testing.M) { os.Exit(crtest.Main(m, suite)) }`. On a failure it dumps the
 // control plane's logs.
 func Main(m *testing.M, s Suite) int {
-	if testcluster.ShortMode(s.Unit) || (s.Skip != nil && s.Skip()) {
+	if testcluster.ShortMode() || (s.Skip != nil && s.Skip()) {
+		// No control plane: the integration tests skip themselves (NeedsCluster), the unit
+		// tests run.
 		return m.Run()
 	}
 	level := zapcore.InfoLevel
@@ -146,11 +145,22 @@ func StartManager(mgr manager.Manager) (stop func() error) {
 // NewNamespace creates a namespace named prefix plus a random suffix.
 func NewNamespace(t testing.TB, c client.Client, prefix string) string {
 	t.Helper()
+	NeedsCluster(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
 	if err := c.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// NeedsCluster skips an integration test under `go test -short`, where Main starts no control
+// plane. Every integration test calls it first, directly or through NewNamespace; a test that
+// does not is a unit test, and runs in the fast loop too.
+func NeedsCluster(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the control plane (go test without -short)")
+	}
 }
 
 // NewCR is an unstructured CR with a spec.

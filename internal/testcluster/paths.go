@@ -53,20 +53,12 @@ func FreeAddr() (*net.TCPAddr, error) {
 	return l.Addr().(*net.TCPAddr), nil
 }
 
-// ShortMode is for a TestMain whose package's tests need the control plane: under
-// `go test -short` it reports true, having narrowed the run to the package's unit tests
-// (unitTests, a -run pattern; "" runs none), so that `go test -short ./...` needs no bin/.
-func ShortMode(unitTests string) bool {
+// ShortMode reports whether the tests run under `go test -short`, where no control plane
+// starts: a package's integration tests skip themselves then (crtest.NeedsCluster), and its
+// unit tests run, whatever -run selects.
+func ShortMode() bool {
 	if !flag.Parsed() {
 		flag.Parse()
 	}
-	if !testing.Short() {
-		return false
-	}
-	if unitTests == "" {
-		unitTests = "^$"
-	}
-	_ = flag.Set("test.run", unitTests)
-	fmt.Fprintln(os.Stderr, "testcluster: -short: integration tests skipped (they need the control plane from bin/)")
-	return true
+	return testing.Short()
 }

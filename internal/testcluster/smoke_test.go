@@ -53,6 +53,7 @@ func tool(t *testing.T, name string, args ...string) string {
 }
 
 func TestComponentsRunning(t *testing.T) {
+	crtest.NeedsCluster(t)
 	for _, c := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
 		if !cluster.Running(c) {
 			t.Errorf("%s is not running", c)
@@ -61,6 +62,7 @@ func TestComponentsRunning(t *testing.T) {
 }
 
 func TestServerVersion(t *testing.T) {
+	crtest.NeedsCluster(t)
 	out := tool(t, "kubectl", "version", "-o", "json")
 	if !strings.Contains(out, `"gitVersion": "v1.37.`) || strings.Count(out, `"gitVersion": "v1.37.`) < 2 {
 		t.Fatalf("kubectl version does not report client and server v1.37.x:\n%s", out)
@@ -74,6 +76,7 @@ func TestServerVersion(t *testing.T) {
 // TestDeploymentAvailable needs kube-controller-manager (ReplicaSet, Pods, status),
 // kube-scheduler (binding) and kwok (Running, Ready).
 func TestDeploymentAvailable(t *testing.T) {
+	crtest.NeedsCluster(t)
 	cs := clientset(t)
 	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	labels := map[string]string{"app": "web"}
@@ -124,6 +127,7 @@ func TestDeploymentAvailable(t *testing.T) {
 }
 
 func TestRunToCompletionPodSucceeds(t *testing.T) {
+	crtest.NeedsCluster(t)
 	cs := clientset(t)
 	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	ctx := context.Background()
@@ -169,6 +173,7 @@ func TestRunToCompletionPodSucceeds(t *testing.T) {
 // charts request (common library charts' presets ask for ephemeral-storage), so such a Pod is
 // scheduled and runs.
 func TestPodRequestingWhatChartsRequestRuns(t *testing.T) {
+	crtest.NeedsCluster(t)
 	cs := clientset(t)
 	ns := crtest.NewNamespace(t, k8s, "smoke-")
 	ctx := context.Background()
