@@ -27,6 +27,7 @@ import (
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/render"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -395,7 +396,7 @@ func (p *rudderProcess) workers() []int {
 func (p *rudderProcess) workersCPU(b *testing.B) time.Duration {
 	var total time.Duration
 	for _, pid := range p.workers() {
-		total += procCPU(pid)
+		total += render.ProcessCPU(pid)
 	}
 	return total
 }
@@ -416,34 +417,12 @@ func (p *rudderProcess) workersRSS(b *testing.B) float64 {
 	return total
 }
 
-// procCPU is a process's user and system CPU time so far (0 when it is gone).
-func procCPU(pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
 // cpu is the process's user and system CPU time so far.
 func (p *rudderProcess) cpu(b *testing.B) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)); err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name (which may hold spaces): utime and stime are the 12th and
-	// 13th of them, in clock ticks (100 per second on Linux).
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return render.ProcessCPU(p.cmd.Process.Pid)
 }
 
 // resident is a process's resident set, in bytes: the whole (VmRSS), its anonymous pages

@@ -212,8 +212,12 @@ func (w *worker) rss() int64 {
 }
 
 // cpu is the worker's CPU time so far (0 when it cannot be read).
-func (w *worker) cpu() time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/stat")
+func (w *worker) cpu() time.Duration { return ProcessCPU(w.cmd.Process.Pid) }
+
+// ProcessCPU is a process's user and system CPU time so far, from /proc (0 when it cannot be
+// read, or the process is gone).
+func ProcessCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}
