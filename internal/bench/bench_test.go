@@ -23,7 +23,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/rudder-operator/rudder/internal/crtest"
 	"io"
 	"maps"
 	"net/http"
@@ -39,6 +38,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rudder-operator/rudder/internal/crtest"
 
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -235,43 +236,61 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// childCPU is the CPU time (user+system) each descendant process of this one has used so far,
-// by command name: the control plane's components, to show where the cores went.
-func childCPU(b *testing.B) map[string]time.Duration {
+// procStat is what /proc/<pid>/stat says of a process: its command name, its parent and the
+// CPU time (user+system) it used so far.
+type procStat struct {
+	comm string
+	ppid int
+	cpu  time.Duration
+}
+
+// readProcStat reads /proc/<pid>/stat; false when the process is gone or the file is not what
+// Linux writes.
+func readProcStat(pid int) (procStat, bool) {
+	raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return procStat{}, false
+	}
+	// pid (comm) state ppid … utime(14) stime(15), counted after the closing parenthesis (comm
+	// may hold spaces and parentheses).
+	s := string(raw)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[closing+1:])
+	if len(f) < 13 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / 100}, true // USER_HZ
+}
+
+// procStats is readProcStat of every process, by pid.
+func procStats(b *testing.B) map[int]procStat {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		b.Fatal(err)
 	}
-	type stat struct {
-		comm string
-		ppid int
-		cpu  time.Duration
-	}
-	procs := map[int]stat{}
+	procs := map[int]procStat{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
+		if st, ok := readProcStat(pid); ok {
+			procs[pid] = st
 		}
-		// pid (comm) state ppid … utime(14) stime(15), counted after the closing parenthesis.
-		s := string(raw)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(s[closing+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		procs[pid] = stat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / 100} // USER_HZ
 	}
+	return procs
+}
+
+// childCPU is the CPU time (user+system) each descendant process of this one has used so far,
+// by command name: the control plane's components, to show where the cores went.
+func childCPU(b *testing.B) map[string]time.Duration {
+	procs := procStats(b)
 	self := os.Getpid()
 	out := map[string]time.Duration{}
 	for _, p := range procs {

@@ -3,8 +3,10 @@ package bench_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,7 +29,6 @@ import (
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/render"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -371,21 +372,10 @@ func (p *rudderProcess) stop() {
 }
 
 // workers are rudder's render workers: its child processes.
-func (p *rudderProcess) workers() []int {
-	entries, _ := os.ReadDir("/proc")
+func (p *rudderProcess) workers(b *testing.B) []int {
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(raw)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(p.cmd.Process.Pid) {
+	for pid, st := range procStats(b) {
+		if st.ppid == p.cmd.Process.Pid {
 			out = append(out, pid)
 		}
 	}
@@ -395,8 +385,9 @@ func (p *rudderProcess) workers() []int {
 // workersCPU is the CPU time rudder's live render workers used so far.
 func (p *rudderProcess) workersCPU(b *testing.B) time.Duration {
 	var total time.Duration
-	for _, pid := range p.workers() {
-		total += render.ProcessCPU(pid)
+	for _, pid := range p.workers(b) {
+		st, _ := readProcStat(pid)
+		total += st.cpu
 	}
 	return total
 }
@@ -404,25 +395,20 @@ func (p *rudderProcess) workersCPU(b *testing.B) time.Duration {
 // workersRSS is the resident memory of rudder's render workers, in bytes.
 func (p *rudderProcess) workersRSS(b *testing.B) float64 {
 	var total float64
-	for _, pid := range p.workers() {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(raw)); len(f) > 1 {
-			pages, _ := strconv.ParseFloat(f[1], 64)
-			total += pages * float64(os.Getpagesize())
-		}
+	for _, pid := range p.workers(b) {
+		r, _ := residentOf(b, pid) // a worker that stopped meanwhile holds nothing
+		total += r.total
 	}
 	return total
 }
 
 // cpu is the process's user and system CPU time so far.
 func (p *rudderProcess) cpu(b *testing.B) time.Duration {
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)); err != nil {
-		b.Fatal(err)
+	st, ok := readProcStat(p.cmd.Process.Pid)
+	if !ok {
+		b.Fatalf("reading /proc/%d/stat of rudder", p.cmd.Process.Pid)
 	}
-	return render.ProcessCPU(p.cmd.Process.Pid)
+	return st.cpu
 }
 
 // resident is a process's resident set, in bytes: the whole (VmRSS), its anonymous pages
@@ -434,7 +420,20 @@ func (p *rudderProcess) cpu(b *testing.B) time.Duration {
 type resident struct{ total, anon, file float64 }
 
 func (p *rudderProcess) resident(b *testing.B) resident {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	r, ok := residentOf(b, p.cmd.Process.Pid)
+	if !ok {
+		b.Fatalf("/proc/%d/status of rudder: gone, or without VmRSS, RssAnon and RssFile", p.cmd.Process.Pid)
+	}
+	return r
+}
+
+// residentOf is process pid's resident set; false when the process is gone (or a zombie,
+// whose status has no resident set).
+func residentOf(b *testing.B, pid int) (resident, bool) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return resident{}, false
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -453,10 +452,7 @@ func (p *rudderProcess) resident(b *testing.B) resident {
 			delete(fields, name)
 		}
 	}
-	if len(fields) > 0 {
-		b.Fatalf("/proc/%d/status lacks %v", p.cmd.Process.Pid, fields)
-	}
-	return r
+	return r, len(fields) == 0
 }
 
 func (p *rudderProcess) scrape() (string, error) {

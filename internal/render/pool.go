@@ -35,9 +35,6 @@ type Pool struct {
 	rendering map[string]int
 	turn      *sync.Cond
 	idle      []*worker
-	// cpu is what the workers that ended used (user and system), for the benchmarks.
-	cpu time.Duration
-	all map[*worker]bool
 }
 
 // NewPool makes a Pool.
@@ -54,7 +51,7 @@ func NewPool(opts Options) (*Pool, error) {
 		n = max(runtime.NumCPU(), 2)
 	}
 	sweepSocketDirs()
-	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), all: map[*worker]bool{}, rendering: map[string]int{}}
+	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), rendering: map[string]int{}}
 	p.turn = sync.NewCond(&p.mu)
 	return p, nil
 }
@@ -81,10 +78,18 @@ type Limits struct {
 	Memory int64
 }
 
+// The bounds a render is stopped at.
+const (
+	BoundTimeout = "renderTimeout"
+	BoundMemory  = "renderMemory"
+	BoundStack   = "stack"
+	BoundOutput  = "output"
+)
+
 // ExceededError: a render went past one of its bounds, and was stopped.
 type ExceededError struct {
-	// Bound is "renderTimeout", "renderMemory", "stack" or "output"; Max its value (bytes, or
-	// nanoseconds for the timeout).
+	// Bound is one of BoundTimeout, BoundMemory, BoundStack and BoundOutput; Max its value
+	// (bytes, or nanoseconds for the timeout).
 	Bound string
 	Max   int64
 	What  string
@@ -132,7 +137,7 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 		return nil, errors.New(res.Error)
 	}
 	if res.OutputBytes > 0 {
-		return nil, &ExceededError{Bound: "output", Max: job.MaxBytes,
+		return nil, &ExceededError{Bound: BoundOutput, Max: job.MaxBytes,
 			What: fmt.Sprintf("the render wrote %d bytes, over the %d the release may render", res.OutputBytes, job.MaxBytes)}
 	}
 	return res, nil
@@ -171,17 +176,6 @@ func (p *Pool) leave(ns string) {
 // with nothing to render holds no workers.
 const idleFor = time.Minute
 
-// CPU is the CPU time the pool's workers used so far.
-func (p *Pool) CPU() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	total := p.cpu
-	for w := range p.all {
-		total += w.cpu()
-	}
-	return total
-}
-
 func (p *Pool) take() (*worker, error) {
 	p.mu.Lock()
 	for n := len(p.idle); n > 0; n = len(p.idle) {
@@ -198,9 +192,6 @@ func (p *Pool) take() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	p.all[w] = true
-	p.mu.Unlock()
 	return w, nil
 }
 
@@ -218,13 +209,5 @@ func (p *Pool) put(w *worker) {
 	p.idle = append(p.idle, w)
 }
 
-// end stops a worker that failed or was stopped mid-render.
-func (p *Pool) end(w *worker) {
-	w.stop()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.all, w)
-	if w.cmd.ProcessState != nil {
-		p.cpu += w.cmd.ProcessState.UserTime() + w.cmd.ProcessState.SystemTime()
-	}
-}
+// end stops a worker that failed, was stopped mid-render, or was idle too long.
+func (p *Pool) end(w *worker) { w.stop() }

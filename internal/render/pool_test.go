@@ -35,12 +35,12 @@ func TestRenderBounds(t *testing.T) {
 		bound      string
 	}{
 		// Each level of tpl copies the templates: memory or the stack, whichever comes first.
-		{"tpl recursion", `{{ tpl .Values.x . }}`, map[string]any{"x": `{{ tpl .Values.x . }}`}, "stack|renderMemory"},
+		{"tpl recursion", `{{ tpl .Values.x . }}`, map[string]any{"x": `{{ tpl .Values.x . }}`}, BoundStack + "|" + BoundMemory},
 		{"include recursion", `{{ define "r" }}{{ include "r" . }}{{ end }}{{ include "r" . }}`, nil, ""},
-		{"until", `{{ range until (int .Values.n) }}x{{ end }}`, map[string]any{"n": int64(300000000)}, "renderMemory"},
-		{"repeat", `{{ repeat (int .Values.n) "xxxxxxxx" }}`, map[string]any{"n": int64(200000000)}, "renderMemory"},
-		{"nested until", `{{ range until 20000 }}{{ range until 20000 }}{{ end }}{{ end }}`, nil, "renderTimeout"},
-		{"output", `{{ repeat 3000000 "xxxxxxxxxxxxxxxxxxxxxxxxx" }}`, nil, "output"},
+		{"until", `{{ range until (int .Values.n) }}x{{ end }}`, map[string]any{"n": int64(300000000)}, BoundMemory},
+		{"repeat", `{{ repeat (int .Values.n) "xxxxxxxx" }}`, map[string]any{"n": int64(200000000)}, BoundMemory},
+		{"nested until", `{{ range until 20000 }}{{ range until 20000 }}{{ end }}{{ end }}`, nil, BoundTimeout},
+		{"output", `{{ repeat 3000000 "xxxxxxxxxxxxxxxxxxxxxxxxx" }}`, nil, BoundOutput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

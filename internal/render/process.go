@@ -99,7 +99,7 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 	if err := writeFrame(w.in, job); err != nil {
 		w.kill()
 		<-done
-		return nil, w.died(fmt.Errorf("render: sending the job: %w", err))
+		return nil, w.died(fmt.Errorf("render: sending the job: %w", err), limits)
 	}
 	timer := time.NewTimer(limits.Timeout)
 	defer timer.Stop()
@@ -109,13 +109,13 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 		select {
 		case a := <-done:
 			if a.err != nil {
-				return nil, w.died(a.err)
+				return nil, w.died(a.err, limits)
 			}
 			return a.res, nil
 		case <-timer.C:
 			w.kill()
 			<-done
-			return nil, &ExceededError{Bound: "renderTimeout", Max: int64(limits.Timeout),
+			return nil, &ExceededError{Bound: BoundTimeout, Max: int64(limits.Timeout),
 				What: fmt.Sprintf("the render ran past %s and was stopped (a template that loops without end?)", limits.Timeout)}
 		case <-ticker.C:
 			if rss := w.rss(); limits.Memory > 0 && rss > limits.Memory+limits.Memory/4 {
@@ -132,12 +132,13 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 }
 
 func memoryExceeded(max int64) error {
-	return &ExceededError{Bound: "renderMemory", Max: max,
+	return &ExceededError{Bound: BoundMemory, Max: max,
 		What: fmt.Sprintf("the render used more than %d bytes and was stopped (a count fed to until or repeat?)", max)}
 }
 
-// died says why the worker ended mid-render, from what it wrote before it did.
-func (w *worker) died(err error) error {
+// died says why the worker ended mid-render under limits, from how it exited and what it wrote
+// before it did.
+func (w *worker) died(err error, limits Limits) error {
 	select {
 	case <-w.exited:
 	case <-time.After(5 * time.Second):
@@ -147,32 +148,17 @@ func (w *worker) died(err error) error {
 	msg := w.stderr.String()
 	switch {
 	case strings.Contains(msg, "goroutine stack exceeds"):
-		return &ExceededError{Bound: "stack", Max: workerStack,
+		return &ExceededError{Bound: BoundStack, Max: workerStack,
 			What: fmt.Sprintf("the render recursed past the %d-byte stack limit and was stopped (a value fed to tpl that calls tpl on itself?)", workerStack)}
 	case w.cmd.ProcessState != nil && w.cmd.ProcessState.ExitCode() == exitMemory,
 		strings.Contains(msg, "out of memory"):
-		return memoryExceeded(parseBound(msg))
+		return memoryExceeded(limits.Memory)
 	}
 	last := strings.TrimSpace(msg)
 	if i := strings.LastIndex(last, "\n"); i >= 0 {
 		last = last[i+1:]
 	}
 	return fmt.Errorf("render: the worker ended (%w): %s", err, last)
-}
-
-// parseBound reads the bound a worker said it exceeded (0 when it did not say).
-func parseBound(msg string) int64 {
-	const key = "the bound is "
-	i := strings.LastIndex(msg, key)
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(msg[i+len(key):])
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(f[0], 10, 64)
-	return n
 }
 
 func (w *worker) kill() {
@@ -209,28 +195,6 @@ func (w *worker) rss() int64 {
 	}
 	pages, _ := strconv.ParseInt(string(f[1]), 10, 64)
 	return pages * int64(os.Getpagesize())
-}
-
-// cpu is the worker's CPU time so far (0 when it cannot be read).
-func (w *worker) cpu() time.Duration { return ProcessCPU(w.cmd.Process.Pid) }
-
-// ProcessCPU is a process's user and system CPU time so far, from /proc (0 when it cannot be
-// read, or the process is gone).
-func ProcessCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The fields after the command's closing parenthesis: utime and stime are the 12th and
-	// 13th, in clock ticks (100 a second on Linux).
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * 10 * time.Millisecond
 }
 
 // rewrite sends a lookup of the worker's to the API server of the render it runs.
