@@ -52,7 +52,8 @@ type Client struct {
 	scheme  *runtime.Scheme
 	pool    *render.Pool
 	log     logr.Logger
-	// prefix is the path of the API server's URL, which request paths start with.
+	// server is the API server's URL; prefix its path, which request paths start with.
+	server *url.URL
 	prefix string
 
 	mu      sync.Mutex
@@ -87,13 +88,14 @@ func NewClient(opts ClientOptions) (*Client, error) {
 			return nil, err
 		}
 	}
-	u, err := url.Parse(opts.Config.Host)
+	// The API server's URL as client-go makes it of the host (a scheme added when it has none).
+	u, _, err := rest.DefaultServerUrlFor(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
 	return &Client{
 		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, pool: pool, log: opts.Log,
-		prefix:  strings.TrimSuffix(u.Path, "/"),
+		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
 		drivers: map[identity]*secretsDriver{}, writers: map[identity]*http.Client{},
 	}, nil
 }
@@ -249,7 +251,7 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	r := &run{scope: s, guard: g, config: cfg, log: c.logger(s)}
 	scoper := newScoper(c.mapper, st.chart)
 	var marker *hookMarker
-	if ownerOf(s.Owner) != "" {
+	if g.owner != "" {
 		marker = &hookMarker{post: &postRenderer{owner: s.Owner, conf: s.Confinement, scoper: scoper, carried: st.carried}}
 	}
 	r.records = &checkedDriver{secretsDriver: d, storing: st, marker: marker, check: func(rel *release.Release) error {

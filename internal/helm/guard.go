@@ -106,7 +106,7 @@ func (g *guard) decideInfo(info *apirequest.RequestInfo) *Violation {
 		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: info.Resource, Namespace: info.Namespace,
 			Why: "a release deletes only what it made, one object at a time"}
 	}
-	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	gvr := gvrOf(info)
 	if gvr.Group == "" && gvr.Resource == "namespaces" {
 		// A Namespace is cluster-scoped; reading one the release may act in is fine (charts
 		// look up their own namespace's labels), anything else needs allowClusterScoped.

@@ -45,7 +45,6 @@ const (
 const (
 	LimitObjects       = "maxObjects"
 	LimitManifestBytes = "maxManifestBytes"
-	LimitActionTimeout = "actionTimeout"
 )
 
 func (l Limits) objects() int {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v2"
@@ -41,6 +42,20 @@ func ownerOf(o Owner) string {
 		return ""
 	}
 	return OwnerAnnotation(o.GVK.GroupKind(), o.Key)
+}
+
+// notMadeBy says why an object whose annotations are annotations was not made by the release
+// whose AnnotationOwner is owner; "" when it was. The one decision of ownership: the guard and
+// the checks before an action's first write both ask it.
+func notMadeBy(annotations map[string]string, owner string) string {
+	switch got := annotations[AnnotationOwner]; got {
+	case owner:
+		return ""
+	case "":
+		return fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it made", AnnotationOwner)
+	default:
+		return fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and deletes only what it made", AnnotationOwner, got, owner)
+	}
 }
 
 // mutates reports whether a request changes or deletes one named object.
@@ -83,11 +98,7 @@ func (g *guard) checkOwned(req *http.Request, rt http.RoundTripper, info *apireq
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s before %s: %w", req.URL.Path, info.Verb, err)
 	}
-	if got := live.GetAnnotations()[AnnotationOwner]; got != g.owner {
-		why := fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and deletes only what it made", AnnotationOwner, got, g.owner)
-		if got == "" {
-			why = fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it made", AnnotationOwner)
-		}
+	if why := notMadeBy(live.GetAnnotations(), g.owner); why != "" {
 		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: g.kindOf(gvrOf(info)).Kind, Name: info.Name,
 			Namespace: info.Namespace, Why: why}, nil, nil
 	}
@@ -190,19 +201,18 @@ func hookObjects(hooks []*release.Hook, namespace string, s *scoper, events ...r
 }
 
 func hasEvent(h *release.Hook, events []release.HookEvent) bool {
-	for _, e := range h.Events {
-		for _, want := range events {
-			if e == want {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return slices.Contains(events, e) })
+}
+
+// liveObject is an object read as the run's identity, with the client that reaches it.
+type liveObject struct {
+	meta     *metav1.PartialObjectMetadata
+	resource metadata.ResourceInterface
 }
 
 // ownedObjects reads objs as the run's identity and sorts them: those that exist and are the
 // owner's, and the violations of those that exist and are not.
-func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]*metav1.PartialObjectMetadata, []Violation, error) {
+func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]liveObject, []Violation, error) {
 	if len(objs) == 0 {
 		return nil, nil, nil
 	}
@@ -210,8 +220,7 @@ func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*
 	if err != nil {
 		return nil, nil, err
 	}
-	want := ownerOf(r.scope.Owner)
-	var owned []*metav1.PartialObjectMetadata
+	var owned []liveObject
 	var vs []Violation
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
@@ -230,13 +239,13 @@ func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*
 		case err != nil:
 			return nil, nil, fmt.Errorf("reading %s: %w", Describe(o), err)
 		}
-		if got := live.GetAnnotations()[AnnotationOwner]; got != want {
+		if why := notMadeBy(live.GetAnnotations(), r.guard.owner); why != "" {
 			vs = append(vs, Violation{Source: SourceHook, Kind: gvk.Kind, Name: o.GetName(), Namespace: o.GetNamespace(),
-				Why: "it exists and was not made by this release: a hook may not replace or delete what it did not make"})
+				Why: why + "; a hook may not replace or delete what it did not make"})
 			continue
 		}
 		live.SetGroupVersionKind(gvk)
-		owned = append(owned, live)
+		owned = append(owned, liveObject{meta: live, resource: ri})
 	}
 	return owned, vs, nil
 }
@@ -244,7 +253,7 @@ func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*
 // checkHookOwners refuses hooks (of events, or all) whose objects exist and are not the
 // release's: the check before an action's first write.
 func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *scoper, rel *release.Release, events ...release.HookEvent) error {
-	if ownerOf(r.scope.Owner) == "" || len(rel.Hooks) == 0 {
+	if r.guard.owner == "" || len(rel.Hooks) == 0 {
 		return nil
 	}
 	_, vs, err := r.ownedObjects(ctx, mapper, hookObjects(rel.Hooks, rel.Namespace, s, events...))
@@ -262,32 +271,19 @@ func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *sc
 // only objects the release made, each by the UID read. Those in the owner's namespace have an
 // owner reference too; this also reaches those elsewhere in the confinement.
 func (r *run) deleteKeptHooks(ctx context.Context, mapper meta.RESTMapper, rel *release.Release) error {
-	if ownerOf(r.scope.Owner) == "" || len(rel.Hooks) == 0 {
+	if r.guard.owner == "" || len(rel.Hooks) == 0 {
 		return nil
 	}
 	owned, _, err := r.ownedObjects(ctx, mapper, hookObjects(rel.Hooks, rel.Namespace, newScoper(mapper, nil)))
 	if err != nil {
 		return err
 	}
-	mc, err := metadata.NewForConfig(r.config)
-	if err != nil {
-		return err
-	}
 	background := metav1.DeletePropagationBackground
 	for _, o := range owned {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			continue
-		}
-		var ri metadata.ResourceInterface = mc.Resource(m.Resource)
-		if o.GetNamespace() != "" {
-			ri = mc.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		uid := o.GetUID()
-		err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}})
+		uid := o.meta.GetUID()
+		err := o.resource.Delete(ctx, o.meta.GetName(), metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return fmt.Errorf("deleting the kept hook %s/%s: %w", gvk.Kind, o.GetName(), err)
+			return fmt.Errorf("deleting the kept hook %s/%s: %w", o.meta.GetObjectKind().GroupVersionKind().Kind, o.meta.GetName(), err)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"path"
 	"sort"
 	"strings"
@@ -74,11 +73,11 @@ func renderChart(ctx context.Context, pool *render.Pool, req *Request, opts char
 // exceeded is the LimitError of a render stopped at a bound.
 func exceeded(e *render.ExceededError, limits Limits) error {
 	switch e.Bound {
-	case "renderTimeout":
+	case render.BoundTimeout:
 		return &LimitError{Limit: LimitRenderTimeout, Max: limits.renderLimits().Timeout.String(), What: e.What}
-	case "renderMemory", "stack":
+	case render.BoundMemory, render.BoundStack:
 		return limitError(LimitRenderMemory, limits.renderLimits().Memory, e.What)
-	case "output":
+	case render.BoundOutput:
 		return limitError(LimitManifestBytes, limits.manifestBytes(), e.What+" (twice maxManifestBytes, for the manifest and the hooks)")
 	}
 	return e
@@ -118,15 +117,5 @@ func (c *Client) upstream(r *run) (*render.Upstream, error) {
 	if err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(c.cfg.Host)
-	if err != nil {
-		return nil, err
-	}
-	if u.Scheme == "" {
-		u, err = url.Parse("https://" + c.cfg.Host)
-		if err != nil {
-			return nil, err
-		}
-	}
-	return &render.Upstream{URL: u, Transport: r.guard.wrap(hc.Transport)}, nil
+	return &render.Upstream{URL: c.server, Transport: r.guard.wrap(hc.Transport)}, nil
 }

@@ -63,8 +63,7 @@ type storedRecords struct{ corev1client.SecretInterface }
 
 // IsStoredRecord reports whether a Secret may be a record rudder's storage wrote.
 func IsStoredRecord(s *corev1.Secret) bool {
-	return s.Type == releaseRecordType && IsReleaseRecord(s.Labels) && s.Labels[LabelManaged] == "" &&
-		s.Annotations[AnnotationOwner] == ""
+	return s.Type == releaseRecordType && IsReleaseRecord(s.Labels) && s.Annotations[AnnotationOwner] == ""
 }
 
 func (s storedRecords) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
