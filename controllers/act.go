@@ -29,7 +29,7 @@ func (p *pass) act(ctx context.Context) *outcome {
 		p.hold(o)
 		return o
 	}
-	if p.rollbackDue() && !p.takeTurn(o) {
+	if _, due := p.rollbackDue(); due && !p.takeTurn(o) {
 		return o
 	}
 	if p.requestedRollback(o); o.err != nil {

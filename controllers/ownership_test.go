@@ -48,6 +48,14 @@ func victimSecret(t *testing.T, ns, name string) func() {
 	}
 }
 
+// absent fails the test unless the API server has no object of obj's type at key.
+func absent(t *testing.T, key client.ObjectKey, obj client.Object) {
+	t.Helper()
+	if err := k8s.Get(context.Background(), key, obj); !apierrors.IsNotFound(err) {
+		t.Fatalf("%T %s exists (err=%v)", obj, key, err)
+	}
+}
+
 // otherTenantIsServed creates a CR of gvk in a namespace of its own and waits for it to be
 // Ready within within.
 func otherTenantIsServed(t *testing.T, gvk schema.GroupVersionKind, within time.Duration) {
@@ -145,9 +153,7 @@ func TestForgedReleaseRecordIsRefused(t *testing.T) {
 	}
 	stalledOn(t, tenantBoxGVK, ns, "forger", `Secret "sh.helm.release.v1.forger.v99"`, "shaped like a Helm release record")
 	unchanged()
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1.forger.v99"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the forged record exists (err=%v)", err)
-	}
+	absent(t, client.ObjectKey{Namespace: ns, Name: "sh.helm.release.v1.forger.v99"}, &corev1.Secret{})
 	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 }
 
@@ -256,9 +262,7 @@ func TestAggregationLabelsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	stalledOn(t, roleBoxGVK, ns, "agg", `ClusterRole "`+name+`"`, "rbac.authorization.k8s.io/aggregate-to-view")
-	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("the aggregated ClusterRole exists (err=%v)", err)
-	}
+	absent(t, client.ObjectKey{Name: name}, &rbacv1.ClusterRole{})
 	otherTenantIsServed(t, roleBoxGVK, 30*time.Second)
 }
 

@@ -3,7 +3,6 @@ package controllers
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +29,8 @@ func (p *pass) rollbackRequest() string {
 // history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
 // what became of it. Only a transient failure leaves the value to be tried again.
 func (p *pass) requestedRollback(o *outcome) {
-	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
-	if v == "" || v == p.rollbackRequest() {
+	v, due := p.rollbackDue()
+	if !due {
 		return
 	}
 	if p.r.handledRollback(p.key, p.obj.GetUID(), v) {

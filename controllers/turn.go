@@ -34,8 +34,9 @@ func (p *pass) endTurn() {
 	}
 }
 
-// rollbackDue reports whether the CR asks for a rollback this pass has to act on.
-func (p *pass) rollbackDue() bool {
+// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not
+// the one status.release.rollbackRequest says was handled.
+func (p *pass) rollbackDue() (string, bool) {
 	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
-	return v != "" && v != p.rollbackRequest()
+	return v, v != "" && v != p.rollbackRequest()
 }
