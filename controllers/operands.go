@@ -40,11 +40,22 @@ const (
 	kstatusMessageKey = "rudder.dev/kstatus-message"
 )
 
+// typedKinds are the kinds the operand cache keeps typed: client-go's own, exactly. (Its global
+// scheme is not that: Helm's kube package adds apiextensions' CustomResourceDefinition to it,
+// which the manager's scheme, and so its cache, does not know.)
+var typedKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // static registration; cannot fail at run time
+	}
+	return s
+}()
+
 // operandObject is an empty object of gvk as the operand cache keeps it: typed for a kind of
 // client-go's scheme, else unstructured.
 func operandObject(gvk schema.GroupVersionKind) client.Object {
-	if clientgoscheme.Scheme.Recognizes(gvk) {
-		if obj, err := clientgoscheme.Scheme.New(gvk); err == nil {
+	if typedKinds.Recognizes(gvk) {
+		if obj, err := typedKinds.New(gvk); err == nil {
 			if o, ok := obj.(client.Object); ok {
 				o.GetObjectKind().SetGroupVersionKind(gvk)
 				return o
@@ -103,7 +114,7 @@ func typedOperand(in client.Object, keepStatus bool) client.Object {
 	if _, done := in.GetAnnotations()[kstatusKey]; done {
 		return in
 	}
-	if gvk, err := apiutil.GVKForObject(in, clientgoscheme.Scheme); err == nil {
+	if gvk, err := apiutil.GVKForObject(in, typedKinds); err == nil {
 		in.GetObjectKind().SetGroupVersionKind(gvk) // informers' objects come without it
 	}
 	verdict, msg := typedVerdict(in)

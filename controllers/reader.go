@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -58,7 +57,7 @@ func (o operandReader) List(ctx context.Context, list client.ObjectList, opts ..
 	var live client.ObjectList = &unstructured.UnstructuredList{}
 	live.GetObjectKind().SetGroupVersionKind(gvk)
 	if _, typed := operandObject(item).(*unstructured.Unstructured); !typed {
-		obj, err := clientgoscheme.Scheme.New(gvk)
+		obj, err := typedKinds.New(gvk)
 		if err != nil {
 			return err
 		}

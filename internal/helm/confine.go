@@ -167,16 +167,32 @@ func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
 	}
 	for _, crd := range ch.CRDObjects() {
 		_ = eachObject(crd.File.Data, func(o *unstructured.Unstructured) error {
-			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-			if o.GetKind() == crdGVK.Kind && kind != "" {
-				group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-				scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
-				s.crds[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
-			}
+			s.learn(o.Object)
 			return nil
 		})
 	}
 	return s
+}
+
+// learn keeps the scope of the kind a CustomResourceDefinition defines: the chart's crds/, and
+// the CRDs a manifest renders in templates/, whose kinds the same manifest may use before the
+// API server serves them.
+func (s *scoper) learn(o map[string]any) {
+	u := &unstructured.Unstructured{Object: o}
+	if u.GroupVersionKind().GroupKind() != crdGVK.GroupKind() {
+		return
+	}
+	if gk, namespaced, ok := definedKind(u); ok {
+		s.crds[gk] = namespaced
+	}
+}
+
+// definedKind is the kind a CustomResourceDefinition defines, and whether it is namespaced.
+func definedKind(crd *unstructured.Unstructured) (gk schema.GroupKind, namespaced, ok bool) {
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	scope, _, _ := unstructured.NestedString(crd.Object, "spec", "scope")
+	return schema.GroupKind{Group: group, Kind: kind}, scope != "Cluster", kind != ""
 }
 
 func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
@@ -281,6 +297,12 @@ func (c Confinement) checkCRDs(s *scoper, ch *chart.Chart) ([]Violation, error) 
 // write; ch, when set, supplies the scope of kinds its crds/ define.
 func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
 	s := newScoper(mapper, ch)
+	if manifest {
+		_ = eachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
+			s.learn(o.Object)
+			return nil
+		})
+	}
 	vs, err := c.checkHooks(s, rel.Hooks)
 	if err != nil {
 		return err

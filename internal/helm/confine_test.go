@@ -77,6 +77,13 @@ func TestManifestConfinement(t *testing.T) {
 		{"cluster-scoped by kind", confinement(nil, "ClusterRole"), "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\n", ""},
 		{"cluster-scoped by kind.group", confinement(nil, "ClusterRole.rbac.authorization.k8s.io"), "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\n", ""},
 		{"kind.group of another group", confinement(nil, "ClusterRole.example.com"), "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\n", "cluster-scoped"},
+		// A kind the API server does not serve yet, defined by a CRD of the same manifest
+		// (templates/): its scope is the CRD's.
+		{"CR of a templates CRD, own namespace", confinement(nil, "CustomResourceDefinition"), gearCRD("Namespaced") + "---\n" + gear(""), ""},
+		{"CR of a templates CRD, other namespace", confinement(nil, "CustomResourceDefinition"), gearCRD("Namespaced") + "---\n" + gear("victim"),
+			`Gear "g" in namespace "victim": outside the CR's namespace`},
+		{"CR of a cluster-scoped templates CRD", confinement(nil, "CustomResourceDefinition"), gearCRD("Cluster") + "---\n" + gear(""),
+			`Gear "g": cluster-scoped`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +95,27 @@ func TestManifestConfinement(t *testing.T) {
 				t.Errorf("post-rendered manifest lacks the managed label:\n%s", out)
 			}
 		})
+	}
+}
+
+func gearCRD(scope string) string {
+	return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gears.example.com}\n" +
+		"spec: {group: example.com, scope: " + scope + ", names: {kind: Gear, plural: gears}, versions: [{name: v1, served: true, storage: true}]}\n"
+}
+
+func gear(ns string) string {
+	return "apiVersion: example.com/v1\nkind: Gear\nmetadata: {name: g, namespace: '" + ns + "'}\n"
+}
+
+// TestManifestOfAnUnservedKind: a kind neither served nor defined by the manifest is refused,
+// naming it.
+func TestManifestOfAnUnservedKind(t *testing.T) {
+	pr := &postRenderer{owner: Owner{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+		Key: types.NamespacedName{Namespace: "tenant", Name: "w"}, UID: "u1"}, conf: confinement(nil), scoper: newScoper(testMapper(), nil)}
+	_, err := pr.Run(bytes.NewBufferString(gear("")))
+	var unknown *UnknownKindError
+	if !errors.As(err, &unknown) || !strings.Contains(err.Error(), `Gear "g"`) {
+		t.Fatalf("want an UnknownKindError naming Gear \"g\", got %v", err)
 	}
 }
 

@@ -42,6 +42,9 @@ func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error
 	if err != nil {
 		return nil, err
 	}
+	if err := k.createOwnCRDs(string(data)); err != nil {
+		return nil, err
+	}
 	if infos, ok := k.infos(string(data)); ok {
 		return infos, nil
 	}

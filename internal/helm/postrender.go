@@ -34,6 +34,8 @@ type postRenderer struct {
 	// carried are the owner's labels shards select on, put on every object.
 	carried map[string]string
 	limits  Limits
+	// release is the release's name (Helm's ownership annotation of what rudder creates for it).
+	release string
 
 	// manifest and objects are what the last Run wrote: the text, and the objects in it;
 	// identities are the objects' as ParseIdentities finds them in the text.
@@ -47,27 +49,19 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	if int64(in.Len()) > p.limits.manifestBytes() {
 		return nil, limitError(LimitManifestBytes, p.limits.manifestBytes(), fmt.Sprintf("the rendered manifest is %d bytes", in.Len()))
 	}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(in.Bytes())))
+	raws, err := decodeManifest(in.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range raws {
+		p.scoper.learn(raw)
+	}
 	var out bytes.Buffer
 	var objects []map[string]any
 	var identities []*unstructured.Unstructured
 	var violations []Violation
 	ownerAnn := OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
-		}
-		raw, err := decodeObject(doc)
-		if err != nil {
-			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
-		}
-		if len(raw) == 0 {
-			continue
-		}
+	for _, raw := range raws {
 		obj := &unstructured.Unstructured{Object: raw}
 		gvk := obj.GroupVersionKind()
 		if gvk.Kind == "" {
@@ -101,6 +95,28 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	p.manifest, p.objects, p.identities = out.String(), objects, identities
 	return &out, nil
+}
+
+// decodeManifest is every non-empty document of a rendered manifest, decoded.
+func decodeManifest(data []byte) ([]map[string]any, error) {
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []map[string]any
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
+		}
+		raw, err := decodeObject(doc)
+		if err != nil {
+			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
+		}
+		if len(raw) > 0 {
+			out = append(out, raw)
+		}
+	}
 }
 
 // identity is an object's apiVersion, kind, name and namespace, placed as Helm applies it

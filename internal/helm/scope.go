@@ -55,7 +55,7 @@ type Request struct {
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
 	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart),
-		carried: r.Carried, limits: r.Scope.Limits}
+		carried: r.Carried, limits: r.Scope.Limits, release: r.ReleaseName}
 }
 
 // User is the user the scope's requests are made as; "" for rudder's own identity.
