@@ -60,7 +60,7 @@ func TestBringYourOwnChart(t *testing.T) {
 				t.Fatalf("scaffold does not say which kinds it found:\n%s", stdout)
 			}
 			kubectl(t, "apply", "--server-side", "-k", out)
-			t.Cleanup(func() { removeScaffolded(t, "rudder-"+tc.plural+".byoc.rudder.dev") })
+			t.Cleanup(func() { removeScaffolded(t, "rudder-"+tc.plural+".byoc.rudder.dev", "byoc.rudder.dev") })
 			kubectl(t, "wait", "--for=condition=Established", "crd/"+tc.plural+".byoc.rudder.dev")
 			crtest.Eventually(t, "kubectl explain "+tc.field, 30*time.Second, func(context.Context) (bool, error) {
 				cmd := cluster.Command("kubectl", "explain", tc.plural+".spec."+tc.field)
@@ -135,9 +135,9 @@ func TestBringYourOwnChart(t *testing.T) {
 }
 
 // removeScaffolded deletes a scaffolded role and waits until rudder's aggregated role no longer
-// holds its rules, which later tests must not inherit. (The CRD stays: its CRs keep rudder's
-// finalizer once no rudder runs.)
-func removeScaffolded(t *testing.T, role string) {
+// holds its rules for the kind's group, which later tests must not inherit. (The CRD stays: its
+// CRs keep rudder's finalizer once no rudder runs.)
+func removeScaffolded(t *testing.T, role, group string) {
 	t.Helper()
 	kubectl(t, "delete", "--ignore-not-found", "clusterrole", role)
 	crtest.Eventually(t, "rudder-manager without "+role, 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -147,7 +147,7 @@ func removeScaffolded(t *testing.T, role string) {
 		}
 		for _, r := range agg.Rules {
 			for _, g := range r.APIGroups {
-				if g == "byoc.rudder.dev" {
+				if g == group {
 					return false, nil
 				}
 			}

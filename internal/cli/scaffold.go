@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +16,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	rbacv1 "k8s.io/api/rbac/v1"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
-
-	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // AggregateLabel marks the ClusterRoles that config/rbac's rudder-manager role aggregates: a
@@ -41,13 +41,14 @@ var (
 // sample CR and a kustomization applying the CRD and the role.
 func Scaffold(_ context.Context, args []string, env Env) error {
 	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("scaffold", "--chart DIR --group G --version V --kind K --output OUT [--force]", stderr)
+	fs := newFlags("scaffold", "--chart DIR --group G --version V --kind K --output OUT [--values FILE]... [--set K=V]... [--force]", stderr)
 	chartDir := fs.String("chart", "", "the chart directory (as watches.yaml will name it)")
 	group := fs.String("group", "", "API group of the new kind, a DNS domain such as apps.example.com")
 	version := fs.String("version", "v1alpha1", "API version of the new kind")
 	kind := fs.String("kind", "", "the new kind, CamelCase")
 	out := fs.String("output", "", "directory to write")
 	force := fs.Bool("force", false, "write into a non-empty output directory")
+	vals := valuesFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,6 +59,10 @@ func Scaffold(_ context.Context, args []string, env Env) error {
 	ch, err := loader.Load(*chartDir)
 	if err != nil {
 		return fmt.Errorf("--chart %s does not load: %w", *chartDir, err)
+	}
+	user, err := vals.MergeValues(getter.Providers{})
+	if err != nil {
+		return err
 	}
 	if entries, err := os.ReadDir(*out); err == nil && len(entries) > 0 && !*force {
 		return fmt.Errorf("--output %s is not empty; use --force to write into it", *out)
@@ -70,24 +75,22 @@ func Scaffold(_ context.Context, args []string, env Env) error {
 	for _, n := range notes {
 		fmt.Fprintf(stdout, "schema: %s\n", n)
 	}
-	found, err := renderedKinds(ch, gvk)
+	scan, err := scanChart(ch, gvk, user)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "kinds the chart renders (rules in role.yaml):\n")
-	for _, k := range found {
-		fmt.Fprintf(stdout, "  %-40s %s\n", k.gvk.Kind+" ("+k.gvk.GroupVersion().String()+")", strings.Join(k.how, "; "))
-	}
+	printScan(stdout, scan)
+	role := "rudder-" + plural.Resource + "." + gvk.Group
 	files := map[string]any{
-		"crd.yaml":     crd,
-		"role.yaml":    scaffoldRole(gvk, plural.Resource, found),
-		"watches.yaml": []map[string]any{{"group": gvk.Group, "version": gvk.Version, "kind": gvk.Kind, "chart": *chartDir}},
+		"crd.yaml": crd,
 		"sample.yaml": map[string]any{
 			"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
 			"metadata": map[string]any{"name": strings.ToLower(gvk.Kind) + "-sample"},
-			"spec":     ch.Values,
+			"spec":     chartutil.CoalesceTables(cloneValues(user), cloneValues(ch.Values)),
 		},
 		"kustomization.yaml": map[string]any{"resources": []string{"crd.yaml", "role.yaml"}},
+		"role.yaml":          roleYAML(role, scan.roleRules(gvk, plural.Resource)),
+		"watches.yaml":       watchYAML(gvk, *chartDir, scan),
 	}
 	if err := writeYAMLFiles(*out, files, stdout); err != nil {
 		return err
@@ -95,6 +98,58 @@ func Scaffold(_ context.Context, args []string, env Env) error {
 	fmt.Fprintf(stdout, "next: kubectl apply -k %s; add %s to rudder's watches.yaml; kubectl apply -f %s\n",
 		*out, filepath.Join(*out, "watches.yaml"), filepath.Join(*out, "sample.yaml"))
 	return nil
+}
+
+// printScan says what scaffold found: each kind and what renders it, what leaves the CR's
+// namespace, and what the role cannot grant.
+func printScan(w io.Writer, s *chartScan) {
+	fmt.Fprintf(w, "kinds the chart renders (rules in role.yaml):\n")
+	for _, k := range s.sortedKinds() {
+		note := ""
+		if k.guessed {
+			note = " [not built in: resource " + k.resource + " guessed]"
+		}
+		fmt.Fprintf(w, "  %-40s %s%s\n", k.gvk.Kind+" ("+k.gvk.GroupVersion().String()+")", strings.Join(k.how, "; "), note)
+	}
+	for _, l := range []struct {
+		field string
+		m     map[string]*sourced
+	}{{"allowClusterScoped", s.cluster}, {"allowedNamespaces", s.namespaces}, {"allowAggregationLabels", s.aggregates}} {
+		for _, k := range sortedKeys(l.m) {
+			state := "allowed by watches.yaml: CR authors can act on it through values"
+			if !l.m[k].byDefault {
+				state = "only with other values: left commented out in watches.yaml"
+			}
+			fmt.Fprintf(w, "outside the namespace: %s %s (%s)\n", l.field, k, state)
+		}
+	}
+	for _, warn := range s.warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+}
+
+// valuesFlags are helm template's --values, --set and --set-string, repeatable.
+func valuesFlags(fs *flag.FlagSet) *values.Options {
+	var vals values.Options
+	fs.Var((*listFlag)(&vals.ValueFiles), "values", "a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
+	fs.Var((*listFlag)(&vals.Values), "set", "a value, as helm template --set (repeatable)")
+	fs.Var((*listFlag)(&vals.StringValues), "set-string", "a string value, as helm template --set-string (repeatable)")
+	return &vals
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// cloneValues is a deep copy of values.
+func cloneValues(v map[string]any) map[string]any {
+	out := map[string]any{}
+	if b, err := json.Marshal(v); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
 }
 
 // writeYAMLFiles writes each value as YAML into dir under its name, in name order.
@@ -108,9 +163,15 @@ func writeYAMLFiles(dir string, files map[string]any, stdout io.Writer) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		b, err := yaml.Marshal(files[n])
-		if err != nil {
-			return err
+		var b []byte
+		switch v := files[n].(type) {
+		case string: // written with comments
+			b = []byte(v)
+		default:
+			var err error
+			if b, err = yaml.Marshal(v); err != nil {
+				return err
+			}
 		}
 		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
 			return err
@@ -213,92 +274,18 @@ func statusSchema() apiextensionsv1.JSONSchemaProps {
 	}
 }
 
-// kindUse is a kind the chart renders, and with which values.
-type kindUse struct {
-	gvk      schema.GroupVersionKind
-	resource string
-	how      []string
-}
-
-// renderedKinds renders the chart without a cluster with its defaults, then with each boolean
-// "enabled" value switched on in turn, and returns every kind of the manifests, hooks and
-// crds/ it saw.
-func renderedKinds(ch *chart.Chart, owner schema.GroupVersionKind) ([]kindUse, error) {
-	scope := helm.Scope{Confinement: helm.Confinement{Namespace: "default", AllowedNamespaces: []string{"*"},
-		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}, Owner: helm.Owner{GVK: owner}}
-	found := kindSet{mapper: helm.StaticMapper(), uses: map[schema.GroupKind]*kindUse{}}
-	caps := chartutil.DefaultCapabilities.Copy()
-	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
-		caps.KubeVersion = *kv
-	}
-	for _, v := range valueVariants(ch) {
-		c, err := loader.LoadFiles(bufferedFiles(ch))
-		if err != nil {
-			return nil, err
-		}
-		req := &helm.Request{Scope: scope, ReleaseName: "scaffold", Chart: c, Values: v.values}
-		rel, err := helm.Render(req, found.mapper, caps)
-		if err != nil {
-			if v.how == "defaults" {
-				return nil, fmt.Errorf("rendering the chart with its defaults: %w", err)
-			}
-			fmt.Fprintf(os.Stderr, "rudder scaffold: not rendered with %s: %v\n", v.how, err)
-			continue
-		}
-		docs := []string{rel.Manifest}
-		for _, h := range rel.Hooks {
-			docs = append(docs, h.Manifest)
-		}
-		for _, d := range docs {
-			for _, obj := range splitObjects(d) {
-				found.add(obj.GroupVersionKind(), v.how)
-			}
-		}
-	}
-	if len(ch.CRDObjects()) > 0 {
-		found.add(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-			"crds/ (installed only where the watch's allowClusterScoped names CustomResourceDefinition)")
-	}
-	out := make([]kindUse, 0, len(found.uses))
-	for _, u := range found.uses {
-		out = append(out, *u)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].gvk.String() < out[j].gvk.String() })
-	return out, nil
-}
-
-// kindSet collects the kinds a chart renders, with up to three reasons each.
-type kindSet struct {
-	mapper meta.RESTMapper
-	uses   map[schema.GroupKind]*kindUse
-}
-
-func (k kindSet) add(gvk schema.GroupVersionKind, how string) {
-	u := k.uses[gvk.GroupKind()]
-	if u == nil {
-		m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return
-		}
-		u = &kindUse{gvk: gvk, resource: m.Resource.Resource}
-		k.uses[gvk.GroupKind()] = u
-	}
-	if len(u.how) < 3 {
-		u.how = append(u.how, how)
-	}
-}
-
 // valuesVariant is one set of values the chart is rendered with.
 type valuesVariant struct {
 	how    string
 	values map[string]any
 }
 
-// valueVariants are the chart's defaults, then each boolean "enabled" value switched on.
-func valueVariants(ch *chart.Chart) []valuesVariant {
-	variants := []valuesVariant{{"defaults", map[string]any{}}}
+// valueVariants are the chart's defaults under the user's values, then each boolean "enabled"
+// value switched on.
+func valueVariants(ch *chart.Chart, user map[string]any) []valuesVariant {
+	variants := []valuesVariant{{"defaults", cloneValues(user)}}
 	for _, p := range enabledPaths(ch.Values, "") {
-		v := map[string]any{}
+		v := cloneValues(user)
 		if err := setPath(v, p, true); err == nil {
 			variants = append(variants, valuesVariant{p + "=true", v})
 		}
@@ -352,36 +339,4 @@ func enabledPaths(values map[string]any, prefix string) []string {
 
 func setPath(m map[string]any, path string, v any) error {
 	return unstructured.SetNestedField(m, v, strings.Split(path, ".")...)
-}
-
-// scaffoldRole is the kind's ClusterRole, aggregated into rudder's: the CR kind, its status
-// and finalizers, and every kind the chart renders with the verbs rudder needs to install,
-// watch and restore it.
-func scaffoldRole(gvk schema.GroupVersionKind, plural string, found []kindUse) *rbacv1.ClusterRole {
-	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{gvk.Group}, Resources: []string{plural}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
-		{APIGroups: []string{gvk.Group}, Resources: []string{plural + "/status"}, Verbs: []string{"get", "update", "patch"}},
-		{APIGroups: []string{gvk.Group}, Resources: []string{plural + "/finalizers"}, Verbs: []string{"update"}},
-	}
-	byGroup := map[string][]string{}
-	for _, k := range found {
-		byGroup[k.gvk.Group] = append(byGroup[k.gvk.Group], k.resource)
-	}
-	groups := make([]string, 0, len(byGroup))
-	for g := range byGroup {
-		groups = append(groups, g)
-	}
-	sort.Strings(groups)
-	for _, g := range groups {
-		res := byGroup[g]
-		sort.Strings(res)
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res,
-			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}})
-	}
-	return &rbacv1.ClusterRole{
-		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-		ObjectMeta: metav1.ObjectMeta{Name: "rudder-" + plural + "." + gvk.Group,
-			Labels: map[string]string{AggregateLabel: "true"}},
-		Rules: rules,
-	}
 }

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// scaffoldChart runs scaffold on a chart of config/testdata and returns its printout and the
+// directory it wrote.
+func scaffoldChart(t *testing.T, chart, kind string, extra ...string) (string, string, int) {
+	t.Helper()
+	out := t.TempDir()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "config", "testdata", "charts", chart))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"scaffold", "--chart", dir,
+		"--group", "compat.rudder.dev", "--version", "v1", "--kind", kind, "--output", out, "--force"}, extra...)
+	code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String() + stderr.String(), out, code
+}
+
+// TestScaffoldDerivesRBAC: the role holds the rules of every role the chart renders (without
+// the resourceNames built from the release name), bind on exactly the existing roles its
+// bindings reference, and no escalate; the watches entry allows the cluster-scoped kinds and
+// the aggregation label the defaults render, and loads.
+func TestScaffoldDerivesRBAC(t *testing.T) {
+	printed, _, code := scaffoldChart(t, "clusterwide", "Agent")
+	if code != 1 || !strings.Contains(printed, "clusterName is required") || !strings.Contains(printed, "--set") {
+		t.Fatalf("a required value without --set: exit %d, want 1 naming the value and --set:\n%s", code, printed)
+	}
+	printed, out, code := scaffoldChart(t, "clusterwide", "Agent", "--set", "clusterName=unit")
+	if code != 0 {
+		t.Fatalf("scaffold: %d\n%s", code, printed)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		t.Fatalf("role.yaml: %v\n%s", err, b)
+	}
+	has := func(r rbacv1.PolicyRule) bool {
+		return slices.ContainsFunc(role.Rules, func(x rbacv1.PolicyRule) bool {
+			return slices.Equal(x.APIGroups, r.APIGroups) && slices.Equal(x.Resources, r.Resources) &&
+				slices.Equal(x.Verbs, r.Verbs) && slices.Equal(x.ResourceNames, r.ResourceNames)
+		})
+	}
+	for _, want := range []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{"system:auth-delegator"}},
+		{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"bind"}, ResourceNames: []string{"view"}},
+		{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: allVerbs},
+	} {
+		if !has(want) {
+			t.Errorf("role.yaml lacks %+v:\n%s", want, b)
+		}
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "*") {
+			t.Errorf("role.yaml grants %v", r)
+		}
+		if slices.Contains(r.Verbs, "bind") && len(r.ResourceNames) == 0 {
+			t.Errorf("role.yaml grants bind on every role: %v", r)
+		}
+	}
+	for _, why := range []string{"# rules of ClusterRole <release>-clusterwide\n", "resourceNames dropped", "# bind the existing ClusterRole system:auth-delegator"} {
+		if !strings.Contains(string(b), why) {
+			t.Errorf("role.yaml does not say %q:\n%s", why, b)
+		}
+	}
+
+	ws, err := watches.Load(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ws[0]
+	for _, k := range []string{"ClusterRole.rbac.authorization.k8s.io", "ClusterRoleBinding.rbac.authorization.k8s.io", "PriorityClass.scheduling.k8s.io"} {
+		if !slices.Contains(w.AllowClusterScoped, k) {
+			t.Errorf("watches.yaml allowClusterScoped %v lacks %s", w.AllowClusterScoped, k)
+		}
+	}
+	if !slices.Equal(w.AllowAggregationLabels, []string{"rbac.authorization.k8s.io/aggregate-to-view"}) {
+		t.Errorf("watches.yaml allowAggregationLabels %v", w.AllowAggregationLabels)
+	}
+	entry, _ := os.ReadFile(filepath.Join(out, "watches.yaml"))
+	if !strings.Contains(string(entry), "WARNING") || !strings.Contains(printed, "outside the namespace: allowClusterScoped PriorityClass.scheduling.k8s.io") {
+		t.Errorf("scaffold does not warn of what leaves the namespace:\n%s\n%s", entry, printed)
+	}
+	sample, _ := os.ReadFile(filepath.Join(out, "sample.yaml"))
+	if !strings.Contains(string(sample), "clusterName: unit") {
+		t.Errorf("the sample lacks the --set value:\n%s", sample)
+	}
+}
+
+// TestScaffoldCRDsInTemplates: the kind of a CRD the chart renders gets the CRD's plural, and
+// the CRD kind is allowed cluster-scoped; a kind nobody defines gets its guessed plural, said.
+func TestScaffoldCRDsInTemplates(t *testing.T) {
+	printed, out, code := scaffoldChart(t, "crdbundle", "Bundle", "--set", "installCRDs=true")
+	if code != 0 {
+		t.Fatalf("scaffold: %d\n%s", code, printed)
+	}
+	role, _ := os.ReadFile(filepath.Join(out, "role.yaml"))
+	for _, want := range []string{"- apiGroups: [bundle.rudder.dev]\n  resources: [gears]", "resources: [customresourcedefinitions]"} {
+		if !strings.Contains(string(role), want) {
+			t.Errorf("role.yaml lacks %q:\n%s", want, role)
+		}
+	}
+	if strings.Contains(printed, "Gear (bundle.rudder.dev/v1)              defaults [not built in") {
+		t.Errorf("a kind the chart defines is called guessed:\n%s", printed)
+	}
+	ws, err := watches.Load(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ws[0].AllowClusterScoped, []string{"CustomResourceDefinition.apiextensions.k8s.io"}) {
+		t.Errorf("allowClusterScoped %v", ws[0].AllowClusterScoped)
+	}
+}

@@ -1,0 +1,354 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// Scaffold renders with a release name and a namespace no chart hardcodes, so that a name
+// built from the release, and a namespace that is not the release's, can be told apart.
+const (
+	scanRelease   = "rudderscaffold"
+	scanNamespace = "rudder-scaffold-namespace"
+)
+
+// kindUse is a kind the chart renders, and with which values.
+type kindUse struct {
+	gvk        schema.GroupVersionKind
+	resource   string
+	namespaced bool
+	// guessed: neither client-go's scheme nor the chart's CRDs know the kind; its resource is
+	// the guessed plural and its scope assumed namespaced.
+	guessed bool
+	how     []string
+}
+
+// sourced is a value with the reasons it is needed, the defaults' first.
+type sourced struct {
+	byDefault bool     // the chart's defaults (or the user's values) render it
+	how       []string // up to three reasons
+}
+
+func (s *sourced) add(how string, byDefault bool) {
+	s.byDefault = s.byDefault || byDefault
+	if len(s.how) < 3 && !slices.Contains(s.how, how) {
+		s.how = append(s.how, how)
+	}
+}
+
+// roleRef is a Role or ClusterRole by kind and name.
+type roleRef struct{ kind, name string }
+
+// chartScan is what rendering a chart without a cluster tells about what serving it needs:
+// the kinds it renders, the rules of its roles, the existing roles its bindings bind, the
+// cluster-scoped kinds, fixed namespaces and aggregation labels its watch must allow.
+type chartScan struct {
+	mapper     meta.RESTMapper
+	crds       map[schema.GroupKind]kindUse // the chart's own CRDs (crds/ and templates)
+	kinds      map[schema.GroupKind]*kindUse
+	copied     []sourcedRule
+	made       map[roleRef]bool
+	bound      map[roleRef]*sourced
+	cluster    map[string]*sourced // allowClusterScoped entries
+	namespaces map[string]*sourced // allowedNamespaces entries
+	aggregates map[string]*sourced // allowAggregationLabels entries
+	lookups    []sourcedRule
+	warnings   []string
+}
+
+// sourcedRule is a rule of the kind's role and where it came from.
+type sourcedRule struct {
+	rule rbacv1.PolicyRule
+	why  string
+}
+
+// scanChart renders the chart with its defaults (under the user's values), then with each
+// boolean "enabled" value switched on in turn, and collects what every manifest, hook and
+// crds/ file needs.
+func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]any) (*chartScan, error) {
+	s := &chartScan{mapper: helm.StaticMapper(), crds: map[schema.GroupKind]kindUse{}, kinds: map[schema.GroupKind]*kindUse{},
+		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
+		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{}}
+	scope := helm.Scope{Confinement: helm.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
+		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}, Owner: helm.Owner{GVK: owner}}
+	caps := chartutil.DefaultCapabilities.Copy()
+	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
+		caps.KubeVersion = *kv
+	}
+	var rendered []renderedVariant
+	for _, v := range valueVariants(ch, user) {
+		c, err := loader.LoadFiles(bufferedFiles(ch))
+		if err != nil {
+			return nil, err
+		}
+		req := &helm.Request{Scope: scope, ReleaseName: scanRelease, Chart: c, Values: v.values}
+		rel, err := helm.Render(req, s.mapper, caps)
+		if err != nil {
+			if v.how == "defaults" {
+				return nil, fmt.Errorf("rendering the chart with its defaults: %w (give the values it requires with --values or --set)", err)
+			}
+			fmt.Fprintf(os.Stderr, "rudder scaffold: not rendered with %s: %v\n", v.how, err)
+			continue
+		}
+		var objs []*unstructured.Unstructured
+		objs = append(objs, splitObjects(rel.Manifest)...)
+		for _, h := range rel.Hooks {
+			objs = append(objs, splitObjects(h.Manifest)...)
+		}
+		rendered = append(rendered, renderedVariant{v.how, objs})
+	}
+	for _, crd := range ch.CRDObjects() {
+		for _, o := range splitObjects(string(crd.File.Data)) {
+			s.learnCRD(o)
+		}
+		s.addCluster(crdGVK, "crds/"+crd.Filename+" (installed only where allowClusterScoped names CustomResourceDefinition)", true)
+	}
+	for _, r := range rendered {
+		for _, o := range r.objs {
+			s.learnCRD(o)
+		}
+	}
+	for _, r := range rendered {
+		for _, o := range r.objs {
+			s.add(o, r.how)
+		}
+	}
+	s.addCRDKind(ch)
+	s.addLookups(ch)
+	return s, nil
+}
+
+type renderedVariant struct {
+	how  string
+	objs []*unstructured.Unstructured
+}
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// learnCRD keeps the resource and scope of a kind the chart defines.
+func (s *chartScan) learnCRD(o *unstructured.Unstructured) {
+	if o.GroupVersionKind().GroupKind() != crdGVK.GroupKind() {
+		return
+	}
+	group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+	plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
+	scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+	if kind != "" && plural != "" {
+		gk := schema.GroupKind{Group: group, Kind: kind}
+		s.crds[gk] = kindUse{gvk: gk.WithVersion(""), resource: plural, namespaced: scope != "Cluster"}
+	}
+}
+
+// addCRDKind adds the CustomResourceDefinition kind itself when crds/ has any.
+func (s *chartScan) addCRDKind(ch *chart.Chart) {
+	if len(ch.CRDObjects()) > 0 {
+		s.kind(crdGVK, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
+	}
+}
+
+// resolve tells a kind's resource and scope: from the chart's CRDs, else client-go's scheme,
+// else guessed.
+func (s *chartScan) resolve(gvk schema.GroupVersionKind) (kindUse, bool) {
+	u := kindUse{gvk: gvk}
+	if crd, own := s.crds[gvk.GroupKind()]; own {
+		u.resource, u.namespaced = crd.resource, crd.namespaced
+		return u, true
+	}
+	m, err := s.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return u, false
+	}
+	u.resource, u.namespaced = m.Resource.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace
+	u.guessed = !clientgoscheme.Scheme.Recognizes(gvk)
+	return u, true
+}
+
+// kind records a kind the chart renders and returns its use.
+func (s *chartScan) kind(gvk schema.GroupVersionKind, how string) *kindUse {
+	u := s.kinds[gvk.GroupKind()]
+	if u == nil {
+		r, ok := s.resolve(gvk)
+		if !ok {
+			return &r
+		}
+		u = &r
+		s.kinds[gvk.GroupKind()] = u
+	}
+	if len(u.how) < 3 && !slices.Contains(u.how, how) {
+		u.how = append(u.how, how)
+	}
+	return u
+}
+
+// add records one rendered object.
+func (s *chartScan) add(o *unstructured.Unstructured, how string) {
+	gvk := o.GroupVersionKind()
+	u := s.kind(gvk, how)
+	byDefault := how == "defaults"
+	what := describeObject(o) + " (" + how + ")"
+	switch {
+	case !u.namespaced:
+		s.addCluster(gvk, what, byDefault)
+	case o.GetNamespace() != "" && o.GetNamespace() != scanNamespace:
+		s.addTo(s.namespaces, o.GetNamespace(), what, byDefault)
+	}
+	if gvk.Group != rbacv1.GroupName {
+		return
+	}
+	switch gvk.Kind {
+	case "Role", "ClusterRole":
+		s.addRole(o, what, how, byDefault)
+	case "RoleBinding", "ClusterRoleBinding":
+		kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind")
+		name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if name != "" {
+			s.addTo2(s.bound, roleRef{kind, name}, what, byDefault)
+		}
+	}
+}
+
+// addRole keeps a rendered role's rules, which rudder must hold to create it, and its
+// aggregation labels, which its watch must allow.
+func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDefault bool) {
+	s.made[roleRef{o.GetKind(), o.GetName()}] = true
+	var role rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("%s: its rules do not parse: %v", what, err))
+		return
+	}
+	for _, r := range role.Rules {
+		why := "rules of " + describeObject(o)
+		if !byDefault {
+			why += " (with " + how + ")"
+		}
+		if kept := fixedNames(r.ResourceNames); len(kept) != len(r.ResourceNames) {
+			r.ResourceNames = nil
+			why += "; resourceNames dropped: they are built from the release name"
+		}
+		s.copied = append(s.copied, sourcedRule{r, why})
+	}
+	for k := range o.GetLabels() {
+		if strings.Contains(k, "aggregate-to-") {
+			s.addTo(s.aggregates, k, what, byDefault)
+		}
+	}
+	if role.AggregationRule != nil {
+		s.warnings = append(s.warnings, what+" has an aggregationRule: the API server lets only a holder of "+
+			"`escalate` on clusterroles (cluster-admin) create it, which rudder's role does not grant")
+		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
+			for k := range sel.MatchLabels {
+				s.addTo(s.aggregates, k, what, byDefault)
+			}
+		}
+	}
+}
+
+// fixedNames are the names that do not depend on the release's name.
+func fixedNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !strings.Contains(n, scanRelease) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s *chartScan) addCluster(gvk schema.GroupVersionKind, what string, byDefault bool) {
+	key := gvk.Kind
+	if gvk.Group != "" {
+		key += "." + gvk.Group
+	}
+	s.addTo(s.cluster, key, what, byDefault)
+}
+
+func (s *chartScan) addTo(m map[string]*sourced, key, what string, byDefault bool) {
+	if m[key] == nil {
+		m[key] = &sourced{}
+	}
+	m[key].add(what, byDefault)
+}
+
+func (s *chartScan) addTo2(m map[roleRef]*sourced, key roleRef, what string, byDefault bool) {
+	if m[key] == nil {
+		m[key] = &sourced{}
+	}
+	m[key].add(what, byDefault)
+}
+
+// lookupCall is a template's `lookup "apiVersion" "Kind" ...` with literal arguments.
+var lookupCall = regexp.MustCompile(`lookup\s+"([^"]*)"\s+"([A-Za-z0-9]+)"`)
+
+// addLookups grants get and list on the kinds the templates look up: a lookup runs as rudder.
+func (s *chartScan) addLookups(ch *chart.Chart) {
+	seen := map[schema.GroupVersionKind]bool{}
+	for c := range allCharts(ch) {
+		for _, t := range c.Templates {
+			for _, m := range lookupCall.FindAllStringSubmatch(string(t.Data), -1) {
+				gv, err := schema.ParseGroupVersion(m[1])
+				gvk := gv.WithKind(m[2])
+				if err != nil || seen[gvk] {
+					continue
+				}
+				seen[gvk] = true
+				u, ok := s.resolve(gvk)
+				if !ok {
+					continue
+				}
+				s.lookups = append(s.lookups, sourcedRule{rbacv1.PolicyRule{APIGroups: []string{gvk.Group},
+					Resources: []string{u.resource}, Verbs: []string{"get", "list"}}, "lookup in " + c.Name() + "/" + t.Name})
+			}
+		}
+	}
+}
+
+// allCharts yields a chart and its dependencies, depth first.
+func allCharts(ch *chart.Chart) func(func(*chart.Chart) bool) {
+	return func(yield func(*chart.Chart) bool) {
+		var walk func(*chart.Chart) bool
+		walk = func(c *chart.Chart) bool {
+			if !yield(c) {
+				return false
+			}
+			for _, d := range c.Dependencies() {
+				if !walk(d) {
+					return false
+				}
+			}
+			return true
+		}
+		walk(ch)
+	}
+}
+
+// describeObject names a rendered object, its release-built name shown as <release>.
+func describeObject(o *unstructured.Unstructured) string {
+	return o.GetKind() + " " + strings.ReplaceAll(o.GetName(), scanRelease, "<release>")
+}
+
+// sortedKeys are a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
