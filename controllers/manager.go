@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -23,7 +24,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -111,19 +111,16 @@ func BuiltinHooks(c clock.PassiveClock) *hook.Registry {
 
 // NewManager builds a manager running one reconciler per watch. Start it with mgr.Start(ctx).
 func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *chartsource.Source, error) {
-	ws := opts.Watches
-	if ws == nil {
-		var err error
-		if ws, err = watches.Load(opts.WatchesFile); err != nil {
-			return nil, nil, err
-		}
-	}
-	shard, err := labels.Parse(opts.WatchLabelSelector)
+	ws, shard, err := opts.watchesAndShard()
 	if err != nil {
-		return nil, nil, fmt.Errorf("--watch-label-selector %q: %w", opts.WatchLabelSelector, err)
+		return nil, nil, err
 	}
 	opts.defaults(shard)
-	mgr, err := newManager(cfg, opts, ws, shard)
+	mapper, late, err := watchedMapper(cfg, ws)
+	if err != nil {
+		return nil, nil, err
+	}
+	mgr, caches, err := newManager(cfg, opts, ws, shard, mapper, late)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -160,11 +157,32 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := r.SetupWithManager(mgr); err != nil {
+		var lw *lateWatch
+		if late[w.GroupVersionKind()] {
+			lw = &lateWatch{gvk: w.GroupVersionKind(), mapper: mapper, caches: caches, log: ctrl.Log.WithName("watches"),
+				newCache: lateCache(cfg, mgr, opts, w, shard)}
+		}
+		if err := serveWatch(mgr, r, lw); err != nil {
 			return nil, nil, err
 		}
 	}
 	return mgr, charts, nil
+}
+
+// watchesAndShard are the watches (given, or loaded from WatchesFile) and the shard selector.
+func (o *ManagerOptions) watchesAndShard() ([]*watches.Watch, labels.Selector, error) {
+	ws := o.Watches
+	if ws == nil {
+		var err error
+		if ws, err = watches.Load(o.WatchesFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	shard, err := labels.Parse(o.WatchLabelSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--watch-label-selector %q: %w", o.WatchLabelSelector, err)
+	}
+	return ws, shard, nil
 }
 
 func (o *ManagerOptions) defaults(shard labels.Selector) {
@@ -231,23 +249,37 @@ func (o *ManagerOptions) cacheNamespaces() map[string]cache.Config {
 // metadata of rudder's own release Secrets (memory grows neither with the cluster's Secrets
 // nor with the size of releases; Helm's storage reads releases uncached when an action needs
 // them).
-func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (manager.Manager, error) {
+func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector,
+	mapper meta.RESTMapper, late map[schema.GroupVersionKind]bool) (manager.Manager, *kindCaches, error) {
 	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byObject := map[client.Object]cache.ByObject{
 		helm.ReleaseSecret(): {Label: narrowed(labels.NewSelector().Add(*ownedReleases), shard)},
 	}
-	// Each watch's CRs: only those of its selector and of this shard.
+	// Each watch's CRs: only those of its selector and of this shard. A kind not served yet
+	// gets a cache of its own once it is (see kindCaches).
+	var lateList []schema.GroupVersionKind
 	for _, w := range ws {
-		cr := &unstructured.Unstructured{}
-		cr.SetGroupVersionKind(w.GroupVersionKind())
-		byObject[cr] = cache.ByObject{Label: narrowed(w.LabelSelector(), shard), Transform: stripCR}
+		if late[w.GroupVersionKind()] {
+			lateList = append(lateList, w.GroupVersionKind())
+			continue
+		}
+		byObject[crObject(w.GroupVersionKind())] = crCache(w, shard)
 	}
+	var caches *kindCaches
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:         Scheme(),
-		MapperProvider: memoMapper,
+		MapperProvider: func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return mapper, nil },
+		NewCache: func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+			c, err := cache.New(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			caches = newKindCaches(c, o.Scheme, lateList)
+			return caches, nil
+		},
 		Cache: cache.Options{
 			DefaultTransform:  stripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
@@ -264,30 +296,20 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 		Controller:                    config.Controller{SkipNameValidation: new(opts.SeveralManagers)},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return nil, nil, fmt.Errorf("creating manager: %w", err)
 	}
 	if err := helm.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
-		return nil, fmt.Errorf("indexing release Secrets: %w", err)
+		return nil, nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return mgr, nil
-}
-
-// memoMapper is controller-runtime's dynamic mapper with its answers kept (helm.MemoMapper),
-// for the manager, its caches and clients, and Helm.
-func memoMapper(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
-	m, err := apiutil.NewDynamicRESTMapper(c, hc)
-	if err != nil {
-		return nil, err
-	}
-	return helm.MemoMapper(m), nil
+	return mgr, caches, nil
 }
 
 // dependentsCache is the one cache of operands (objects rudder rendered) that every watch

@@ -105,7 +105,7 @@ func WaitEvent(t testing.TB, c client.Reader, ns, object, reason string, contain
 	return note
 }
 
-// Metric sums, over controller-runtime's registry, the samples of a counter (or the sample
+// Metric sums, over controller-runtime's registry, the samples of a counter or gauge (or the sample
 // count of a histogram) whose labels include every one of labels: what tests count passes and
 // writes with, instead of sleeping and hoping they happened.
 func Metric(t testing.TB, name string, labels map[string]string) float64 {
@@ -134,6 +134,9 @@ func Metric(t testing.TB, name string, labels map[string]string) float64 {
 			}
 			if c := m.GetCounter(); c != nil {
 				total += c.GetValue()
+			}
+			if g := m.GetGauge(); g != nil {
+				total += g.GetValue()
 			}
 			if h := m.GetHistogram(); h != nil {
 				total += float64(h.GetSampleCount())
