@@ -127,6 +127,14 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
   # Delete an entry, or turn off the values that render it, to refuse it: the CR then fails
   # with a condition naming the object.
 `)
+	if s.rendersRBAC() {
+		b.WriteString(`  # The chart renders roles and bindings: the API server lets a release grant only permissions
+  # rudder holds, so through values a CR author can grant a subject of their choice any of
+  # rudder's permissions. Where CR authors are not trusted with that, set serviceAccountName:
+  # the release then acts as that ServiceAccount of the CR's namespace, and the API server
+  # checks every grant against its rights instead of rudder's.
+`)
+	}
 	writeAllowed(&b, "allowClusterScoped", s.cluster)
 	writeAllowed(&b, "allowedNamespaces", s.namespaces)
 	if len(s.aggregates) > 0 {
@@ -135,6 +143,16 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 	}
 	writeAllowed(&b, "allowAggregationLabels", s.aggregates)
 	return b.String()
+}
+
+// rendersRBAC reports whether the chart renders roles or bindings.
+func (s *chartScan) rendersRBAC() bool {
+	for gk := range s.kinds {
+		if gk.Group == rbacv1.GroupName {
+			return true
+		}
+	}
+	return false
 }
 
 // writeAllowed writes one list of the watch entry: what the defaults render, then, commented

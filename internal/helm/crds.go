@@ -36,14 +36,16 @@ const crdServedTimeout = time.Minute
 func (k *kubeClient) createOwnCRDs(manifest string) error {
 	objs := k.post.objectsOf(manifest)
 	used := map[schema.GroupKind]bool{}
+	var crds []map[string]any
 	for _, o := range objs {
-		used[(&unstructured.Unstructured{Object: o}).GroupVersionKind().GroupKind()] = true
-	}
-	for _, o := range objs {
-		crd := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
-		if crd.GroupVersionKind().GroupKind() != crdGVK.GroupKind() {
-			continue
+		gk := (&unstructured.Unstructured{Object: o}).GroupVersionKind().GroupKind()
+		used[gk] = true
+		if gk == crdGVK.GroupKind() {
+			crds = append(crds, o)
 		}
+	}
+	for _, o := range crds {
+		crd := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
 		gk, _, ok := definedKind(crd)
 		if !ok || !used[gk] || k.serves(gk) {
 			continue
