@@ -106,8 +106,11 @@ func printScan(w io.Writer, s *chartScan) {
 	fmt.Fprintf(w, "kinds the chart renders (rules in role.yaml):\n")
 	for _, k := range s.sortedKinds() {
 		note := ""
-		if k.guessed {
-			note = " [not built in: resource " + k.resource + " guessed]"
+		switch {
+		case k.guessed && k.namespaced:
+			note = " [not built in: resource " + k.resource + " and namespaced scope guessed]"
+		case k.guessed:
+			note = " [not built in: resource " + k.resource + " and cluster scope guessed]"
 		}
 		fmt.Fprintf(w, "  %-40s %s%s\n", k.gvk.Kind+" ("+k.gvk.GroupVersion().String()+")", strings.Join(k.how, "; "), note)
 	}

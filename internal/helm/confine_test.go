@@ -363,3 +363,27 @@ func TestUnavailableSurvivesHelmsFlattening(t *testing.T) {
 		t.Fatal("a chart's error was taken for the transport's failure of another request")
 	}
 }
+
+// TestStaticMapperGuesses: without a cluster, a kind client-go lacks gets its guessed plural,
+// cluster-scoped when it is a built-in one of another API server or named Cluster*.
+func TestStaticMapperGuesses(t *testing.T) {
+	for _, tc := range []struct {
+		gvk      schema.GroupVersionKind
+		resource string
+		root     bool
+	}{
+		{schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}, "apiservices", true},
+		{schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "ClusterIssuer"}, "clusterissuers", true},
+		{schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}, "certificates", false},
+		{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, "clusterroles", true},
+		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "configmaps", false},
+	} {
+		m, err := StaticMapper().RESTMapping(tc.gvk.GroupKind(), tc.gvk.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Resource.Resource != tc.resource || (m.Scope.Name() == meta.RESTScopeNameRoot) != tc.root {
+			t.Errorf("%s: %s, %s; want %s, cluster-scoped %v", tc.gvk, m.Resource.Resource, m.Scope.Name(), tc.resource, tc.root)
+		}
+	}
+}

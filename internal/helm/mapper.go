@@ -25,8 +25,8 @@ var clusterScoped = map[string]bool{
 }
 
 // StaticMapper maps kinds without a cluster, for `rudder template`, `lint` and `scaffold`: every
-// built-in kind of client-go's scheme with its scope, and any other kind as namespaced (a
-// chart's own crds/ say otherwise; see scoper), its resource the guessed plural.
+// built-in kind of client-go's scheme with its scope, and any other kind as guessingMapper
+// guesses it (a chart's own CRDs say otherwise; see scoper).
 func StaticMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper(nil)
 	for gvk := range scheme.Scheme.AllKnownTypes() {
@@ -42,7 +42,10 @@ func StaticMapper() meta.RESTMapper {
 	return guessingMapper{m}
 }
 
-// guessingMapper answers for kinds the scheme lacks as namespaced ones.
+// guessingMapper answers for kinds the scheme lacks with the guessed plural, as namespaced
+// ones unless the kind is a built-in cluster-scoped one served by another API server
+// (APIService) or, by the convention CRDs follow, its name starts with "Cluster"
+// (ClusterIssuer, ClusterSecretStore).
 type guessingMapper struct{ *meta.DefaultRESTMapper }
 
 func (g guessingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
@@ -52,7 +55,11 @@ func (g guessingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*m
 	}
 	gvk := gk.WithVersion(versions[0])
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
-	return &meta.RESTMapping{Resource: plural, GroupVersionKind: gvk, Scope: meta.RESTScopeNamespace}, nil
+	scope := meta.RESTScopeNamespace
+	if clusterScoped[gk.Kind] || strings.HasPrefix(gk.Kind, "Cluster") {
+		scope = meta.RESTScopeRoot
+	}
+	return &meta.RESTMapping{Resource: plural, GroupVersionKind: gvk, Scope: scope}, nil
 }
 
 // ClusterScopedKinds lists the built-in cluster-scoped kinds StaticMapper knows.
