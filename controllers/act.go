@@ -98,8 +98,16 @@ func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
 		}
 		obs.state = helm.StateFailed
 	}
-	next, ok := p.clear(obs, o)
-	if !ok || p.heldBack(o) {
+	next, deployed, ok := p.clear(obs, o)
+	if !ok {
+		return
+	}
+	if p.heldBack(o) {
+		if deployed != nil && p.r.opts.Watch.RollsBack() {
+			// The pass whose upgrade failed could not roll back (its history read or its
+			// rollback failed, and was retried): this one does.
+			p.rollBackFailedUpgrade(deployed.Version, fmt.Sprintf("upgrading release %s: %s", p.relName, p.st.Release.Failed.Message), false, o)
+		}
 		return
 	}
 	if next != helm.StateAbsent {
@@ -129,34 +137,35 @@ func (p *pass) apply(ctx context.Context, obs observed, o *outcome) {
 }
 
 // clear removes what a dead operation left, so that one install or upgrade follows: it
-// returns StateAbsent (install) or StateOutOfSync (upgrade).
-func (p *pass) clear(obs observed, o *outcome) (helm.State, bool) {
+// returns StateAbsent (install) or StateOutOfSync (upgrade), and, when the newest revision
+// failed, the deployed revision before it (nil when none).
+func (p *pass) clear(obs observed, o *outcome) (helm.State, *release.Release, bool) {
 	switch obs.state {
 	case helm.StateUninstalled:
 		// An uninstall that died (rudder's clean-up of a failed install, killed) or one that
 		// kept its history: Helm installs over neither, so finish it first.
 		if err := p.r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
 			o.fail(rstatus.ReasonReconcileError, fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err))
-			return "", false
+			return "", nil, false
 		}
-		return helm.StateAbsent, true
+		return helm.StateAbsent, nil, true
 	case helm.StateFailed:
 		deployed, err := p.r.opts.Helm.LastDeployed(p.scope, p.relName, obs.rel.Version)
 		if err != nil {
 			o.fail(rstatus.ReasonReconcileError, err)
-			return "", false
+			return "", nil, false
 		}
 		if deployed != nil {
-			return helm.StateOutOfSync, true
+			return helm.StateOutOfSync, deployed, true
 		}
 		// Never deployed: a failed install.
 		if err := p.removeFailedInstall(); err != nil {
 			o.fail(rstatus.ReasonReconcileError, err)
-			return "", false
+			return "", nil, false
 		}
-		return helm.StateAbsent, true
+		return helm.StateAbsent, nil, true
 	}
-	return obs.state, true
+	return obs.state, nil, true
 }
 
 // removeFailedInstall uninstalls a release whose install failed, with the objects it made.

@@ -37,6 +37,23 @@ type fakeHelm struct {
 	// anything is stored, such as a confinement violation, do not).
 	installErr, upgradeErr, rollbackErr, lastErr error
 	stores                                       bool
+	// failNth fails the Nth call (from 1) of a method (by name) with nthErr: a transient error
+	// in the middle of a pass.
+	failNth map[string]int
+	nthErr  error
+	counts  map[string]int
+}
+
+// nth counts a call of method and returns nthErr when it is the one failNth names.
+func (f *fakeHelm) nth(method string) error {
+	if f.counts == nil {
+		f.counts = map[string]int{}
+	}
+	f.counts[method]++
+	if n, ok := f.failNth[method]; ok && n == f.counts[method] {
+		return f.nthErr
+	}
+	return nil
 }
 
 func (f *fakeHelm) record(call string, args ...any) {
@@ -112,6 +129,9 @@ func (f *fakeHelm) Last(_ helm.Scope, name string) (*release.Release, error) {
 	if f.lastErr != nil {
 		return nil, f.lastErr
 	}
+	if err := f.nth("Last"); err != nil {
+		return nil, err
+	}
 	return f.newest(), nil
 }
 
@@ -119,6 +139,9 @@ func (f *fakeHelm) LastDeployed(_ helm.Scope, _ string, before int) (*release.Re
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.record("LastDeployed")
+	if err := f.nth("LastDeployed"); err != nil {
+		return nil, err
+	}
 	for i := len(f.history) - 1; i >= 0; i-- {
 		if r := f.history[i]; r.Version < before && (r.Info.Status == release.StatusDeployed || r.Info.Status == release.StatusSuperseded) {
 			return r, nil

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -273,6 +274,17 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning UpgradeFailed", "Normal RolledBack"},
 		result: "terminal",
 	}, {
+		name: "upgrade fails, then reading the history fails: retried (the next pass rolls back)",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = boom, true
+			h.helm.failNth, h.helm.nthErr = map[string]int{"Last": 2}, errors.New("etcdserver: leader changed")
+		},
+		calls:  []string{"Last", "Upgrade", "Last"},
+		conds:  []string{"Released=none", "Ready=False/UpgradeFailed", "Reconciling=True/UpgradeFailed", "Stalled=False/UpgradeFailed"},
+		events: []string{"Warning UpgradeFailed"},
+		result: "retry",
+	}, {
 		name: "upgrade fails as the API server became unavailable: retried, not rolled back",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, false, 0, unitUID)
@@ -528,6 +540,52 @@ func (h *harness) deleteObject() {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
 	if err := h.c.Delete(context.Background(), cm); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// A transient error reading the history after a failed upgrade is retried, not reported as
+// "no deployed revision": the failed pair stays held back, and the next pass rolls back to the
+// deployed revision, as the failed pass would have. So does a pass after a failed rollback.
+func TestPassRollsBackAfterATransientHistoryError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		broken func(h *harness)
+	}{
+		{"Last", func(h *harness) {
+			h.helm.failNth, h.helm.nthErr = map[string]int{"Last": 2}, errors.New("etcdserver: leader changed")
+		}},
+		{"LastDeployed", func(h *harness) {
+			h.helm.failNth, h.helm.nthErr = map[string]int{"LastDeployed": 1}, errors.New("etcdserver: leader changed")
+		}},
+		{"Rollback", func(h *harness) { h.helm.rollbackErr = errors.New("etcdserver: leader changed") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOpts{})
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = errors.New("boom"), true
+			tc.broken(h)
+			res, err := h.pass()
+			if got := outcomeOf(res, err); got != "retry" || strings.Contains(fmt.Sprint(err), "no deployed revision") {
+				t.Fatalf("first pass: %s, %v; want a retry", got, err)
+			}
+			if got := h.conds(rstatus.TypeStalled); got[0] != "Stalled=False/UpgradeFailed" && got[0] != "Stalled=False/RollbackFailed" {
+				t.Fatalf("first pass: %v, want not stalled", got)
+			}
+			h.helm.Calls()
+			h.helm.rollbackErr, h.helm.failNth = nil, nil
+			res, err = h.pass()
+			if got := outcomeOf(res, err); got != "terminal" {
+				t.Fatalf("second pass: %s, %v; want held back", got, err)
+			}
+			calls := h.helm.Calls()
+			if slices.Contains(calls, "Upgrade") || !slices.Contains(calls, "Rollback 1") {
+				t.Fatalf("second pass calls %q: want a rollback to 1 and no upgrade", calls)
+			}
+			if got := h.conds(rstatus.TypeReleased, rstatus.TypeStalled); !slices.Equal(got, []string{"Released=False/RolledBack", "Stalled=True/UpgradeFailed"}) {
+				t.Fatalf("second pass: %v", got)
+			}
+		})
 	}
 }
 

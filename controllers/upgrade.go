@@ -62,7 +62,13 @@ func (p *pass) upgradeFailed(err error, o *outcome) {
 		o.stall(rstatus.ReasonUpgradeFailed, msg+stalledSuffix)
 	}
 	last, lerr := p.r.opts.Helm.Last(p.scope, p.relName)
-	if lerr == nil && last != nil && last.Info != nil && last.Info.Status == release.StatusDeployed {
+	if lerr != nil {
+		// Retried: the failure is recorded, so the next pass holds the pair back and rolls
+		// back (see apply).
+		o.fail(rstatus.ReasonUpgradeFailed, fmt.Errorf("%s; reading the release's history to roll back: %w", msg, lerr))
+		return
+	}
+	if last != nil && last.Info != nil && last.Info.Status == release.StatusDeployed {
 		// Helm refused before it recorded a revision (e.g. reading an object it would create
 		// was forbidden): nothing changed, so there is nothing to roll back — and a retry must
 		// not add a rollback revision each time.
@@ -75,10 +81,13 @@ func (p *pass) upgradeFailed(err error, o *outcome) {
 		return
 	}
 	var deployed *release.Release
-	if lerr == nil && last != nil {
-		deployed, lerr = p.r.opts.Helm.LastDeployed(p.scope, p.relName, last.Version)
+	if last != nil {
+		if deployed, lerr = p.r.opts.Helm.LastDeployed(p.scope, p.relName, last.Version); lerr != nil {
+			o.fail(rstatus.ReasonUpgradeFailed, fmt.Errorf("%s; reading the release's history to roll back: %w", msg, lerr))
+			return
+		}
 	}
-	if lerr != nil || deployed == nil {
+	if deployed == nil {
 		o.stall(rstatus.ReasonUpgradeFailed, msg+"; no deployed revision to roll back to")
 		return
 	}
