@@ -38,7 +38,7 @@ func (p *pass) settle(ctx context.Context, o *outcome) {
 		d, err := h.PostRelease(ctx, p.obj, hrel, p.r.reader())
 		observeHook(p.r.gvkLabel(), "post", p.r.opts.Clock.Since(start), err)
 		if err != nil {
-			o.hookFailed("post-release", err)
+			o.hookFailed(fmt.Sprintf("post-release hook %T", h), err)
 			return
 		}
 		o.requeueIn(d)

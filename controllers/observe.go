@@ -67,7 +67,7 @@ func (p *pass) preReleaseHooks(ctx context.Context) *outcome {
 		d, err := h.PreRelease(ctx, p.obj, p.values)
 		observeHook(r.gvkLabel(), "pre", r.opts.Clock.Since(start), err)
 		if err != nil {
-			return hookFailed("pre-release", err)
+			return hookFailed(fmt.Sprintf("pre-release hook %T", h), err)
 		}
 		if d.Hold {
 			p.held = &d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -113,10 +114,42 @@ func (p *pass) releaseStatus() *rstatus.Release {
 }
 
 // persist writes the status with one merge patch, and only when something changed.
+// conditionsEdited reports whether the pass's hooks changed status.conditions of the CR.
+func (p *pass) conditionsEdited() bool {
+	orig, _ := p.origStatus.(map[string]any)
+	cur, _, _ := unstructured.NestedFieldNoCopy(p.obj.Object, "status", "conditions")
+	return !reflect.DeepEqual(orig["conditions"], cur)
+}
+
+// keepHookConditions takes into rudder's status the conditions of the types hooks own, as the
+// hooks left them in the CR: set, changed or removed.
+func (p *pass) keepHookConditions() {
+	var edited []metav1.Condition
+	for _, c := range rstatus.ConditionsOf(p.obj) {
+		if !rstatus.RudderOwns(c.Type) {
+			edited = append(edited, c)
+		}
+	}
+	for _, c := range slices.Clone(p.st.Conditions) {
+		if !rstatus.RudderOwns(c.Type) && !slices.ContainsFunc(edited, func(e metav1.Condition) bool { return e.Type == c.Type }) {
+			meta.RemoveStatusCondition(&p.st.Conditions, c.Type)
+		}
+	}
+	for _, c := range edited {
+		meta.SetStatusCondition(&p.st.Conditions, c)
+	}
+}
+
 func (p *pass) persist(ctx context.Context) error {
+	// Conditions are rudder's and the hooks': a hook owns the types rudder does not
+	// (rstatus.RudderOwns), and its edits of those are kept, its edits of rudder's are not.
+	hooksEdited := p.conditionsEdited()
+	if hooksEdited {
+		p.keepHookConditions()
+	}
 	// Most passes change nothing of rudder's part: then it needs no conversion (the hooks may
 	// still have edited the rest of the status).
-	if !equality.Semantic.DeepEqual(p.origCommon, p.st) {
+	if hooksEdited || !equality.Semantic.DeepEqual(p.origCommon, p.st) {
 		st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.st)
 		if err != nil {
 			return err

@@ -64,6 +64,7 @@ type harnessOpts struct {
 	carried []string
 	status  map[string]any
 	pre     hook.PreRelease
+	post    hook.PostRelease
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -106,6 +107,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	hooks := hook.NewRegistry()
 	if o.pre != nil {
 		hooks.AddPreRelease(unitGVK, o.pre)
+	}
+	if o.post != nil {
+		hooks.AddPostRelease(unitGVK, o.post)
 	}
 	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm, Hooks: hooks, Client: c, APIReader: c,
 		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute, Carried: o.carried}); err != nil {
@@ -587,6 +591,48 @@ func TestPassRollsBackAfterATransientHistoryError(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A PostRelease hook owns the condition types rudder does not: what it sets, changes or removes
+// is kept on every pass, those where rudder's own part of the status changes too; its edit of
+// a type rudder owns is not.
+func TestPassKeepsHookConditions(t *testing.T) {
+	t.Parallel()
+	n, remove := 0, false
+	post := hook.PostReleaseFunc(func(_ context.Context, obj *unstructured.Unstructured, _ *hook.Release, _ client.Reader) (time.Duration, error) {
+		n++
+		conds := rstatus.ConditionsOf(obj)
+		if remove {
+			meta.RemoveStatusCondition(&conds, "Mirrored")
+		} else {
+			meta.SetStatusCondition(&conds, metav1.Condition{Type: "Mirrored", Status: metav1.ConditionTrue, Reason: fmt.Sprintf("Pass%d", n), Message: "mirrored"})
+		}
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: rstatus.TypeReady, Status: metav1.ConditionFalse, Reason: "Hacked"})
+		return 0, rstatus.SetConditions(obj, conds)
+	})
+	h := newHarness(t, harnessOpts{post: post})
+	check := func(step string, want ...string) {
+		t.Helper()
+		if _, err := h.pass(); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := h.conds("Mirrored", rstatus.TypeReady); !slices.Equal(got, want) {
+			t.Fatalf("%s: %v, want %v", step, got, want)
+		}
+	}
+	check("install", "Mirrored=True/Pass1", "Ready=True/ObjectsReady")
+	u := h.cr()
+	if err := unstructured.SetNestedField(u.Object, "changed", "spec", "message"); err != nil {
+		t.Fatal(err)
+	}
+	u.SetGeneration(2)
+	if err := h.c.Update(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	check("upgrade", "Mirrored=True/Pass2", "Ready=True/ObjectsReady")
+	check("idle", "Mirrored=True/Pass3", "Ready=True/ObjectsReady")
+	remove = true
+	check("removed", "Mirrored=none", "Ready=True/ObjectsReady")
 }
 
 // A failed (chart, values) is not tried again: the next pass with the same spec makes no

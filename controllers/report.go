@@ -96,9 +96,10 @@ func hookFailed(which string, err error) *outcome {
 	return o
 }
 
-// hookFailed fails the pass on a Go hook's error, keeping what the pass did before.
+// hookFailed fails the pass on a Go hook's error, keeping what the pass did before; which
+// names the hook: its phase and its Go type (hooks have no other name).
 func (o *outcome) hookFailed(which string, err error) {
-	msg := fmt.Sprintf("%s hook: %v", which, err)
+	msg := fmt.Sprintf("%s: %v", which, err)
 	o.note(corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", msg)
 	o.fail(rstatus.ReasonHookFailed, errors.New(msg))
 }

@@ -3,6 +3,7 @@ package status
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Condition types rudder sets on every CR.
@@ -26,6 +27,17 @@ const (
 	// annotation: True when rudder rolled back to that revision, False when it refused.
 	TypeRollbackRequest = "RollbackRequest"
 )
+
+// RudderOwns reports whether rudder owns a condition type: it writes those on every pass, and a
+// Go hook's edit of one is not kept. Every other type in status.conditions is a hook's own
+// (the Application hook could add "Available"): rudder keeps it as the hook last set it.
+func RudderOwns(conditionType string) bool {
+	switch conditionType {
+	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest:
+		return true
+	}
+	return false
+}
 
 // Condition reasons.
 const (
@@ -158,6 +170,20 @@ func ConditionsOf(obj *unstructured.Unstructured) []metav1.Condition {
 		}
 	}
 	return out
+}
+
+// SetConditions writes status.conditions of a CR held as unstructured, as a Go hook edits its
+// own condition types (see RudderOwns).
+func SetConditions(obj *unstructured.Unstructured, conds []metav1.Condition) error {
+	list := make([]any, 0, len(conds))
+	for i := range conds {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&conds[i])
+		if err != nil {
+			return err
+		}
+		list = append(list, m)
+	}
+	return unstructured.SetNestedSlice(obj.Object, list, "status", "conditions")
 }
 
 func conditionOf(m map[string]any) (metav1.Condition, bool) {
