@@ -128,7 +128,8 @@ type Reconciler struct {
 	// watching holds the operand kinds with a dependent watch, started or being started.
 	watching map[schema.GroupVersionKind]*watchStart
 	addWatch func(gvk schema.GroupVersionKind) error
-	// states is the last release state per CR, for the rudder_release_state gauge.
+	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge (whose
+	// label "state" holds that phase, not the release state the pass decided from).
 	states map[types.NamespacedName]string
 	// failures are the (chart, values) held back per CR, as in status.release.failed; see
 	// pass.heldBack.

@@ -87,7 +87,8 @@ const (
 
 // Common is the part of status rudder owns on every CR.
 type Common struct {
-	// Conditions: Ready, Reconciling, Stalled (kstatus), Released, ChartReady, Paused.
+	// Conditions: Ready, Reconciling, Stalled (kstatus), Released, ChartReady, Paused,
+	// RollbackRequest (rudder's; see RudderOwns), and the kind's Go hooks' own types.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

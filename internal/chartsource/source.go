@@ -60,10 +60,12 @@ type Options struct {
 	Rescan time.Duration
 	// Watch turns fsnotify on (the --chart-reload flag). Without it charts load once.
 	Watch bool
-	// Namespace used for lint rendering.
-	Namespace string
-	Log       logr.Logger
+	Log   logr.Logger
 }
+
+// lintNamespace is the namespace Helm's lint renders a chart in, as `helm lint` does: a
+// chart's lint does not depend on the CRs that will use it.
+const lintNamespace = "default"
 
 // Source owns a set of chart directories. Its methods are safe for concurrent use.
 type Source struct {
@@ -87,9 +89,6 @@ type entry struct {
 func New(opts Options) *Source {
 	if opts.Debounce <= 0 {
 		opts.Debounce = time.Second
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
 	}
 	return &Source{opts: opts, charts: map[string]*entry{}, changed: make(chan string, 1024)}
 }
@@ -203,7 +202,7 @@ func (s *Source) load(path string, files []*loader.BufferedFile, d string) (*Sna
 		return nil, err
 	}
 	defer os.RemoveAll(filepath.Dir(dir))
-	linter := lint.All(dir, nil, s.opts.Namespace, false)
+	linter := lint.All(dir, nil, lintNamespace, false)
 	var msgs []string
 	for _, m := range linter.Messages {
 		if m.Severity >= support.ErrorSev {
