@@ -207,7 +207,7 @@ func (s *chartScan) add(o *unstructured.Unstructured, how string) {
 	case !u.namespaced:
 		s.addCluster(gvk, what, byDefault)
 	case o.GetNamespace() != "" && o.GetNamespace() != scanNamespace:
-		s.addTo(s.namespaces, o.GetNamespace(), what, byDefault)
+		addSourced(s.namespaces, o.GetNamespace(), what, byDefault)
 	}
 	if gvk.Group != rbacv1.GroupName {
 		return
@@ -219,7 +219,7 @@ func (s *chartScan) add(o *unstructured.Unstructured, how string) {
 		kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind")
 		name, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
 		if name != "" {
-			s.addTo2(s.bound, roleRef{kind, name}, what, byDefault)
+			addSourced(s.bound, roleRef{kind, name}, what, byDefault)
 		}
 	}
 }
@@ -245,8 +245,8 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 		s.copied = append(s.copied, sourcedRule{r, why})
 	}
 	for k := range o.GetLabels() {
-		if strings.Contains(k, "aggregate-to-") {
-			s.addTo(s.aggregates, k, what, byDefault)
+		if strings.Contains(k, helm.AggregationMarker) {
+			addSourced(s.aggregates, k, what, byDefault)
 		}
 	}
 	if role.AggregationRule != nil {
@@ -254,7 +254,7 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 			"`escalate` on clusterroles (cluster-admin) create it, which rudder's role does not grant")
 		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
 			for k := range sel.MatchLabels {
-				s.addTo(s.aggregates, k, what, byDefault)
+				addSourced(s.aggregates, k, what, byDefault)
 			}
 		}
 	}
@@ -276,17 +276,11 @@ func (s *chartScan) addCluster(gvk schema.GroupVersionKind, what string, byDefau
 	if gvk.Group != "" {
 		key += "." + gvk.Group
 	}
-	s.addTo(s.cluster, key, what, byDefault)
+	addSourced(s.cluster, key, what, byDefault)
 }
 
-func (s *chartScan) addTo(m map[string]*sourced, key, what string, byDefault bool) {
-	if m[key] == nil {
-		m[key] = &sourced{}
-	}
-	m[key].add(what, byDefault)
-}
-
-func (s *chartScan) addTo2(m map[roleRef]*sourced, key roleRef, what string, byDefault bool) {
+// addSourced records a reason for key in m.
+func addSourced[K comparable](m map[K]*sourced, key K, what string, byDefault bool) {
 	if m[key] == nil {
 		m[key] = &sourced{}
 	}

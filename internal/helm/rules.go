@@ -149,10 +149,10 @@ func recordShaped(obj *unstructured.Unstructured) string {
 // releaseRecordType is the type of the Secrets Helm's storage driver writes.
 const releaseRecordType = "helm.sh/release.v1"
 
-// aggregationMarker is in the key of every label that, by convention, puts a ClusterRole's
+// AggregationMarker is in the key of every label that, by convention, puts a ClusterRole's
 // rules into an aggregated role (rbac.authorization.k8s.io/aggregate-to-admin,
 // rudder.dev/aggregate-to-manager).
-const aggregationMarker = "aggregate-to-"
+const AggregationMarker = "aggregate-to-"
 
 // aggregates says why a Role or ClusterRole would add rules to, or collect rules from, roles
 // others hold, through a label the watch's allowAggregationLabels does not name; "" otherwise.
@@ -163,7 +163,7 @@ func (c Confinement) aggregates(obj *unstructured.Unstructured) string {
 	}
 	var keys []string
 	for k := range obj.GetLabels() {
-		if strings.Contains(k, aggregationMarker) && !c.allowsAggregation(k) {
+		if strings.Contains(k, AggregationMarker) && !c.allowsAggregation(k) {
 			keys = append(keys, k)
 		}
 	}
