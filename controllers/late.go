@@ -46,11 +46,13 @@ type kindCaches struct {
 	scheme *runtime.Scheme
 	mu     sync.RWMutex
 	late   map[schema.GroupVersionKind]cache.Cache // nil until served
-	ctx    context.Context
+	// anyLate: late has a kind (its keys are fixed when it is made).
+	anyLate bool
+	ctx     context.Context
 }
 
 func newKindCaches(c cache.Cache, scheme *runtime.Scheme, late []schema.GroupVersionKind) *kindCaches {
-	k := &kindCaches{Cache: c, scheme: scheme, late: map[schema.GroupVersionKind]cache.Cache{}}
+	k := &kindCaches{Cache: c, scheme: scheme, late: map[schema.GroupVersionKind]cache.Cache{}, anyLate: len(late) > 0}
 	for _, gvk := range late {
 		k.late[gvk] = nil
 	}
@@ -59,6 +61,9 @@ func newKindCaches(c cache.Cache, scheme *runtime.Scheme, late []schema.GroupVer
 
 // route is the cache that holds objects of obj's kind (a list's items' kind).
 func (k *kindCaches) route(obj runtime.Object) (cache.Cache, error) {
+	if !k.anyLate {
+		return k.Cache, nil
+	}
 	gvk, err := apiutil.GVKForObject(obj, k.scheme)
 	if err != nil {
 		return k.Cache, nil //nolint:nilerr // the manager's cache says why

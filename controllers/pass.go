@@ -114,8 +114,12 @@ func (p *pass) releaseStatus() *rstatus.Release {
 }
 
 // persist writes the status with one merge patch, and only when something changed.
-// conditionsEdited reports whether the pass's hooks changed status.conditions of the CR.
+// conditionsEdited reports whether the pass's hooks changed status.conditions of the CR (a
+// kind without hooks has nothing to compare).
 func (p *pass) conditionsEdited() bool {
+	if len(p.r.opts.Hooks.PreReleaseHooks(p.r.gvk))+len(p.r.opts.Hooks.PostReleaseHooks(p.r.gvk)) == 0 {
+		return false
+	}
 	orig, _ := p.origStatus.(map[string]any)
 	cur, _, _ := unstructured.NestedFieldNoCopy(p.obj.Object, "status", "conditions")
 	return !reflect.DeepEqual(orig["conditions"], cur)
