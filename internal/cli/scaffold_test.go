@@ -130,3 +130,22 @@ func TestScaffoldCRDsInTemplates(t *testing.T) {
 		t.Errorf("allowClusterScoped %v", ws[0].AllowClusterScoped)
 	}
 }
+
+// TestScaffoldWarnsOfWideRules: a rendered role with a wildcard rule is copied (rudder must
+// hold it to create the role), and scaffold says so.
+func TestScaffoldWarnsOfWideRules(t *testing.T) {
+	printed, out, code := scaffoldChart(t, "clusterwide", "Agent", "--set", "clusterName=unit",
+		"--set", "extraObjects[0].apiVersion=rbac.authorization.k8s.io/v1", "--set", "extraObjects[0].kind=ClusterRole",
+		"--set", "extraObjects[0].metadata.name=everything", "--set", "extraObjects[0].rules[0].apiGroups[0]=*",
+		"--set", "extraObjects[0].rules[0].resources[0]=*", "--set", "extraObjects[0].rules[0].verbs[0]=*")
+	if code != 0 {
+		t.Fatalf("scaffold: %d\n%s", code, printed)
+	}
+	if !strings.Contains(printed, "warning: ClusterRole everything (defaults) has a rule [*] [*] [*]") {
+		t.Errorf("no warning of the wildcard rule:\n%s", printed)
+	}
+	role, _ := os.ReadFile(filepath.Join(out, "role.yaml"))
+	if !strings.Contains(string(role), "# rules of ClusterRole everything\n- apiGroups: ['*']") {
+		t.Errorf("role.yaml lacks the copied rule:\n%s", role)
+	}
+}

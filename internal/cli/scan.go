@@ -242,6 +242,11 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 			r.ResourceNames = nil
 			why += "; resourceNames dropped: they are built from the release name"
 		}
+		if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") ||
+			slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "bind") || slices.Contains(r.Verbs, "impersonate") {
+			s.warnings = append(s.warnings, fmt.Sprintf("%s has a rule %v %v %v: rudder's role holds it too, since the API server "+
+				"lets rudder create a role only with rules rudder holds; review it before you apply role.yaml", what, r.APIGroups, r.Resources, r.Verbs))
+		}
 		s.copied = append(s.copied, sourcedRule{r, why})
 	}
 	for k := range o.GetLabels() {
