@@ -303,7 +303,7 @@ func (p *pass) inSync(h *helm.Head, o *outcome) {
 		st.Applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: p.gen, ChartDigest: p.want.ChartDigest}
 	}
 	if st.Chart == "" {
-		st.Chart = p.snap.Chart.Name() + "-" + p.snap.Chart.Metadata.Version
+		st.Chart = helm.ChartRef(p.snap.Chart)
 	}
 	st.Failed = nil
 	p.r.forgetFailure(p.key)

@@ -79,7 +79,7 @@ func (p *pass) installFailed(err error, o *outcome) {
 func (p *pass) succeeded(req *helm.Request, rel *release.Release, reason, msg string, o *outcome) {
 	p.r.forgetFailure(p.key)
 	p.st.Release = &rstatus.Release{
-		Name: p.relName, Revision: rel.Version, Chart: rel.Chart.Name() + "-" + rel.Chart.Metadata.Version,
+		Name: p.relName, Revision: rel.Version, Chart: helm.ChartRef(rel.Chart),
 		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,
 		Applied:         &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
 		RollbackRequest: p.rollbackRequest(),

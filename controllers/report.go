@@ -221,7 +221,7 @@ func (p *pass) reportChartAndPause(o *outcome) {
 		return
 	}
 	p.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
-		fmt.Sprintf("chart %s-%s, digest %s", p.snap.Chart.Name(), p.snap.Chart.Metadata.Version, helm.DisplayDigest(p.snap.Digest)))
+		fmt.Sprintf("chart %s, digest %s", helm.ChartRef(p.snap.Chart), helm.DisplayDigest(p.snap.Digest)))
 }
 
 // setKstatus sets kstatus's three conditions with one reason and message (Stalled=False

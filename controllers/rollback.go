@@ -111,7 +111,7 @@ func (p *pass) keepRollback(obs observed, o *outcome) {
 			}
 		}
 		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
-			st.Chart = rel.Chart.Name() + "-" + rel.Chart.Metadata.Version
+			st.Chart = helm.ChartRef(rel.Chart)
 		}
 		o.rel = rel
 	}

@@ -121,7 +121,7 @@ func (p *pass) rollBackFailedUpgrade(to int, msg string, forbidden bool, o *outc
 	rb := fmt.Sprintf("%s; rolled back to revision %d (now revision %d); not retried until the spec or the chart changes", msg, to, now.Version)
 	o.note(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", rb)
 	st.RolledBackTo = to
-	st.Chart = now.Chart.Name() + "-" + now.Chart.Metadata.Version
+	st.Chart = helm.ChartRef(now.Chart)
 	st.ChartDigest = now.Labels[helm.LabelChartDigest]
 	st.ValuesDigest = now.Labels[helm.LabelValuesDigest]
 	o.stall(rstatus.ReasonUpgradeFailed, rb)

@@ -21,11 +21,20 @@ func ValidateValues(ch *chart.Chart, values map[string]any) error {
 	return chartutil.ValidateAgainstSchema(ch, vals)
 }
 
+// ChartRef is a chart as status.release.chart, Events and revision descriptions name it:
+// "name-version", as Helm's own `helm list` does.
+func ChartRef(ch *chart.Chart) string {
+	if ch == nil || ch.Metadata == nil {
+		return ""
+	}
+	return ch.Name() + "-" + ch.Metadata.Version
+}
+
 // Description is the description of a revision rudder makes: it reads like a changelog in
 // `helm history` ("rudder upgrade: generation 3, chart nginx-1.2.0@8b3b44e738b2, values …").
 func Description(action string, generation int64, ch *chart.Chart, chartDigest, valuesDigest string, overridden []string) string {
-	desc := fmt.Sprintf("rudder %s: generation %d, chart %s-%s@%s, values %s", action, generation,
-		ch.Name(), ch.Metadata.Version, DisplayDigest(chartDigest), DisplayDigest(valuesDigest))
+	desc := fmt.Sprintf("rudder %s: generation %d, chart %s@%s, values %s", action, generation,
+		ChartRef(ch), DisplayDigest(chartDigest), DisplayDigest(valuesDigest))
 	if len(overridden) > 0 {
 		desc += ", overrides " + strings.Join(overridden, ",")
 	}
