@@ -183,10 +183,10 @@ func (p *pass) removeFailedInstall() error {
 func (p *pass) heldBack(o *outcome) bool {
 	var reason string
 	f := p.st.Release
-	switch m, ok := p.r.failureOf(p.key); {
+	switch m, ok := p.r.failures.of(p.key, p.obj.GetUID()); {
 	case f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest:
 		reason = p.failureReason(o)
-	case ok && m.uid == p.obj.GetUID() && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest:
+	case ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest:
 		p.releaseStatus().Failed = &m.failed
 		reason = m.reason
 	default:
@@ -221,7 +221,7 @@ func (p *pass) failureReason(o *outcome) string {
 func (p *pass) recordFailure(reason string, err error) {
 	st := p.releaseStatus()
 	st.Failed = &rstatus.FailedRelease{ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Message: truncate(err.Error(), 1000)}
-	p.r.rememberFailure(p.key, failure{uid: p.obj.GetUID(), reason: reason, failed: *st.Failed})
+	p.r.failures.remember(p.key, p.obj.GetUID(), failure{reason: reason, failed: *st.Failed})
 }
 
 // foreignOperation reports (and says on the CR) whether the pending newest revision belongs to
@@ -306,7 +306,7 @@ func (p *pass) inSync(h *helm.Head, o *outcome) {
 		st.Chart = helm.ChartRef(p.snap.Chart)
 	}
 	st.Failed = nil
-	p.r.forgetFailure(p.key)
+	p.r.failures.forget(p.key)
 	// Keep the message of the install or upgrade that made the revision.
 	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback {
 		o.released = &condition{metav1.ConditionTrue, rstatus.ReasonUpToDate,

@@ -77,7 +77,7 @@ func (p *pass) installFailed(err error, o *outcome) {
 
 // succeeded records a revision rudder made from the spec.
 func (p *pass) succeeded(req *helm.Request, rel *release.Release, reason, msg string, o *outcome) {
-	p.r.forgetFailure(p.key)
+	p.r.failures.forget(p.key)
 	p.st.Release = &rstatus.Release{
 		Name: p.relName, Revision: rel.Version, Chart: helm.ChartRef(rel.Chart),
 		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,

@@ -133,10 +133,10 @@ type Reconciler struct {
 	states map[types.NamespacedName]string
 	// failures are the (chart, values) held back per CR, as in status.release.failed; see
 	// pass.heldBack.
-	failures map[types.NamespacedName]failure
+	failures *shadow[failure]
 	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
 	// status.release.rollbackRequest, until the cache shows that status.
-	rollbacks map[types.NamespacedName]handled
+	rollbacks *shadow[string]
 	// gate shares the workers out between namespaces (see gate.go).
 	gate *gate
 }
@@ -187,8 +187,8 @@ func New(opts Options) (*Reconciler, error) {
 		verified:  map[types.NamespacedName]types.UID{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
-		failures:  map[types.NamespacedName]failure{},
-		rollbacks: map[types.NamespacedName]handled{},
+		failures:  newShadow[failure](),
+		rollbacks: newShadow[string](),
 		gate:      newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
 }
@@ -325,8 +325,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.dirty, key)
 	delete(r.verified, key)
 	delete(r.manifests, key)
-	delete(r.failures, key)
-	delete(r.rollbacks, key)
+	r.failures.forget(key)
+	r.rollbacks.forget(key)
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)

@@ -33,9 +33,9 @@ func (p *pass) requestedRollback(o *outcome) {
 	if !due {
 		return
 	}
-	if p.r.handledRollback(p.key, p.obj.GetUID(), v) {
+	if handled, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && handled == v {
 		// Handled by a pass whose status write the cache does not show yet.
-		p.handledRollback(v)
+		p.markRollbackHandled(v)
 		return
 	}
 	to, err := strconv.Atoi(v)
@@ -48,7 +48,7 @@ func (p *pass) requestedRollback(o *outcome) {
 		}
 		target = helm.HeadOf(rel)
 	}
-	p.handledRollback(v)
+	p.markRollbackHandled(v)
 	if target == nil || target.OwnerUID != p.want.OwnerUID {
 		msg := fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
 			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace)
@@ -62,7 +62,7 @@ func (p *pass) requestedRollback(o *outcome) {
 		if isTransient(err) {
 			// Try this value again.
 			p.st.Release.RollbackRequest = ""
-			p.r.rememberRollback(p.key, handled{})
+			p.r.rollbacks.forget(p.key)
 			o.fail(rstatus.ReasonRollbackFailed, fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err))
 			return
 		}
@@ -79,9 +79,11 @@ func (p *pass) requestedRollback(o *outcome) {
 	p.rolledBack = true
 }
 
-func (p *pass) handledRollback(v string) {
+// markRollbackHandled records that the rollback-to value v was handled, in the status and its
+// shadow.
+func (p *pass) markRollbackHandled(v string) {
 	p.releaseStatus().RollbackRequest = v
-	p.r.rememberRollback(p.key, handled{uid: p.obj.GetUID(), value: v})
+	p.r.rollbacks.remember(p.key, p.obj.GetUID(), v)
 }
 
 // keepRollback keeps a deployed revision that rudder did not make from the spec (helm
@@ -115,7 +117,7 @@ func (p *pass) keepRollback(obs observed, o *outcome) {
 		}
 		o.rel = rel
 	}
-	p.r.forgetFailure(p.key)
+	p.r.failures.forget(p.key)
 	target := "a revision rudder did not make from the spec"
 	if to > 0 {
 		target = fmt.Sprintf("revision %d", to)

@@ -1,53 +1,60 @@
 package controllers
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
 
-// The in-memory shadows of status.release.failed and rollbackRequest, which a pass consults
-// while the cache does not show the status the pass before it wrote yet.
+// shadow keeps, per CR, a value a pass wrote into the CR's status, for the passes that read
+// the CR from a cache that does not show that write yet (the failure that holds a (chart,
+// values) back, the rollback-to value handled). A value belongs to one incarnation of the CR:
+// it is not seen by a CR of the same name made anew (another UID).
+type shadow[T any] struct {
+	mu     sync.Mutex
+	values map[types.NamespacedName]shadowed[T]
+}
 
-type handled struct {
+type shadowed[T any] struct {
 	uid   types.UID
-	value string
+	value T
 }
 
-func (r *Reconciler) rememberRollback(key types.NamespacedName, h handled) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rollbacks[key] = h
+func newShadow[T any]() *shadow[T] {
+	return &shadow[T]{values: map[types.NamespacedName]shadowed[T]{}}
 }
 
-func (r *Reconciler) handledRollback(key types.NamespacedName, uid types.UID, value string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h, ok := r.rollbacks[key]
-	return ok && h.uid == uid && h.value == value
+// remember keeps v as what the CR (key, uid) was last written with.
+func (s *shadow[T]) remember(key types.NamespacedName, uid types.UID, v T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values[key] = shadowed[T]{uid, v}
 }
 
+// of is what the CR (key, uid) was last written with, if it was.
+func (s *shadow[T]) of(key types.NamespacedName, uid types.UID) (T, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[key]
+	if !ok || v.uid != uid {
+		var zero T
+		return zero, false
+	}
+	return v.value, true
+}
+
+// forget drops what is kept of the CR at key.
+func (s *shadow[T]) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.values, key)
+}
+
+// failure is a held-back failure as status.release.failed records it, with the reason
+// Released gave.
 type failure struct {
-	uid    types.UID
 	reason string
 	failed rstatus.FailedRelease
-}
-
-func (r *Reconciler) rememberFailure(key types.NamespacedName, f failure) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures[key] = f
-}
-
-func (r *Reconciler) failureOf(key types.NamespacedName) (failure, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f, ok := r.failures[key]
-	return f, ok
-}
-
-func (r *Reconciler) forgetFailure(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.failures, key)
 }
