@@ -227,9 +227,9 @@ func (p *pass) recordFailure(reason string, err error) {
 // foreignOperation reports (and says on the CR) whether the pending newest revision belongs to
 // an operation rudder did not start that may still be running.
 func (p *pass) foreignOperation(rel *release.Release, o *outcome) bool {
-	if rel.Info == nil || helm.HeadOf(rel).MadeByRudder() || strings.HasPrefix(rel.Info.Description, "rudder ") {
-		// rudder's own: an install or upgrade carries its revision label, a rollback rudder
-		// made its description.
+	if h := helm.HeadOf(rel); rel.Info == nil || h.MadeByRudder() || h.RudderRollback() {
+		// rudder's own: an install or upgrade carries LabelRevision, a rollback
+		// LabelRollbackRevision, each with its own number.
 		return false
 	}
 	age := p.r.opts.Clock.Since(rel.Info.LastDeployed.Time)

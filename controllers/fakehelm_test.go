@@ -228,6 +228,7 @@ func (f *fakeHelm) Rollback(_ helm.Scope, _ string, to, _ int, desc string) erro
 	for k, v := range target.Labels {
 		l[k] = v
 	}
+	l[helm.LabelRollbackRevision] = strconv.Itoa(f.newest().Version + 1) // as helm.Client marks rudder's rollbacks
 	f.store(&release.Release{Name: f.name, Namespace: f.ns, Labels: l, Manifest: target.Manifest, Chart: target.Chart,
 		Info: &release.Info{Status: release.StatusDeployed, Description: desc}})
 	return nil

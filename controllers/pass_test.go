@@ -360,6 +360,29 @@ func TestPassDecisionTable(t *testing.T) {
 		conds:  []string{"Released=False/PendingOperation", "Ready=False/PendingOperation", "Reconciling=True/PendingOperation", "Stalled=False/PendingOperation"},
 		result: "requeue",
 	}, {
+		name: "rudder's own pending rollback (its label, its number): unlocked at once",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			rb.Labels[helm.LabelRollbackRevision] = strconv.Itoa(rb.Version)
+			rb.Info.Description = "a description rudder does not read"
+		},
+		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Warning Unlocked", "Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
+		name: "a pending copy of rudder's rollback (helm rollback to it: another number): waited for",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			rb.Labels[helm.LabelRollbackRevision] = "1"
+		},
+		calls:  []string{"Last"},
+		waits:  true,
+		conds:  []string{"Released=False/PendingOperation", "Ready=False/PendingOperation", "Reconciling=True/PendingOperation", "Stalled=False/PendingOperation"},
+		result: "requeue",
+	}, {
 		name: "someone else's pending rollback, older than the grace: unlocked",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, true, 0, unitUID)

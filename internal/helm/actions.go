@@ -231,9 +231,10 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 // Rollback returns a release to revision toRevision, as a new revision described by
 // description (Helm's "Rollback to N" when empty). The target's manifest and hooks are checked
 // against the scope before anything is stored or applied: the watch's confinement may be
-// stricter than when that revision was made.
+// stricter than when that revision was made. The new revision is marked as rudder's rollback
+// (LabelRollbackRevision).
 func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, description string) error {
-	r, err := c.begin(s, storing{manifest: true, description: description})
+	r, err := c.begin(s, storing{manifest: true, description: description, rollback: true})
 	if err != nil {
 		return err
 	}

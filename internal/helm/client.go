@@ -222,6 +222,8 @@ type storing struct {
 	stamp bool
 	// description replaces Helm's own (a rollback's "Rollback to N").
 	description string
+	// rollback: the action is a rollback rudder makes; LabelRollbackRevision records its number.
+	rollback bool
 	// carried are the owner's labels shards select on, for the hooks' marks.
 	carried map[string]string
 	// record, when set, is the chart the revision's record keeps: Helm was given the rendered

@@ -77,5 +77,11 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 	if d.description != "" {
 		rls.Info.Description = d.description
 	}
+	if d.rollback {
+		labels := make(map[string]string, len(rls.Labels)+1)
+		maps.Copy(labels, rls.Labels)
+		labels[LabelRollbackRevision] = strconv.Itoa(rls.Version)
+		rls.Labels = labels
+	}
 	return d.secretsDriver.Create(key, rls)
 }

@@ -25,6 +25,11 @@ const (
 	// rollback copies a revision's labels, so on a rollback it names the revision returned to,
 	// and differs from the record's own number.
 	LabelRevision = "rudder.dev/revision"
+	// LabelRollbackRevision is the revision number rudder stored a rollback it made as (an
+	// automatic one after a failed upgrade, or one rudder.dev/rollback-to asked for). A record
+	// copied from it (a later helm rollback to it) carries another number: only rudder's own
+	// rollback records carry their own.
+	LabelRollbackRevision = "rudder.dev/rollback-revision"
 
 	// LabelManaged marks every object a release renders, so that rudder's dependent cache
 	// holds only its own operands.

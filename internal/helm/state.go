@@ -64,6 +64,9 @@ type Head struct {
 	// rollback copies it from the revision it returns to, so it equals Revision only for
 	// revisions rudder made from a spec. 0 when absent.
 	MadeAs int
+	// RollbackAs is the revision number rudder stored a rollback it made as
+	// (LabelRollbackRevision); 0 when absent.
+	RollbackAs int
 	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
 	// decoded release does not know its history). Helm marks the revision an upgrade or a
 	// rollback replaces superseded, but only logs a failure to: such a history wants
@@ -73,6 +76,9 @@ type Head struct {
 
 // MadeByRudder reports whether rudder made the revision from a CR's spec (install, upgrade).
 func (h *Head) MadeByRudder() bool { return h.MadeAs == h.Revision }
+
+// RudderRollback reports whether the revision is a rollback rudder made.
+func (h *Head) RudderRollback() bool { return h.RollbackAs == h.Revision }
 
 // Pending reports whether an operation is (or was, if it died) writing the revision.
 func (h *Head) Pending() bool {
@@ -106,6 +112,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.ChartDigest = rel.Labels[LabelChartDigest]
 		h.ValuesDigest = rel.Labels[LabelValuesDigest]
 		h.MadeAs = madeAs(rel.Labels)
+		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
 	}
 	return h
 }
@@ -117,11 +124,14 @@ func HeadOfLabels(l map[string]string) *Head {
 		return nil
 	}
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
-		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l)}
+		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision)}
 }
 
-func madeAs(l map[string]string) int {
-	n, _ := strconv.Atoi(l[LabelRevision])
+func madeAs(l map[string]string) int { return labelInt(l, LabelRevision) }
+
+// labelInt is a label's value as a number; 0 when absent or not one.
+func labelInt(l map[string]string, key string) int {
+	n, _ := strconv.Atoi(l[key])
 	return n
 }
 
