@@ -23,6 +23,7 @@ import (
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -122,14 +123,11 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 	if len(history) != 1 {
 		t.Fatalf("idle passes made revisions: history has %d, want 1", len(history))
 	}
-	objects := releaseObjects(t, history[0].Manifest)
+	// The release's objects, placed as Helm applies them (in the release's namespace when
+	// namespaced and without one).
+	objects := releaseObjects(t, history[0].Manifest, ns)
 	for _, h := range history[0].Hooks {
-		objects = append(objects, releaseObjects(t, h.Manifest)...)
-	}
-	for _, o := range objects {
-		if namespaced, err := k8s.IsObjectNamespaced(o); err == nil && namespaced && o.GetNamespace() == "" {
-			o.SetNamespace(ns) // Helm places it in the release's namespace
-		}
+		objects = append(objects, releaseObjects(t, h.Manifest, ns)...)
 	}
 
 	if tc.drift != nil {
@@ -180,26 +178,14 @@ func gone(err error) bool {
 	return apierrors.IsNotFound(err) || errors.As(err, &noKind) || meta.IsNoMatchError(err)
 }
 
-// releaseObjects are the objects of a manifest, with their kind, namespace and name.
-func releaseObjects(t *testing.T, manifest string) []*unstructured.Unstructured {
+// releaseObjects are the identities of a manifest's objects, as helm.ParseIdentities places them.
+func releaseObjects(t *testing.T, manifest, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	var out []*unstructured.Unstructured
-	for doc := range strings.SplitSeq(manifest, "\n---") {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
-			t.Fatal(err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: m}
-		o := &unstructured.Unstructured{}
-		o.SetGroupVersionKind(u.GroupVersionKind())
-		o.SetNamespace(u.GetNamespace())
-		o.SetName(u.GetName())
-		out = append(out, o)
+	objs, err := helm.ParseIdentities(manifest, ns, k8s.RESTMapper())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return objs
 }
 
 var chartVersion = regexp.MustCompile(`(?m)^version:\s*(\S+)\s*$`)

@@ -35,8 +35,7 @@ func ControllerName(gvk schema.GroupVersionKind) string {
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
 // chart changes, and - once a release exists - the kinds of its objects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.gvk)
+	u := crObject(r.gvk)
 	// More workers than passes that work at once: the gate holds the rest (see gate.go).
 	max := poolSize(workers(r.opts))
 	sel := r.opts.Watch.LabelSelector()

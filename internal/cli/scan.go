@@ -117,7 +117,7 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		for _, o := range splitObjects(string(crd.File.Data)) {
 			s.learnCRD(o)
 		}
-		s.addCluster(crdGVK, "crds/"+crd.Filename+" (installed only where allowClusterScoped names CustomResourceDefinition)", true)
+		s.addCluster(helm.CRDKind, "crds/"+crd.Filename+" (installed only where allowClusterScoped names CustomResourceDefinition)", true)
 	}
 	for _, r := range rendered {
 		for _, o := range r.objs {
@@ -139,27 +139,17 @@ type renderedVariant struct {
 	objs []*unstructured.Unstructured
 }
 
-var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
-
 // learnCRD keeps the resource and scope of a kind the chart defines.
 func (s *chartScan) learnCRD(o *unstructured.Unstructured) {
-	if o.GroupVersionKind().GroupKind() != crdGVK.GroupKind() {
-		return
-	}
-	group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-	kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-	plural, _, _ := unstructured.NestedString(o.Object, "spec", "names", "plural")
-	scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
-	if kind != "" && plural != "" {
-		gk := schema.GroupKind{Group: group, Kind: kind}
-		s.crds[gk] = kindUse{gvk: gk.WithVersion(""), resource: plural, namespaced: scope != "Cluster"}
+	if d, ok := helm.Defined(o); ok && d.Plural != "" {
+		s.crds[d.GroupKind] = kindUse{gvk: d.WithVersion(""), resource: d.Plural, namespaced: d.Namespaced}
 	}
 }
 
 // addCRDKind adds the CustomResourceDefinition kind itself when crds/ has any.
 func (s *chartScan) addCRDKind(ch *chart.Chart) {
 	if len(ch.CRDObjects()) > 0 {
-		s.kind(crdGVK, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
+		s.kind(helm.CRDKind, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
 	}
 }
 

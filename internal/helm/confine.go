@@ -150,8 +150,8 @@ func (c Confinement) check(s *scoper, src Source, gvk schema.GroupVersionKind, n
 	return c.checkObject(src, gvk, name, ns, namespaced), nil
 }
 
-// crdGVK is the kind of everything in a chart's crds/ directory.
-var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+// CRDKind is the kind of everything in a chart's crds/ directory.
+var CRDKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
 // scoper tells a kind's scope: from the API server's mapping, else from the CRDs of the chart
 // being installed (their kinds are not served until Helm created them).
@@ -177,22 +177,32 @@ func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
 // learn keeps the scope of the kind a CustomResourceDefinition defines: the chart's crds/, and
 // the CRDs a manifest renders in templates/, whose kinds the same manifest may use before the
 // API server serves them.
-func (s *scoper) learn(o map[string]any) {
-	u := &unstructured.Unstructured{Object: o}
-	if u.GroupVersionKind().GroupKind() != crdGVK.GroupKind() {
-		return
+// It reports whether o is a CustomResourceDefinition.
+func (s *scoper) learn(o map[string]any) bool {
+	d, ok := Defined(&unstructured.Unstructured{Object: o})
+	if ok {
+		s.crds[d.GroupKind] = d.Namespaced
 	}
-	if gk, namespaced, ok := definedKind(u); ok {
-		s.crds[gk] = namespaced
-	}
+	return ok
 }
 
-// definedKind is the kind a CustomResourceDefinition defines, and whether it is namespaced.
-func definedKind(crd *unstructured.Unstructured) (gk schema.GroupKind, namespaced, ok bool) {
-	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	scope, _, _ := unstructured.NestedString(crd.Object, "spec", "scope")
-	return schema.GroupKind{Group: group, Kind: kind}, scope != "Cluster", kind != ""
+// DefinedKind is what a CustomResourceDefinition defines.
+type DefinedKind struct {
+	schema.GroupKind
+	Plural     string
+	Namespaced bool
+}
+
+// Defined is the kind obj defines when it is a CustomResourceDefinition that names one.
+func Defined(obj *unstructured.Unstructured) (DefinedKind, bool) {
+	if obj.GetKind() != CRDKind.Kind || obj.GroupVersionKind().Group != CRDKind.Group {
+		return DefinedKind{}, false
+	}
+	kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
+	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
+	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+	scope, _, _ := unstructured.NestedString(obj.Object, "spec", "scope")
+	return DefinedKind{schema.GroupKind{Group: group, Kind: kind}, plural, scope != "Cluster"}, kind != ""
 }
 
 func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {

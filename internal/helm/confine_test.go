@@ -38,7 +38,7 @@ func testMapper() meta.RESTMapper {
 		{schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace},
 		{schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot},
 		{schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot},
-		{crdGVK, meta.RESTScopeRoot},
+		{CRDKind, meta.RESTScopeRoot},
 	} {
 		m.Add(k.gvk, k.scope)
 	}

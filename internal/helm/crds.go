@@ -35,19 +35,18 @@ const crdServedTimeout = time.Minute
 // to Helm.
 func (k *kubeClient) createOwnCRDs(manifest string) error {
 	objs := k.post.objectsOf(manifest)
-	used := map[schema.GroupKind]bool{}
-	var crds []map[string]any
-	for _, o := range objs {
-		gk := (&unstructured.Unstructured{Object: o}).GroupVersionKind().GroupKind()
-		used[gk] = true
-		if gk == crdGVK.GroupKind() {
-			crds = append(crds, o)
-		}
+	if objs == nil || len(k.post.crds) == 0 {
+		return nil
 	}
-	for _, o := range crds {
+	used := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		used[(&unstructured.Unstructured{Object: o}).GroupVersionKind().GroupKind()] = true
+	}
+	for _, o := range k.post.crds {
 		crd := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
-		gk, _, ok := definedKind(crd)
-		if !ok || !used[gk] || k.serves(gk) {
+		d, _ := Defined(crd)
+		gk := d.GroupKind
+		if !used[gk] || k.serves(gk) {
 			continue
 		}
 		if err := k.createCRD(crd); err != nil {
@@ -85,11 +84,11 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 	ann[helmReleaseName] = k.post.release
 	ann[helmReleaseNamespace] = k.getter.namespace
 	crd.SetAnnotations(ann)
-	mapping, err := k.getter.mapper.RESTMapping(crdGVK.GroupKind(), crdGVK.Version)
+	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
 	if err != nil {
 		return err
 	}
-	client, err := k.restClient(crdGVK.GroupVersion())
+	client, err := k.restClient(CRDKind.GroupVersion())
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,9 @@
 package helm
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 
@@ -14,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
 // Owner is the CR a release belongs to.
@@ -42,6 +38,8 @@ type postRenderer struct {
 	manifest   string
 	objects    []map[string]any
 	identities []*unstructured.Unstructured
+	// crds are the CustomResourceDefinitions among the objects the last Run decoded.
+	crds []map[string]any
 }
 
 func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
@@ -49,12 +47,16 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	if int64(in.Len()) > p.limits.manifestBytes() {
 		return nil, limitError(LimitManifestBytes, p.limits.manifestBytes(), fmt.Sprintf("the rendered manifest is %d bytes", in.Len()))
 	}
-	raws, err := decodeManifest(in.Bytes())
-	if err != nil {
-		return nil, err
-	}
-	for _, raw := range raws {
-		p.scoper.learn(raw)
+	var raws []map[string]any
+	p.crds = nil
+	if err := eachObject(in.Bytes(), func(o *unstructured.Unstructured) error {
+		raws = append(raws, o.Object)
+		if p.scoper.learn(o.Object) {
+			p.crds = append(p.crds, o.Object)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("parsing rendered manifests: %w", err)
 	}
 	var out bytes.Buffer
 	var objects []map[string]any
@@ -95,28 +97,6 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	p.manifest, p.objects, p.identities = out.String(), objects, identities
 	return &out, nil
-}
-
-// decodeManifest is every non-empty document of a rendered manifest, decoded.
-func decodeManifest(data []byte) ([]map[string]any, error) {
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []map[string]any
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
-		}
-		raw, err := decodeObject(doc)
-		if err != nil {
-			return nil, fmt.Errorf("parsing rendered manifests: %w", err)
-		}
-		if len(raw) > 0 {
-			out = append(out, raw)
-		}
-	}
 }
 
 // identity is an object's apiVersion, kind, name and namespace, placed as Helm applies it
