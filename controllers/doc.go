@@ -1,14 +1,48 @@
 // Package controllers is rudder's generic reconciler and its wiring.
 //
 // A Reconciler reconciles the CRs of one watches.yaml entry, keeping one Helm release per CR.
-// Each reconcile is a pass in three steps (pass.go): observe what the pass decides from,
-// act on it (one Helm action, or none), report the outcome as conditions, Events, metrics and
-// the Result. Helm is reached through the Releases interface, which *helm.Client implements.
+// Each reconcile is a pass (pass.go) in three steps:
+//
+//   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
+//     hooks' word, and the release's newest revision, classified by helm.DetermineState;
+//   - act (actions.go) takes one action at a time. next (plan.go), a pure function, maps the
+//     state and what the pass met so far (the situation) to the next action or to how the
+//     pass ends; the pass runs the action, observes the release as it left it, and asks next
+//     again. Each action is taken at most once per pass. On a revision, settle (objects.go)
+//     then looks at its objects: the reapply action restores drift, kstatus says whether they
+//     are ready, and the post-release hooks run;
+//   - report (report.go) turns the steps' results into conditions, Events, status.release
+//     (record.go, its one writer), the rudder_release_state gauge and the controller-runtime
+//     Result.
+//
+// Helm and its storage are reached only through the Releases interface, which *helm.Client
+// implements; unit tests drive the pass with *helm.Memory, Helm's own actions over its memory
+// storage driver (fakehelm_test.go adds a spy and failures).
+//
+// # Adding an action
+//
+// An action does one thing to a release and returns a result; it decides nothing else and
+// sets no condition. To add one (a hypothetical "test" that runs a chart's test hooks):
+//
+//  1. Write the type in a file of its own: String returns its name (a new act* constant in
+//     plan.go: its metric label, its Events' action, its key in situation.taken), and run
+//     does the one call to Releases (add the method there, to *helm.Client and to
+//     *helm.Memory) and returns a result: the verdict (succeeded, failed, retry, blocked),
+//     the reason and message, the Events (notes), the conditions it changes (a new condition
+//     type is a result field that report sets), and what status.release learns (a field of
+//     record, written by writeRelease). When it knows the release as it left it, it says so
+//     in result.after, which spares a read of storage.
+//  2. Give situation the fact that calls for it, filled in by pass.situation, and add the
+//     case to next: which state, after which step. next stays pure; every fact it needs is
+//     read by situation first.
+//  3. Add rows to TestNext (plan_test.go) for every state and previous result the action
+//     meets, and to TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and
+//     Events, failures included; then an integration test against the control plane.
 //
 // NewManager wires rudder together: the manager and its caches, the chart source, the Helm
 // client, one Reconciler per watch, and the Go hooks of the built-in kinds (controllers/at,
-// controllers/application). main.go parses flags into ManagerOptions; tests and benchmarks call
-// NewManager directly.
+// controllers/application). main.go parses flags into ManagerOptions; tests and benchmarks
+// call NewManager directly.
 //
 // It owns the CRs' status and the releases' lifecycle; how a release is rendered, confined and
 // stored belongs to internal/helm, what a watch makes of a CR to internal/watches.

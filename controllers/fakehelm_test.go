@@ -3,38 +3,30 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// fakeHelm is a spy Releases over one release's history. Every stored revision is mirrored
-// into a client as Helm's storage Secret labels, so that the reconciler's cache of release
-// metadata sees what storage holds.
+// fakeHelm is Helm without a cluster — helm.Memory, Helm's own actions over its memory
+// storage driver, so that its history is the one Helm writes — with a spy's hooks: it
+// records the calls the reconciler makes of storage and actions (the cached Head costs no
+// request and is not one), and fails those a case asks it to.
 type fakeHelm struct {
-	mu      sync.Mutex
-	name    string
-	ns      string
-	history []*release.Release
-	calls   []string
-	mirror  client.Client
-	// manifest is what every revision the fake makes renders; objects, when set, are what
-	// Install and Upgrade report of its objects (helm.Request.Objects, which Helm's client
-	// knows from its post-render).
-	manifest string
-	objects  []*unstructured.Unstructured
+	*helm.Memory
+	mu    sync.Mutex
+	calls []string
+	// hidden: the cache shows none of the release's records (a shard that does not select
+	// them yet).
+	hidden bool
 
 	// What the next actions do: a non-nil error fails them; stores says whether a failed
-	// install or upgrade leaves a failed revision (Helm's apply errors do; refusals before
-	// anything is stored, such as a confinement violation, do not).
+	// install or upgrade leaves a failed revision (the cluster refuses an object: Helm records
+	// the failure) or nothing (a refusal before anything is stored, such as a confinement
+	// violation).
 	installErr, upgradeErr, rollbackErr, lastErr error
 	stores                                       bool
 	// failNth fails the Nth call (from 1) of a method (by name) with nthErr: a transient error
@@ -44,8 +36,17 @@ type fakeHelm struct {
 	counts  map[string]int
 }
 
-// nth counts a call of method and returns nthErr when it is the one failNth names.
-func (f *fakeHelm) nth(method string) error {
+func newFakeHelm(writer client.Client, manifest string) *fakeHelm {
+	m := helm.NewMemory()
+	m.Manifest, m.Client = manifest, writer
+	return &fakeHelm{Memory: m}
+}
+
+// call records a call and returns the error it fails with (nil: none).
+func (f *fakeHelm) call(method, format string, args ...any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, method+fmt.Sprintf(format, args...))
 	if f.counts == nil {
 		f.counts = map[string]int{}
 	}
@@ -54,10 +55,6 @@ func (f *fakeHelm) nth(method string) error {
 		return f.nthErr
 	}
 	return nil
-}
-
-func (f *fakeHelm) record(call string, args ...any) {
-	f.calls = append(f.calls, fmt.Sprintf(call, args...))
 }
 
 // Calls returns the calls made so far and forgets them.
@@ -69,228 +66,116 @@ func (f *fakeHelm) Calls() []string {
 	return c
 }
 
-func (f *fakeHelm) newest() *release.Release {
-	if len(f.history) == 0 {
-		return nil
+// failing runs action with the kube client failing as err says when the revision is stored,
+// or fails it before anything is stored.
+func (f *fakeHelm) failing(err error, set func(error), action func() error) error {
+	switch {
+	case err == nil:
+		return action()
+	case !f.stores:
+		return err
 	}
-	return f.history[len(f.history)-1]
+	set(err)
+	defer set(nil)
+	return action()
 }
 
-// store appends a revision (and mirrors it).
-func (f *fakeHelm) store(rel *release.Release) {
-	rel.Version = 1
-	if n := f.newest(); n != nil {
-		rel.Version = n.Version + 1
+func (f *fakeHelm) Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error) {
+	if f.hidden {
+		return nil, nil
 	}
-	f.history = append(f.history, rel)
-	f.sync()
+	return f.Memory.Head(ctx, s, name)
 }
 
-// sync mirrors the history into Secrets (labels only, as rudder's cache holds them).
-func (f *fakeHelm) sync() {
-	ctx := context.Background()
-	old := &corev1.SecretList{}
-	if err := f.mirror.List(ctx, old, client.InNamespace(f.ns), client.MatchingLabels{"owner": "helm", "name": f.name}); err != nil {
-		panic(err)
+func (f *fakeHelm) Last(s helm.Scope, name string) (*release.Release, error) {
+	if err := f.call("Last", ""); err != nil {
+		return nil, err
 	}
-	for i := range old.Items {
-		if err := f.mirror.Delete(ctx, &old.Items[i]); err != nil {
-			panic(err)
-		}
-	}
-	for _, rel := range f.history {
-		l := map[string]string{"owner": "helm", "name": f.name, "version": strconv.Itoa(rel.Version), "status": rel.Info.Status.String()}
-		for k, v := range rel.Labels {
-			l[k] = v
-		}
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: fmt.Sprintf("sh.helm.release.v1.%s.v%d", f.name, rel.Version), Labels: l}}
-		if err := f.mirror.Create(ctx, s); err != nil {
-			panic(err)
-		}
-	}
-}
-
-func (f *fakeHelm) revision(req *helm.Request, status release.Status, desc string) *release.Release {
-	l := req.Labels()
-	next := 1
-	if n := f.newest(); n != nil {
-		next = n.Version + 1
-	}
-	l[helm.LabelRevision] = strconv.Itoa(next)
-	return &release.Release{Name: f.name, Namespace: f.ns, Labels: l, Manifest: f.manifest,
-		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: req.Chart.Name(), Version: req.Chart.Metadata.Version}},
-		Info:  &release.Info{Status: status, Description: desc}}
-}
-
-func (f *fakeHelm) Last(_ helm.Scope, name string) (*release.Release, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Last")
 	if f.lastErr != nil {
 		return nil, f.lastErr
 	}
-	if err := f.nth("Last"); err != nil {
+	return f.Memory.Last(s, name)
+}
+
+func (f *fakeHelm) LastDeployed(s helm.Scope, name string, before int) (*release.Release, error) {
+	if err := f.call("LastDeployed", ""); err != nil {
 		return nil, err
 	}
-	return f.newest(), nil
+	return f.Memory.LastDeployed(s, name, before)
 }
 
-func (f *fakeHelm) LastDeployed(_ helm.Scope, _ string, before int) (*release.Release, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("LastDeployed")
-	if err := f.nth("LastDeployed"); err != nil {
+func (f *fakeHelm) Revision(s helm.Scope, name string, version int) (*release.Release, error) {
+	if err := f.call("Revision", " %d", version); err != nil {
 		return nil, err
 	}
-	for i := len(f.history) - 1; i >= 0; i-- {
-		if r := f.history[i]; r.Version < before && (r.Info.Status == release.StatusDeployed || r.Info.Status == release.StatusSuperseded) {
-			return r, nil
-		}
-	}
-	return nil, nil
+	return f.Memory.Revision(s, name, version)
 }
 
-func (f *fakeHelm) Revision(_ helm.Scope, _ string, version int) (*release.Release, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Revision %d", version)
-	for _, r := range f.history {
-		if r.Version == version {
-			return r, nil
-		}
+func (f *fakeHelm) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
+	if err := f.call("Install", ""); err != nil {
+		return nil, err
 	}
-	return nil, nil
+	var rel *release.Release
+	err := f.failing(f.installErr, func(err error) { f.Kube.WaitError = err }, func() (err error) {
+		rel, err = f.Memory.Install(ctx, req)
+		return err
+	})
+	return rel, err
 }
 
-func (f *fakeHelm) Install(_ context.Context, req *helm.Request) (*release.Release, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Install")
-	if f.newest() != nil {
-		return nil, helm.ErrNameInUse
+func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error) {
+	if err := f.call("Upgrade", ""); err != nil {
+		return nil, err
 	}
-	if f.installErr != nil {
-		if f.stores {
-			f.store(f.revision(req, release.StatusFailed, "Release failed"))
-		}
-		return nil, f.installErr
-	}
-	rel := f.revision(req, release.StatusDeployed, req.Description)
-	f.store(rel)
-	req.Objects = f.objects
-	return rel, nil
+	var rel *release.Release
+	err := f.failing(f.upgradeErr, func(err error) { f.Kube.UpdateError = err }, func() (err error) {
+		rel, err = f.Memory.Upgrade(ctx, req)
+		return err
+	})
+	return rel, err
 }
 
-func (f *fakeHelm) Upgrade(_ context.Context, req *helm.Request) (*release.Release, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Upgrade")
-	if f.upgradeErr != nil {
-		if f.stores {
-			f.store(f.revision(req, release.StatusFailed, "Upgrade failed"))
-		}
-		return nil, f.upgradeErr
+func (f *fakeHelm) Rollback(s helm.Scope, name string, to, maxHistory int, desc string) error {
+	if err := f.call("Rollback", " %d", to); err != nil {
+		return err
 	}
-	f.supersede()
-	rel := f.revision(req, release.StatusDeployed, req.Description)
-	f.store(rel)
-	req.Objects = f.objects
-	return rel, nil
-}
-
-func (f *fakeHelm) supersede() {
-	for _, r := range f.history {
-		if r.Info.Status == release.StatusDeployed {
-			r.Info.Status = release.StatusSuperseded
-		}
-	}
-}
-
-// Rollback copies the target's labels, as Helm does.
-func (f *fakeHelm) Rollback(_ helm.Scope, _ string, to, _ int, desc string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Rollback %d", to)
 	if f.rollbackErr != nil {
 		return f.rollbackErr
 	}
-	var target *release.Release
-	for _, r := range f.history {
-		if r.Version == to {
-			target = r
-		}
-	}
-	if target == nil {
-		return fmt.Errorf("release: not found")
-	}
-	f.supersede()
-	l := map[string]string{}
-	for k, v := range target.Labels {
-		l[k] = v
-	}
-	l[helm.LabelRollbackRevision] = strconv.Itoa(f.newest().Version + 1) // as helm.Client marks rudder's rollbacks
-	f.store(&release.Release{Name: f.name, Namespace: f.ns, Labels: l, Manifest: target.Manifest, Chart: target.Chart,
-		Info: &release.Info{Status: release.StatusDeployed, Description: desc}})
-	return nil
+	return f.Memory.Rollback(s, name, to, maxHistory, desc)
 }
 
-func (f *fakeHelm) Uninstall(_ helm.Scope, _, _ string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Uninstall")
-	f.history = nil
-	f.sync()
-	return nil
-}
-
-func (f *fakeHelm) Unlock(_ helm.Scope, rel *release.Release) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Unlock %d", rel.Version)
-	rel.Info.Status = release.StatusFailed
-	f.sync()
-	return nil
-}
-
-// Supersede marks every deployed revision but the newest superseded, as Helm's storage would.
-func (f *fakeHelm) Supersede(helm.Scope, string) ([]int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Supersede")
-	var deployed []*release.Release
-	for _, r := range f.history {
-		if r.Info.Status == release.StatusDeployed {
-			deployed = append(deployed, r)
-		}
+func (f *fakeHelm) Uninstall(s helm.Scope, name, desc string) error {
+	if err := f.call("Uninstall", ""); err != nil {
+		return err
 	}
-	var marked []int
-	for _, r := range deployed[:max(len(deployed)-1, 0)] {
-		r.Info.Status = release.StatusSuperseded
-		marked = append(marked, r.Version)
-	}
-	f.sync()
-	return marked, nil
+	return f.Memory.Uninstall(s, name, desc)
 }
 
-func (f *fakeHelm) Writer(helm.Scope) (client.Client, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Writer")
-	return f.mirror, nil
+func (f *fakeHelm) Unlock(s helm.Scope, rel *release.Release) error {
+	if err := f.call("Unlock", " %d", rel.Version); err != nil {
+		return err
+	}
+	return f.Memory.Unlock(s, rel)
 }
 
-func (f *fakeHelm) Relabel(_ helm.Scope, _ string, keys []string, want map[string]string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.record("Relabel %s", describeLabels(keys, want))
-	for _, r := range f.history {
-		for _, k := range keys {
-			delete(r.Labels, k)
-		}
-		for k, v := range want {
-			r.Labels[k] = v
-		}
+func (f *fakeHelm) Supersede(s helm.Scope, name string) ([]int, error) {
+	if err := f.call("Supersede", ""); err != nil {
+		return nil, err
 	}
-	f.sync()
-	return nil
+	return f.Memory.Supersede(s, name)
+}
+
+func (f *fakeHelm) Writer(s helm.Scope) (client.Client, error) {
+	if err := f.call("Writer", ""); err != nil {
+		return nil, err
+	}
+	return f.Memory.Writer(s)
+}
+
+func (f *fakeHelm) Relabel(s helm.Scope, name string, keys []string, want map[string]string) error {
+	if err := f.call("Relabel", " %s", describeLabels(keys, want)); err != nil {
+		return err
+	}
+	return f.Memory.Relabel(s, name, keys, want)
 }

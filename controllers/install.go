@@ -13,78 +13,90 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// install installs the release. It reports whether Helm refused because the name is taken, in
-// which case nothing was written (not a failed install, nothing to clean up) and the outcome
-// is untouched.
-func (p *pass) install(ctx context.Context, o *outcome) (nameInUse bool) {
-	req := p.request("install", o)
-	if req == nil {
-		return false
+// install installs the release (helm.StateAbsent).
+type install struct{}
+
+func (install) String() string { return actInstall }
+
+func (install) run(ctx context.Context, p *pass, obs observed) result {
+	req, pre, stop := p.request(actInstall)
+	if stop != nil {
+		return *stop
 	}
 	rel, err := p.r.opts.Helm.Install(ctx, req)
 	switch {
+	case errors.Is(err, helm.ErrNameInUse) && !obs.assumed:
+		// Created since storage was read: decide again in a pass of its own.
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, notes: pre, err: fmt.Errorf("installing %s: %w", p.relName, helm.ErrNameInUse)}
 	case errors.Is(err, helm.ErrNameInUse):
-		return true
+		// Nothing was written. The name is taken after all (the cache is behind, or the
+		// release is not rudder's): the pass decides again from storage.
+		p.log.V(1).Info("release name in use although the cache has no revision; reading storage", "release", p.relName)
+		return result{verdict: succeeded, notes: pre}
 	case err != nil:
-		releaseActions.WithLabelValues(p.r.gvkLabel(), "install", "failed").Inc()
-		p.installFailed(err, o)
-		return false
+		releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "failed").Inc()
+		res := p.releaseFailed("Install", "installing", rstatus.ReasonInstallFailed, err)
+		res.notes = append(pre, res.notes...)
+		return res
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), "install", "ok").Inc()
-	msg := fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description)
-	o.note(corev1.EventTypeNormal, rstatus.ReasonInstallSucceeded, "Install", msg)
-	p.succeeded(req, rel, rstatus.ReasonInstallSucceeded, msg, o)
-	return false
+	releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "ok").Inc()
+	res := p.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description))
+	res.notes = append(pre, res.notes...)
+	return res
 }
 
-// installFailed retries what is transient, and otherwise removes the failed install (only a
-// release this CR made: one another owner created under the same name since this pass looked
-// is a conflict) and holds the (chart, values) back.
-func (p *pass) installFailed(err error, o *outcome) {
+// madeRevision is the result of an install or upgrade that made revision rel.
+func (p *pass) madeRevision(req *helm.Request, rel *release.Release, reason, event, msg string) result {
+	return result{verdict: succeeded, phase: phaseInSync, reason: reason,
+		notes:    []note{{corev1.EventTypeNormal, reason, event, msg}},
+		released: &condition{metav1.ConditionTrue, reason, msg},
+		made:     rel, objects: req.Objects, head: helm.HeadOf(rel), rel: rel,
+		record: p.madeRecord(rel)}
+}
+
+// releaseFailed is the result of an install or upgrade that failed with err: retried when it
+// is transient; otherwise failed, and held back unless the API server refused the release's
+// identity. What follows (removing a failed install, a rollback) is next's to decide.
+func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 	if isTransient(err) {
-		o.fail(rstatus.ReasonInstallFailed, fmt.Errorf("installing %s: %w", p.relName, err))
-		return
+		return result{verdict: retry, reason: reason, err: fmt.Errorf("%s %s: %w", verb, p.relName, err)}
 	}
-	reason := rstatus.ReasonInstallFailed
+	msg := fmt.Sprintf("%s release %s: %v", verb, p.relName, err)
+	if helm.IsForbidden(err) {
+		// Reported, with an Event, when the pass ends (see forbidden).
+		return result{verdict: failed, forbidden: true, reason: rstatus.ReasonForbidden, message: msg}
+	}
 	if isChartError(err) {
+		// Refused before anything was applied.
 		reason = rstatus.ReasonChartInvalid
 	}
-	last, lerr := p.r.opts.Helm.Last(p.scope, p.relName)
-	switch {
-	case lerr != nil && helm.IsForbidden(err):
-		// Refused as a whole (e.g. the tenant may not read its release storage either).
-		err = fmt.Errorf("%w (and reading the release to clean up: %w)", err, lerr)
-	case lerr != nil:
-		o.fail(rstatus.ReasonInstallFailed, fmt.Errorf("installing %s: %w (and reading the release to clean up: %w)", p.relName, err, lerr))
-		return
-	case last != nil && last.Labels[helm.LabelOwnerUID] != p.want.OwnerUID:
-		p.conflict(last, o)
-		return
-	case last != nil:
-		if uerr := p.removeFailedInstall(); uerr != nil {
-			err = fmt.Errorf("%w (and %w)", err, uerr)
-		}
-	}
-	if helm.IsForbidden(err) {
-		p.forbidden("Install", fmt.Errorf("installing release %s: %w", p.relName, err), o)
-		return
-	}
-	p.recordFailure(reason, err)
-	msg := fmt.Sprintf("installing release %s: %v", p.relName, err)
-	o.note(corev1.EventTypeWarning, reason, "Install", msg)
-	o.stall(reason, msg)
+	// Released says so when the pass ends, with what became of the failure.
+	return result{verdict: failed, reason: reason, message: msg,
+		notes: []note{{corev1.EventTypeWarning, reason, event, msg}}, record: p.failedRecord(reason, err)}
 }
 
-// succeeded records a revision rudder made from the spec.
-func (p *pass) succeeded(req *helm.Request, rel *release.Release, reason, msg string, o *outcome) {
-	p.r.failures.forget(p.key)
-	p.st.Release = &rstatus.Release{
-		Name: p.relName, Revision: rel.Version, Chart: helm.ChartRef(rel.Chart),
-		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest,
-		Applied:         &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
-		RollbackRequest: p.rollbackRequest(),
+// removeFailedInstall uninstalls a release whose install failed and that has no deployed
+// revision, with the objects it made (helm.StateFailed, never deployed).
+type removeFailedInstall struct{}
+
+func (removeFailedInstall) String() string { return actRemoveFailed }
+
+func (removeFailedInstall) run(_ context.Context, p *pass, _ observed) result {
+	if err := p.r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: removing failed install"); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", p.relName, err)}
 	}
-	o.phase, o.reason, o.applied, o.made = phaseInSync, reason, true, req.Objects
-	o.head, o.rel = helm.HeadOf(rel), rel
-	o.released = &condition{metav1.ConditionTrue, reason, msg}
+	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}
+}
+
+// finishUninstall completes an uninstall that died (rudder's clean-up of a failed install,
+// killed) or one that kept its history: Helm installs over neither (helm.StateUninstalled).
+type finishUninstall struct{}
+
+func (finishUninstall) String() string { return actFinishUninstall }
+
+func (finishUninstall) run(_ context.Context, p *pass, _ observed) result {
+	if err := p.r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err)}
+	}
+	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}
 }

@@ -133,7 +133,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		return nil, nil, err
 	}
 	carried := selectorKeys(shard)
-	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Log: ctrl.Log})
+	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(), Log: ctrl.Log})
 	if err != nil {
 		return nil, nil, err
 	}

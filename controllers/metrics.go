@@ -41,7 +41,7 @@ func init() {
 	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, passSeconds)
 }
 
-func result(err error) string {
+func outcomeLabel(err error) string {
 	if err != nil {
 		return "error"
 	}
@@ -51,9 +51,9 @@ func result(err error) string {
 // gvk labels are the watch's name (Watch.String), as on every rudder metric.
 
 func observeHook(gvk, phase string, took time.Duration, err error) {
-	hookSeconds.WithLabelValues(gvk, phase, result(err)).Observe(took.Seconds())
+	hookSeconds.WithLabelValues(gvk, phase, outcomeLabel(err)).Observe(took.Seconds())
 }
 
 func observeReconcile(gvk string, took time.Duration, err error) {
-	passSeconds.WithLabelValues(gvk, result(err)).Observe(took.Seconds())
+	passSeconds.WithLabelValues(gvk, outcomeLabel(err)).Observe(took.Seconds())
 }

@@ -123,7 +123,10 @@ func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
 			return err
 		}
 	}
-	return p.correctDrift(ctx, o)
+	if res := p.do(ctx, reapply{objects: o.objects, whole: o.whole}, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
+		return res.err
+	}
+	return nil
 }
 
 // allCached reports whether the operand cache holds every object.
@@ -140,22 +143,33 @@ func (p *pass) allCached(ctx context.Context, objs []*unstructured.Unstructured)
 	return true, nil
 }
 
-// correctDrift re-applies what the head revision's manifest sets on objects someone changed
-// or deleted, without a new revision.
-func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
+// reapply re-applies what the head revision's manifest sets on objects someone changed or
+// deleted, without a new revision: the action on drift.
+type reapply struct {
+	// objects are the revision's objects, whole or their identities.
+	objects []*unstructured.Unstructured
+	whole   bool
+}
+
+func (reapply) String() string { return actReapply }
+
+func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
+	fail := func(err error) result {
+		p.r.markDirty(p.key) // every pass checks again, not only the first after the change
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+	}
 	// The same confinement as every action: a release made before the watch became stricter
 	// is not restored where it may no longer act.
-	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), o.objects); err != nil {
-		p.r.markDirty(p.key) // every pass says so, not only the first after the change
-		return fmt.Errorf("not restoring revision %d: %w", o.head.Revision, err)
+	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), a.objects); err != nil {
+		return fail(fmt.Errorf("not restoring revision %d: %w", obs.head.Revision, err))
 	}
 	w, err := p.r.opts.Helm.Writer(p.scope)
 	if err != nil {
-		return err
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, err := p.wholeObjects(o)
+	objs, err := p.wholeObjects(a, obs)
 	if err != nil {
-		return err
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
 	objs = helm.WithCarried(objs, p.r.opts.Carried, p.carried())
@@ -168,30 +182,33 @@ func (p *pass) correctDrift(ctx context.Context, o *outcome) error {
 		live = p.r.opts.APIReader
 	}
 	restored, err := helm.Reapply(ctx, objs, live, w)
-	if err != nil {
-		p.r.markDirty(p.key) // the retry must check again
-	}
+	res := result{verdict: succeeded}
 	if len(restored) > 0 {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
-		o.note(corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
-			fmt.Sprintf("restored from revision %d without a new revision: %s", o.head.Revision, strings.Join(restored, ", ")))
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
+			fmt.Sprintf("restored from revision %d without a new revision: %s", obs.head.Revision, strings.Join(restored, ", "))}}
 	}
-	return err
+	if err != nil {
+		f := fail(err)
+		f.notes = res.notes
+		return f
+	}
+	return res
 }
 
 // wholeObjects are the head revision's objects as its manifest has them.
-func (p *pass) wholeObjects(o *outcome) ([]*unstructured.Unstructured, error) {
-	if o.whole {
-		return o.objects, nil
+func (p *pass) wholeObjects(a reapply, obs observed) ([]*unstructured.Unstructured, error) {
+	if a.whole {
+		return a.objects, nil
 	}
-	rel := o.rel
-	if rel == nil || rel.Version != o.head.Revision {
+	rel := obs.rel
+	if rel == nil || rel.Version != obs.head.Revision {
 		var err error
-		if rel, err = p.r.opts.Helm.Revision(p.scope, p.relName, o.head.Revision); err != nil {
+		if rel, err = p.r.opts.Helm.Revision(p.scope, p.relName, obs.head.Revision); err != nil {
 			return nil, err
 		}
 		if rel == nil {
-			return nil, fmt.Errorf("revision %d of release %s disappeared", o.head.Revision, p.relName)
+			return nil, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, p.relName)
 		}
 	}
 	return helm.ParseManifest(rel.Manifest, rel.Namespace, p.r.opts.Client.RESTMapper())

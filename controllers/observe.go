@@ -53,7 +53,7 @@ func (p *pass) observe(ctx context.Context) *outcome {
 		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
 	}
 	if p.release, err = p.observeRelease(ctx, false); err != nil {
-		return failed(rstatus.ReasonReconcileError, err)
+		return retried(rstatus.ReasonReconcileError, err)
 	}
 	return nil
 }
@@ -78,13 +78,13 @@ func (p *pass) preReleaseHooks(ctx context.Context) *outcome {
 }
 
 // observeRelease reads the newest revision and decides what it needs. The manager's cache of
-// release-Secret metadata decides alone when no action follows (in sync, or a rollback that is
+// release records (Releases.Head) decides alone when no action follows (in sync, or a rollback that is
 // kept); every other state is decided from storage, which the action then works on. A new CR
 // reads nothing (see observed.assumed). fromStorage skips the cache (after this pass changed
 // the release).
 func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, error) {
 	if !fromStorage {
-		h, err := helm.CachedHead(ctx, p.r.opts.Client, p.key.Namespace, p.relName)
+		h, err := p.r.opts.Helm.Head(ctx, p.scope, p.relName)
 		switch {
 		case err != nil:
 			p.log.V(1).Info("reading the cached release head", "release", p.relName, "error", err.Error())

@@ -27,12 +27,14 @@ import (
 //   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
 //     hooks' word, and the release's newest revision, read once and classified once by
 //     helm.DetermineState;
-//   - act (act.go, install.go, upgrade.go, rollback.go, objects.go) takes the one action that
-//     state calls for (install, upgrade, rollback, unlock, uninstall of a dead or failed
-//     install, drift re-apply, or none) and records what happened in an outcome;
-//   - report (report.go) turns the outcome into conditions, observedGeneration, the
-//     rudder_release_state gauge, Events and the controller-runtime Result. It is the only
-//     place that sets a condition.
+//   - act (actions.go) takes the actions that state calls for, one at a time, each chosen by
+//     next (plan.go) from the state and what the previous action left, until next says how
+//     the pass ends; then, on a revision, settle looks at its objects (objects.go), restoring
+//     drift (the reapply action) and computing their readiness;
+//   - report (report.go) turns the steps' results into conditions, observedGeneration,
+//     status.release (record.go), the rudder_release_state gauge, Events and the
+//     controller-runtime Result. It is the only place that sets a condition or writes
+//     status.release.
 type pass struct {
 	r   *Reconciler
 	obj *unstructured.Unstructured
@@ -44,8 +46,7 @@ type pass struct {
 	log logr.Logger
 	key types.NamespacedName
 	gen int64
-	// st is the status the pass writes. Actions update its release record; report alone sets
-	// its conditions and observedGeneration.
+	// st is the status the pass writes: report alone sets it, from the steps' results.
 	st rstatus.Common
 	// scope is who acts for the release (rudder, or the tenant's ServiceAccount) and where.
 	scope helm.Scope
@@ -60,14 +61,8 @@ type pass struct {
 	held       *hook.Decision // a pre-release hook said "not now"
 	release    observed
 
-	// preflighted: the values were validated (and overrides announced) by this pass.
-	preflighted bool
-	// rolledBack: this pass rolled the release back (rudder.dev/rollback-to) and announced it.
-	rolledBack bool
 	// acting: the pass holds one of its namespace's action slots (see gate).
 	acting bool
-	// upgradeFrom is the revision an upgrade of this pass replaces (0: unknown).
-	upgradeFrom int
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
@@ -103,14 +98,6 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 // report set it.
 func (p *pass) cond(typ string) *metav1.Condition {
 	return meta.FindStatusCondition(p.st.Conditions, typ)
-}
-
-// releaseStatus returns the status's release record, creating it.
-func (p *pass) releaseStatus() *rstatus.Release {
-	if p.st.Release == nil {
-		p.st.Release = &rstatus.Release{Name: p.relName}
-	}
-	return p.st.Release
 }
 
 // persist writes the status with one merge patch, and only when something changed.

@@ -102,7 +102,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	h := &harness{t: t, c: c, key: types.NamespacedName{Namespace: "ns", Name: "w"},
 		rec:   events.NewFakeRecorder(100),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		helm:  &fakeHelm{name: "w", ns: "ns", mirror: c, manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n"},
+		helm:  newFakeHelm(c, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w\n"),
 	}
 	hooks := hook.NewRegistry()
 	if o.pre != nil {
@@ -127,7 +127,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // spec and chart (else from older values); madeAs: the revision whose labels it carries (0:
 // its own, as rudder's installs and upgrades).
 func (h *harness) seed(status release.Status, current bool, madeAs int, owner types.UID) *release.Release {
-	version := len(h.helm.history) + 1
+	version := len(h.helm.History("ns", "w")) + 1
 	if madeAs == 0 {
 		madeAs = version
 	}
@@ -135,12 +135,12 @@ func (h *harness) seed(status release.Status, current bool, madeAs int, owner ty
 	if !current {
 		vd = "older"
 	}
-	rel := &release.Release{Name: "w", Namespace: "ns", Manifest: h.helm.manifest,
+	rel := &release.Release{Name: "w", Namespace: "ns", Manifest: h.helm.Manifest,
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "widget", Version: "0.1.0"}},
 		Labels: map[string]string{helm.LabelOwnerUID: string(owner), helm.LabelOwnerKind: helm.KindLabel(unitGVK.GroupKind()),
 			helm.LabelChartDigest: h.chartDigest, helm.LabelValuesDigest: vd, helm.LabelRevision: strconv.Itoa(madeAs)},
 		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: helmtime.Time{Time: h.clock.Now()}}}
-	h.helm.store(rel)
+	h.helm.Seed(rel)
 	return rel
 }
 
@@ -340,6 +340,66 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning Forbidden"},
 		result: "retry",
 	}, {
+		name: "install forbidden, and the release unreadable too: still Forbidden, retried",
+		setup: func(h *harness) {
+			h.helm.installErr = apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "w", errors.New("no rule"))
+			h.helm.lastErr = apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("no rule"))
+		},
+		calls:  []string{"Install", "Last"},
+		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
+		events: []string{"Warning Forbidden"},
+		result: "retry",
+	}, {
+		name: "upgrade refused by confinement: chart invalid, nothing to roll back",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr = &helm.ConfinementError{Violations: []helm.Violation{{Kind: "ConfigMap"}}}
+		},
+		calls:  []string{"Last", "Upgrade", "Last"},
+		conds:  []string{"Released=False/ChartInvalid", "Ready=False/ChartInvalid", "Reconciling=False/ChartInvalid", "Stalled=True/ChartInvalid"},
+		events: []string{"Warning ChartInvalid"},
+		result: "terminal",
+	}, {
+		name: "upgrade forbidden after its revision was stored: rolled back, retried",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "w", errors.New("no rule")), true
+		},
+		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
+		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
+		events: []string{"Warning Forbidden"},
+		result: "retry",
+	}, {
+		name: "upgrade fails, then its rollback fails: retried (the next pass rolls back)",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores, h.helm.rollbackErr = boom, true, boom
+		},
+		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1"},
+		conds:  []string{"Released=False/RollbackFailed", "Ready=False/RollbackFailed", "Reconciling=True/RollbackFailed", "Stalled=False/RollbackFailed"},
+		events: []string{"Warning UpgradeFailed", "Warning RollbackFailed"},
+		result: "retry",
+	}, {
+		name: "install fails, then removing it fails: retried (the next pass removes it)",
+		setup: func(h *harness) {
+			h.helm.installErr, h.helm.stores = boom, true
+			h.helm.failNth, h.helm.nthErr = map[string]int{"Uninstall": 1}, errors.New("etcdserver: leader changed")
+		},
+		calls:  []string{"Install", "Last", "Uninstall"},
+		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError", "Stalled=False/ReconcileError"},
+		events: []string{"Warning InstallFailed"},
+		result: "retry",
+	}, {
+		name: "left pending, and unlocking it fails: retried",
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(release.StatusPendingUpgrade, true, 0, unitUID)
+			h.helm.failNth, h.helm.nthErr = map[string]int{"Unlock": 1}, errors.New("etcdserver: leader changed")
+		},
+		calls:  []string{"Last", "Unlock 2"},
+		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError", "Stalled=False/ReconcileError"},
+		result: "retry",
+	}, {
 		name: "left pending by rudder: unlocked, then upgraded",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, false, 0, unitUID)
@@ -478,8 +538,7 @@ func TestPassDecisionTable(t *testing.T) {
 				"applied": map[string]any{"revision": int64(1), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, true, 0, unitUID).Labels["rudder.dev/shard"] = "a"
-			h.helm.sync()
-			h.uncache() // this shard's cache does not select the old shard's records
+			h.helm.hidden = true // this shard's cache does not select the old shard's records
 		},
 		calls:  []string{"Last", "Relabel rudder.dev/shard=b", "Writer"},
 		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Stalled=False/UpToDate"},
@@ -549,18 +608,11 @@ func (h *harness) fixDigests(status map[string]any) {
 	}
 }
 
-// uncache removes the release records from what the reconciler's cache shows.
-func (h *harness) uncache() {
-	if err := h.c.DeleteAllOf(context.Background(), &corev1.Secret{}, client.InNamespace("ns")); err != nil {
-		h.t.Fatal(err)
-	}
-}
-
 // knownObjects makes the next revisions' manifests unreadable, and Helm's client report their
 // objects: a pass that reads the manifest fails.
 func (h *harness) knownObjects() {
-	h.helm.manifest = "apiVersion: [unreadable"
-	h.helm.objects = []*unstructured.Unstructured{helm.Identity("v1", "ConfigMap", "ns", "w")}
+	h.helm.Manifest = "apiVersion: [unreadable"
+	h.helm.Objects = []*unstructured.Unstructured{helm.Identity("v1", "ConfigMap", "ns", "w")}
 }
 
 func (h *harness) deleteObject() {

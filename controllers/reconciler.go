@@ -78,10 +78,14 @@ type Options struct {
 	MaxConcurrentReconciles int
 }
 
-// Releases is what the reconciler needs of Helm: read a release's revisions, and run one
-// action on it. Every call acts as, and within, the scope it is given. *helm.Client is the
-// implementation; unit tests of the pass use a fake.
+// Releases is everything the reconciler asks of Helm and its storage: read a release's
+// revisions, and run one action on it. Every call acts as, and within, the scope it is given.
+// *helm.Client is the implementation; unit tests of the pass use *helm.Memory, Helm's own
+// actions over its memory storage driver.
 type Releases interface {
+	// Head is the newest revision as the manager's cache of release records shows it (nil,
+	// nil: none there): no request, no decoding.
+	Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error)
 	// Last is the newest revision (nil, nil: none).
 	Last(s helm.Scope, name string) (*release.Release, error)
 	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
@@ -105,7 +109,10 @@ type Releases interface {
 	Relabel(s helm.Scope, name string, keys []string, want map[string]string) error
 }
 
-var _ Releases = (*helm.Client)(nil)
+var (
+	_ Releases = (*helm.Client)(nil)
+	_ Releases = (*helm.Memory)(nil)
+)
 
 // Reconciler reconciles the CRs of one watch: one Helm release per CR.
 type Reconciler struct {

@@ -42,7 +42,8 @@ type note struct {
 	typ, reason, action, message string
 }
 
-// outcome is what a pass found and did, for report.
+// outcome is what a pass found and did, for report: the steps it took, folded as they came
+// (add), and the result it ended on (end).
 type outcome struct {
 	// phase: "" when the pass failed before it knew the release (report says Failed).
 	phase phase
@@ -55,6 +56,14 @@ type outcome struct {
 	released, rollbackRequest *condition
 	events                    []note
 	requeue                   time.Duration
+
+	// steps are the actions the pass took, in order; taken their names, failure the last
+	// that failed (nil: none).
+	steps   []step
+	taken   map[string]bool
+	failure *step
+	// records are what status.release learns, in order (see writeRelease).
+	records []record
 
 	// The revision the pass ended on (nil: none) and, when decoded, its release.
 	head *helm.Head
@@ -84,7 +93,7 @@ func stalled(reason, msg string) *outcome {
 	return o
 }
 
-func failed(reason string, err error) *outcome {
+func retried(reason string, err error) *outcome {
 	o := &outcome{}
 	o.fail(reason, err)
 	return o
@@ -96,6 +105,66 @@ func hookFailed(which string, err error) *outcome {
 	return o
 }
 
+// add folds the result of a step (a nil action: the end of the pass) into the outcome.
+func (o *outcome) add(a action, res result) {
+	if a != nil {
+		if o.taken == nil {
+			o.taken = map[string]bool{}
+		}
+		o.taken[a.String()] = true
+		o.steps = append(o.steps, step{a, res})
+		if res.verdict == failed {
+			o.failure = &o.steps[len(o.steps)-1]
+		}
+	}
+	o.events = append(o.events, res.notes...)
+	if res.released != nil {
+		o.released = res.released
+	}
+	if res.rollbackRequest != nil {
+		o.rollbackRequest = res.rollbackRequest
+	}
+	o.records = append(o.records, res.record)
+	o.requeueIn(res.requeue)
+}
+
+// last is the step the pass took last (nil: none).
+func (o *outcome) last() *step {
+	if len(o.steps) == 0 {
+		return nil
+	}
+	return &o.steps[len(o.steps)-1]
+}
+
+// end makes res the result the pass ends on.
+func (o *outcome) end(res result) {
+	switch {
+	case res.verdict == retry:
+		o.fail(res.reason, res.err)
+		if res.forbidden {
+			o.phase = phaseFailed
+		}
+	case res.verdict == blocked && res.requeue > 0:
+		o.phase, o.reason, o.message = phaseLocked, res.reason, res.message
+	case res.verdict == failed || res.verdict == blocked:
+		o.phase, o.reason, o.message, o.err = phaseStalled, res.reason, res.message, nil
+	default:
+		o.phase, o.reason, o.message = res.phase, res.reason, res.message
+	}
+	if res.head != nil {
+		o.head, o.rel = res.head, res.rel
+	}
+	if res.made != nil {
+		o.applied, o.made = true, res.objects
+	}
+}
+
+// endOn ends the pass on res, a result no action returned (the end of the pass).
+func (o *outcome) endOn(res result) {
+	o.add(nil, res)
+	o.end(res)
+}
+
 // hookFailed fails the pass on a Go hook's error, keeping what the pass did before; which
 // names the hook: its phase and its Go type (hooks have no other name).
 func (o *outcome) hookFailed(which string, err error) {
@@ -105,7 +174,7 @@ func (o *outcome) hookFailed(which string, err error) {
 }
 
 // stall ends the pass on something only a change to the CR, the chart or the cluster can
-// clear; Released says the same unless the action says more.
+// clear; Released says the same.
 func (o *outcome) stall(reason, msg string) {
 	o.phase, o.reason, o.message, o.err = phaseStalled, reason, msg, nil
 	o.released = &condition{metav1.ConditionFalse, reason, msg}
@@ -138,6 +207,7 @@ func (o *outcome) settles() bool {
 // error is retried with back-off (a reconcile.TerminalError never is) and comes with an empty
 // Result.
 func (p *pass) report(o *outcome) (reconcile.Result, error) {
+	p.writeRelease(o.records)
 	p.reportChartAndPause(o)
 	for _, n := range o.events {
 		p.event(n)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -16,115 +17,150 @@ import (
 // the annotation may stay). The rollback then holds like one made with `helm rollback`.
 const AnnotationRollbackTo = "rudder.dev/rollback-to"
 
-// rollbackRequest is the rollback-to value handled so far.
-func (p *pass) rollbackRequest() string {
-	if p.st.Release == nil {
-		return ""
-	}
-	return p.st.Release.RollbackRequest
+// rollback returns the release to its last deployed revision after a failed upgrade: the
+// remedy next chooses for a failed newest revision whose (chart, values) failed, unless the
+// watch turns it off. The pair stays held back.
+type rollback struct {
+	to int
+	// cause is the failure this pass met (nil: one an earlier pass recorded).
+	cause *step
 }
 
-// requestedRollback acts on a new value of the rollback-to annotation: a rollback to that
+func (rollback) String() string { return actRollback }
+
+func (a rollback) run(_ context.Context, p *pass, _ observed) result {
+	msg, forbidden := "", false
+	if a.cause != nil {
+		msg, forbidden = a.cause.result.message, a.cause.result.forbidden
+	} else if f, ok := p.heldBackFailure(); ok {
+		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
+	}
+	desc := fmt.Sprintf("rudder rollback to revision %d: the upgrade to generation %d failed", a.to, p.gen)
+	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, a.to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
+		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
+			notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}},
+			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
+	}
+	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
+	now, err := p.r.opts.Helm.Last(p.scope, p.relName)
+	if err != nil || now == nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err)}
+	}
+	h := helm.HeadOf(now)
+	res := result{verdict: failed, forbidden: forbidden, after: &observed{head: h, rel: now, state: helm.DetermineState(h, p.want)},
+		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
+			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
+	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
+	if forbidden {
+		res.reason = rstatus.ReasonForbidden
+		return res
+	}
+	res.reason = rstatus.ReasonUpgradeFailed
+	res.message += "; not retried until the spec or the chart changes"
+	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message}}
+	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}
+	return res
+}
+
+// requestRollback acts on a new value of the rollback-to annotation: a rollback to that
 // revision (a new revision whose description names the request), or, for a revision the
 // history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
 // what became of it. Only a transient failure leaves the value to be tried again.
-func (p *pass) requestedRollback(o *outcome) {
-	v, due := p.rollbackDue()
-	if !due {
-		return
-	}
-	if handled, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && handled == v {
-		// Handled by a pass whose status write the cache does not show yet.
-		p.markRollbackHandled(v)
-		return
-	}
+type requestRollback struct{ value string }
+
+func (requestRollback) String() string { return actRequestRollback }
+
+func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
+	v := a.value
 	to, err := strconv.Atoi(v)
 	var target *helm.Head
 	if err == nil && to > 0 {
 		rel, err := p.r.opts.Helm.Revision(p.scope, p.relName, to)
 		if err != nil {
-			o.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err))
-			return
+			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err)}
 		}
 		target = helm.HeadOf(rel)
 	}
-	p.markRollbackHandled(v)
+	// Handled, whatever becomes of it (the pass goes on from the release as it was).
+	res := result{verdict: succeeded, after: &obs, record: record{rollbackRequest: &v}}
+	refused := func(reason, msg string) result {
+		res.notes = []note{{corev1.EventTypeWarning, reason, "Rollback", msg}}
+		res.rollbackRequest = &condition{metav1.ConditionFalse, reason, msg}
+		return res
+	}
 	if target == nil || target.OwnerUID != p.want.OwnerUID {
-		msg := fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
-			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace)
-		o.note(corev1.EventTypeWarning, rstatus.ReasonRollbackRejected, "Rollback", msg)
-		o.rollbackRequest = &condition{metav1.ConditionFalse, rstatus.ReasonRollbackRejected, msg}
-		return
+		return refused(rstatus.ReasonRollbackRejected, fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
+			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
 	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "failed").Inc()
+		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		if isTransient(err) {
-			// Try this value again.
-			p.st.Release.RollbackRequest = ""
-			p.r.rollbacks.forget(p.key)
-			o.fail(rstatus.ReasonRollbackFailed, fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err))
-			return
+			// This value is tried again.
+			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err)}
 		}
-		msg := fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err)
-		o.note(corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", msg)
-		o.rollbackRequest = &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, msg}
-		return
+		return refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err))
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), "rollback", "ok").Inc()
+	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
 	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
-	o.note(corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg)
-	o.rollbackRequest = &condition{metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}
-	// The state decision sees it as any rollback: the newest revision, not made from the spec.
-	p.rolledBack = true
+	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg}}
+	res.rollbackRequest = &condition{metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}
+	// The release changed under the observation: the pass reads it again, and decides as for
+	// any rollback (the newest revision, not made from the spec).
+	res.after = nil
+	return res
 }
 
-// markRollbackHandled records that the rollback-to value v was handled, in the status and its
-// shadow.
-func (p *pass) markRollbackHandled(v string) {
-	p.releaseStatus().RollbackRequest = v
-	p.r.rollbacks.remember(p.key, p.obj.GetUID(), v)
+// rolledBackOnRequest reports whether this pass rolled the release back as rollback-to asks.
+func (o *outcome) rolledBackOnRequest() bool {
+	for _, s := range o.steps {
+		if s.action.String() == actRequestRollback && s.result.verdict == succeeded && s.result.after == nil {
+			return true
+		}
+	}
+	return false
 }
 
-// keepRollback keeps a deployed revision that rudder did not make from the spec (helm
+// keepRollback ends a pass on a deployed revision rudder did not make from the spec (helm
 // rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
 // changed since rudder's newest own revision: no revert, no new revision.
-func (p *pass) keepRollback(obs observed, o *outcome) {
+func (p *pass) keepRollback(obs observed, o *outcome) result {
 	h, rel := obs.head, obs.rel
-	o.phase, o.reason, o.head, o.rel = phaseRolledBack, rstatus.ReasonManualRollback, h, rel
 	to := h.RolledBackTo()
 	if to == 0 && rel != nil && rel.Info != nil {
-		// Helm's own description of a rollback to a revision without rudder's label.
+		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
+		// own description is all that says where to.
 		_, _ = fmt.Sscanf(rel.Info.Description, "Rollback to %d", &to)
 	}
-	st := p.releaseStatus()
-	seen := st.Revision == h.Revision && st.RolledBackTo == to
-	st.Name, st.Revision, st.RolledBackTo = p.relName, h.Revision, to
-	st.ChartDigest, st.ValuesDigest, st.Failed = h.ChartDigest, h.ValuesDigest, nil
-	if !seen {
-		st.Chart = ""
+	st := p.st.Release
+	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
+	chart := ""
+	if seen {
+		chart = st.Chart
 	}
-	if st.Chart == "" {
+	if chart == "" {
 		if rel == nil {
 			var err error
 			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
-				o.fail(rstatus.ReasonReconcileError, fmt.Errorf("reading release %s: %w", p.relName, err))
-				return
+				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", p.relName, err)}
 			}
 		}
 		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
-			st.Chart = helm.ChartRef(rel.Chart)
+			chart = helm.ChartRef(rel.Chart)
 		}
-		o.rel = rel
 	}
-	p.r.failures.forget(p.key)
 	target := "a revision rudder did not make from the spec"
 	if to > 0 {
 		target = fmt.Sprintf("revision %d", to)
 	}
 	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
-	if !seen && !p.rolledBack {
-		o.note(corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg)
+	res := result{verdict: succeeded, phase: phaseRolledBack, reason: rstatus.ReasonManualRollback, head: h, rel: rel,
+		released: &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg},
+		record: record{clearFailed: true, revision: &revisionRecord{number: h.Revision, chart: chart, chartDigest: h.ChartDigest,
+			valuesDigest: h.ValuesDigest, rolledBackTo: to}}}
+	if !seen && !o.rolledBackOnRequest() {
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg}}
 	}
-	o.released = &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg}
+	return res
 }

@@ -34,9 +34,16 @@ func (p *pass) endTurn() {
 	}
 }
 
-// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not
-// the one status.release.rollbackRequest says was handled.
+// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and
+// neither the one status.release.rollbackRequest says was handled nor the one a pass whose
+// status write the cache does not show yet handled.
 func (p *pass) rollbackDue() (string, bool) {
 	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
-	return v, v != "" && v != p.rollbackRequest()
+	if v == "" || v == p.rollbackRequest() {
+		return v, false
+	}
+	if handled, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && handled == v {
+		return v, false
+	}
+	return v, true
 }

@@ -13,7 +13,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/rest"
@@ -37,11 +36,7 @@ func (c *Client) Last(s Scope, name string) (*release.Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	rel, err := st.Last(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	return rel, err
+	return lastOf(st, name)
 }
 
 // Revision is one revision of a release, or nil when the history holds no such revision.
@@ -50,11 +45,7 @@ func (c *Client) Revision(s Scope, name string, version int) (*release.Release, 
 	if err != nil {
 		return nil, err
 	}
-	rel, err := st.Get(name, version)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
-	}
-	return rel, err
+	return revisionOf(st, name, version)
 }
 
 // LastDeployed is the newest revision before before whose status is deployed or superseded
@@ -64,26 +55,17 @@ func (c *Client) LastDeployed(s Scope, name string, before int) (*release.Releas
 	if err != nil {
 		return nil, err
 	}
-	hist, err := st.History(name)
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil, nil
+	return lastDeployedOf(st, name, before)
+}
+
+// Head is the newest revision of a release as the cache of release records shows it (see
+// CachedHead): no API call, no decoding. nil: the cache holds none. It fails when the Client
+// was made without a cache.
+func (c *Client) Head(ctx context.Context, s Scope, name string) (*Head, error) {
+	if c.records == nil {
+		return nil, errors.New("helm client: no cache of release records")
 	}
-	if err != nil {
-		return nil, err
-	}
-	var best *release.Release
-	for _, r := range hist {
-		if r.Version >= before {
-			continue
-		}
-		if st := r.Info.Status; st != release.StatusDeployed && st != release.StatusSuperseded {
-			continue
-		}
-		if best == nil || r.Version > best.Version {
-			best = r
-		}
-	}
-	return best, nil
+	return CachedHead(ctx, c.records, s.Namespace, name)
 }
 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.
@@ -289,8 +271,7 @@ func (c *Client) Unlock(s Scope, rel *release.Release) error {
 	if err != nil {
 		return err
 	}
-	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
-	return st.Update(rel)
+	return unlock(st, rel)
 }
 
 // Supersede marks every deployed revision of a release but the newest superseded, and returns
@@ -302,27 +283,6 @@ func (c *Client) Supersede(s Scope, name string) ([]int, error) {
 		return nil, err
 	}
 	return supersedeOlder(st, name)
-}
-
-// supersedeOlder marks every deployed revision of a release but the newest superseded.
-func supersedeOlder(st *storage.Storage, name string) ([]int, error) {
-	deployed, err := st.DeployedAll(name)
-	if errors.Is(err, driver.ErrNoDeployedReleases) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	releaseutil.SortByRevision(deployed)
-	var marked []int
-	for _, rel := range deployed[:max(len(deployed)-1, 0)] {
-		rel.Info.Status = release.StatusSuperseded
-		if err := st.Update(rel); err != nil {
-			return marked, fmt.Errorf("marking revision %d of %s superseded: %w", rel.Version, name, err)
-		}
-		marked = append(marked, rel.Version)
-	}
-	return marked, nil
 }
 
 // Writer is the client that re-applies a scope's drifted objects and relabels them for a

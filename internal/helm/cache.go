@@ -63,13 +63,21 @@ func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, e
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	heads := make([]*Head, 0, len(list.Items))
+	for i := range list.Items {
+		if h := HeadOfLabels(list.Items[i].Labels); h != nil {
+			heads = append(heads, h)
+		}
+	}
+	return newestHead(heads), nil
+}
+
+// newestHead is the newest of a release's revisions, with the older ones still marked
+// deployed next to a deployed newest one (nil: none).
+func newestHead(heads []*Head) *Head {
 	var best *Head
 	deployed := 0
-	for i := range list.Items {
-		h := HeadOfLabels(list.Items[i].Labels)
-		if h == nil {
-			continue
-		}
+	for _, h := range heads {
 		if h.Status == release.StatusDeployed {
 			deployed++
 		}
@@ -78,12 +86,12 @@ func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, e
 		}
 	}
 	if best != nil && best.Status == release.StatusDeployed && deployed > 1 {
-		for i := range list.Items {
-			if h := HeadOfLabels(list.Items[i].Labels); h != nil && h.Status == release.StatusDeployed && h.Revision != best.Revision {
+		for _, h := range heads {
+			if h.Status == release.StatusDeployed && h.Revision != best.Revision {
 				best.OlderDeployed = append(best.OlderDeployed, h.Revision)
 			}
 		}
 		slices.Sort(best.OlderDeployed)
 	}
-	return best, nil
+	return best
 }

@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/render"
 )
@@ -35,7 +36,10 @@ type ClientOptions struct {
 	Scheme *runtime.Scheme
 	// Renderer renders the releases' charts (default: the process's shared pool).
 	Renderer *render.Pool
-	Log      logr.Logger
+	// Records is a cache of release records, as ReleaseSecret and indexed by
+	// IndexReleaseSecrets: what Head reads (nil: Head fails, and callers read storage).
+	Records client.Reader
+	Log     logr.Logger
 }
 
 // Client runs Helm actions. Each action gets a configuration of its own, made for its scope:
@@ -50,6 +54,7 @@ type Client struct {
 	// secrets serves the release storage of every namespace for rudder's own identity.
 	secrets corev1client.SecretsGetter
 	scheme  *runtime.Scheme
+	records client.Reader
 	pool    *render.Pool
 	log     logr.Logger
 	// server is the API server's URL; prefix its path, which request paths start with.
@@ -94,7 +99,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
 	return &Client{
-		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, pool: pool, log: opts.Log,
+		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, pool: pool, log: opts.Log,
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
 		drivers: map[identity]*secretsDriver{}, writers: map[identity]*http.Client{},
 	}, nil
@@ -256,7 +261,7 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	if g.owner != "" {
 		marker = &hookMarker{post: &postRenderer{owner: s.Owner, conf: s.Confinement, scoper: scoper, carried: st.carried}}
 	}
-	r.records = &checkedDriver{secretsDriver: d, storing: st, marker: marker, check: func(rel *release.Release) error {
+	r.records = &checkedDriver{Driver: d, storing: st, marker: marker, check: func(rel *release.Release) error {
 		if err := s.CheckRelease(c.mapper, rel, st.chart, st.manifest); err != nil {
 			return err
 		}

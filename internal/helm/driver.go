@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 )
 
 // checkedDriver is a scope's release storage for one action: a revision is checked against
@@ -17,7 +18,9 @@ import (
 // It also notes whether an update of a record failed: Helm's upgrade and rollback log such a
 // failure and go on (see run.settle).
 type checkedDriver struct {
-	*secretsDriver
+	// Driver is the storage: a namespace's Secrets (secretsDriver), or Helm's memory driver
+	// (Memory).
+	driver.Driver
 	storing
 	check func(*release.Release) error
 	// marker marks the hooks of every revision the action stores or reads, so that every hook
@@ -27,13 +30,13 @@ type checkedDriver struct {
 }
 
 func (d *checkedDriver) Get(key string) (*release.Release, error) {
-	rls, err := d.secretsDriver.Get(key)
+	rls, err := d.Driver.Get(key)
 	d.marker.markHooks(rls)
 	return rls, err
 }
 
 func (d *checkedDriver) List(filter func(*release.Release) bool) ([]*release.Release, error) {
-	rls, err := d.secretsDriver.List(filter)
+	rls, err := d.Driver.List(filter)
 	for _, r := range rls {
 		d.marker.markHooks(r)
 	}
@@ -41,7 +44,7 @@ func (d *checkedDriver) List(filter func(*release.Release) bool) ([]*release.Rel
 }
 
 func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, error) {
-	rls, err := d.secretsDriver.Query(labels)
+	rls, err := d.Driver.Query(labels)
 	for _, r := range rls {
 		d.marker.markHooks(r)
 	}
@@ -49,7 +52,7 @@ func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, err
 }
 
 func (d *checkedDriver) Update(key string, rls *release.Release) error {
-	err := d.secretsDriver.Update(key, rls)
+	err := d.Driver.Update(key, rls)
 	if err != nil {
 		d.lost.Store(true)
 	}
@@ -65,8 +68,10 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		rls.Chart = d.record
 	}
 	d.marker.markHooks(rls)
-	if err := d.check(rls); err != nil {
-		return err
+	if d.check != nil {
+		if err := d.check(rls); err != nil {
+			return err
+		}
 	}
 	if d.stamp {
 		labels := make(map[string]string, len(rls.Labels)+1)
@@ -83,5 +88,5 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		labels[LabelRollbackRevision] = strconv.Itoa(rls.Version)
 		rls.Labels = labels
 	}
-	return d.secretsDriver.Create(key, rls)
+	return d.Driver.Create(key, rls)
 }

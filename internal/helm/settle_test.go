@@ -21,7 +21,7 @@ import (
 // with Helm's printing kube client in place of a cluster.
 func settleRun(t *testing.T, cs *fake.Clientset) *run {
 	t.Helper()
-	records := &checkedDriver{secretsDriver: newSecretsDriver(cs.CoreV1().Secrets("ns")),
+	records := &checkedDriver{Driver: newSecretsDriver(cs.CoreV1().Secrets("ns")),
 		check: func(*release.Release) error { return nil }}
 	return &run{records: records, log: logr.Discard(), conf: &action.Configuration{
 		Releases: storage.Init(records), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},

@@ -1,0 +1,202 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// An action is one thing a pass does to a release, or to the objects of its revision
+// (reapply). It does that one thing and says how it went, as data: what follows is next's to
+// decide (plan.go), and what the CR is told is report's (report.go).
+type action interface {
+	// String names the action: its Events, its metric label, its key in situation.taken.
+	String() string
+	run(ctx context.Context, p *pass, obs observed) result
+}
+
+// verdict is how an action ended.
+type verdict int
+
+const (
+	// succeeded: it did what it does; the pass decides again from what it left.
+	succeeded verdict = iota
+	// failed: it failed for what the CR and the chart want, or the API server refused the
+	// release's identity (result.forbidden); the pass decides again: the remedy (removing a
+	// failed install, a rollback) or the end.
+	failed
+	// retry: a transient failure; the pass ends and is retried with back-off.
+	retry
+	// blocked: it may not act now; the pass ends and looks again after result.requeue.
+	blocked
+)
+
+// result is what an action (or the end of a pass) reports.
+type result struct {
+	verdict verdict
+	// reason and message say why: the reason Released, Stalled or Ready give when the result
+	// ends the pass. err is the error a retry returns to controller-runtime.
+	reason, message string
+	err             error
+	// forbidden: the API server refused the release's identity. Such a failure is remedied
+	// like any other but never held back: granting the rule recovers without a change.
+	forbidden bool
+	// released and rollbackRequest are the conditions as the action leaves them (nil:
+	// unchanged); notes are its Events.
+	released, rollbackRequest *condition
+	notes                     []note
+	requeue                   time.Duration
+	// after is the release as the action left it when the action knows it (nil: the pass
+	// reads storage).
+	after *observed
+	// made is the revision an install or upgrade made, and objects what Helm's client knew of
+	// its objects (see helm.Request.Objects).
+	made    *release.Release
+	objects []*unstructured.Unstructured
+	// record is what status.release learns.
+	record record
+	// phase is what the pass ended in when a succeeded result ends it; head and rel the
+	// revision it ended on (nil: none), whose objects the pass then looks at.
+	phase phase
+	head  *helm.Head
+	rel   *release.Release
+}
+
+// step is an action a pass took and its result.
+type step struct {
+	action action
+	result result
+}
+
+// maxSteps bounds the actions of one pass, beyond the rule that each is taken at most once.
+const maxSteps = 12
+
+// act takes the actions the release's state calls for, one at a time, until next says the
+// pass ends.
+func (p *pass) act(ctx context.Context) *outcome {
+	o := &outcome{}
+	obs := p.release
+	for range maxSteps {
+		s, err := p.situation(obs, o)
+		if err != nil {
+			o.endOn(p.afterFailure(o, err))
+			return o
+		}
+		a, how := next(s)
+		if a == nil {
+			if res := p.finish(how, obs, s, o); how == endLast {
+				o.end(res) // folded already, as its action's
+			} else {
+				o.endOn(res)
+			}
+			return o
+		}
+		if !p.takeTurn(o) {
+			return o
+		}
+		res := p.do(ctx, a, obs, o)
+		if res.verdict == retry || res.verdict == blocked {
+			o.end(res)
+			return o
+		}
+		if obs, err = p.after(ctx, res); err != nil {
+			o.endOn(p.afterFailure(o, err))
+			return o
+		}
+	}
+	o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: more than %d actions in one pass", p.relName, maxSteps)})
+	return o
+}
+
+// do runs one action and folds its result into the outcome.
+func (p *pass) do(ctx context.Context, a action, obs observed, o *outcome) result {
+	res := a.run(ctx, p, obs)
+	o.add(a, res)
+	return res
+}
+
+// after is the release as the action of res left it: as it says, as the revision it made, or
+// read from storage.
+func (p *pass) after(ctx context.Context, res result) (observed, error) {
+	switch {
+	case res.after != nil:
+		return *res.after, nil
+	case res.made != nil:
+		h := helm.HeadOf(res.made)
+		return observed{head: h, rel: res.made, state: helm.DetermineState(h, p.want)}, nil
+	}
+	return p.observeRelease(ctx, true)
+}
+
+// afterFailure ends a pass whose look at the release failed: on the failure this pass met,
+// retried with what the look says (the next pass remedies it), or as a retry of its own.
+func (p *pass) afterFailure(o *outcome, err error) result {
+	if f := o.failure; f != nil {
+		res := f.result
+		msg := fmt.Sprintf("%s; reading the release's history to go on: %v", res.message, err)
+		if res.forbidden {
+			return p.forbidden(eventAction(f.action), msg)
+		}
+		return result{verdict: retry, reason: res.reason, err: fmt.Errorf("%s", msg)}
+	}
+	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+}
+
+// situation is what next decides from, for the release as obs has it; in StateFailed it reads
+// the deployed revision before the failed one.
+func (p *pass) situation(obs observed, o *outcome) (situation, error) {
+	s := situation{state: obs.state, held: p.held != nil, rollsBack: p.r.opts.Watch.RollsBack(),
+		failure: o.failure, last: o.last(), taken: o.taken}
+	if v, due := p.rollbackDue(); due {
+		s.rollbackTo = v
+	}
+	_, s.heldBack = p.heldBackFailure()
+	if obs.head != nil {
+		s.olderDeployed = len(obs.head.OlderDeployed) > 0
+	}
+	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
+	switch obs.state {
+	case helm.StateLocked:
+		s.foreign = p.foreign(obs.rel)
+	case helm.StateFailed:
+		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
+			break // nothing was deployed before a first install; nothing is rolled back to
+		}
+		deployed, err := p.r.opts.Helm.LastDeployed(p.scope, p.relName, obs.head.Revision)
+		if err != nil {
+			return s, fmt.Errorf("reading release %s: %w", p.relName, err)
+		}
+		if deployed != nil {
+			s.deployed = deployed.Version
+		}
+	}
+	return s, nil
+}
+
+// finish is the result a pass ends on when no action is left.
+func (p *pass) finish(how ending, obs observed, s situation, o *outcome) result {
+	switch how {
+	case endHeld:
+		return p.hold(obs)
+	case endInSync:
+		return p.inSync(obs.head)
+	case endRolledBack:
+		return p.keepRollback(obs, o)
+	case endConflict:
+		return p.conflict(obs.rel)
+	case endHeldBack:
+		return p.holdBack(obs, s, o)
+	case endWaiting:
+		return p.waitForOperation(obs.rel)
+	}
+	if last := s.last; last != nil {
+		return last.result
+	}
+	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: the pass ended with nothing to report", p.relName)}
+}

@@ -1,0 +1,144 @@
+package controllers
+
+import (
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// The pass decides in two pure steps: helm.DetermineState classifies the release's newest
+// revision against what the CR wants, and next maps that state, with the few facts of a
+// situation, to the one action to take now, or to how the pass ends. The pass runs the action,
+// observes the release as the action left it, and asks next again: an install that failed is
+// followed by the removal of what it left, an upgrade that failed by a rollback, an unlock by
+// the upgrade it unblocks. An action is taken at most once per pass, so every pass ends.
+
+// situation is everything next decides from.
+type situation struct {
+	state helm.State
+	// held: a pre-release hook holds the release ("not now").
+	held bool
+	// rollbackTo is the rudder.dev/rollback-to value to act on ("" when none is due).
+	rollbackTo string
+	// heldBack: the desired (chart, values) failed in an earlier pass, and is not tried again
+	// until one of them changes.
+	heldBack bool
+	// rollsBack: the watch rolls a failed upgrade back (rollbackOnFailure).
+	rollsBack bool
+	// olderDeployed: older revisions are still marked deployed next to the deployed newest.
+	olderDeployed bool
+	// relabel: the release's records carry other shard labels than the CR has.
+	relabel bool
+	// foreign: the pending newest revision belongs to an operation rudder did not start that
+	// may still be running.
+	foreign bool
+	// deployed is, in StateFailed, the newest deployed revision before the failed one (0: none).
+	deployed int
+	// failure is the failure this pass met (nil: none): no install or upgrade follows it.
+	failure *step
+	// last is the action this pass took last (nil: none yet); taken, every action it took.
+	last  *step
+	taken map[string]bool
+}
+
+// upgradeFailed reports whether the failure this pass met is an upgrade's.
+func (s situation) upgradeFailed() bool {
+	return s.failure != nil && s.failure.action.String() == actUpgrade
+}
+
+// ending is how a pass ends when no action is left to take.
+type ending int
+
+const (
+	// endLast: on the result of the pass's last action (an install or upgrade that made the
+	// revision the pass ends on, or a requested rollback that was refused).
+	endLast ending = iota
+	// endInSync: on a deployed revision made from the current spec and chart.
+	endInSync
+	// endRolledBack: on a deployed rollback that is kept (helm.StateRolledBack).
+	endRolledBack
+	// endConflict: on a release of the CR's name that another owner made.
+	endConflict
+	// endHeldBack: on a (chart, values) that failed, in this pass or before.
+	endHeldBack
+	// endWaiting: on another operation's pending revision.
+	endWaiting
+	// endHeld: on a pre-release hook's hold.
+	endHeld
+)
+
+// Action names: the rudder_release_actions_total label, the action of Events, and the key
+// by which a pass takes each action at most once.
+const (
+	actInstall         = "install"
+	actUpgrade         = "upgrade"
+	actRollback        = "rollback"
+	actRequestRollback = "rollback-to"
+	actUnlock          = "unlock"
+	actFinishUninstall = "finish-uninstall"
+	actRemoveFailed    = "remove-failed-install"
+	actSupersede       = "supersede"
+	actAdopt           = "adopt"
+	actReapply         = "reapply"
+)
+
+// next is the one step after situation s: an action, or (nil) the end of the pass. It is pure.
+func next(s situation) (action, ending) {
+	once := func(a action, otherwise ending) (action, ending) {
+		if s.taken[a.String()] {
+			return nil, otherwise
+		}
+		return a, 0
+	}
+	switch {
+	case s.held:
+		return nil, endHeld
+	case s.rollbackTo != "" && !s.taken[actRequestRollback]:
+		return requestRollback{value: s.rollbackTo}, 0
+	case s.last != nil && s.last.result.made != nil:
+		return nil, endLast
+	case s.relabel && s.state != helm.StateConflict && !s.taken[actAdopt]:
+		return adopt{}, 0
+	}
+	failedBefore := s.heldBack || s.failure != nil
+	switch s.state {
+	case helm.StateConflict:
+		return nil, endConflict
+	case helm.StateInSync, helm.StateRolledBack:
+		end := endInSync
+		if s.state == helm.StateRolledBack {
+			end = endRolledBack
+		}
+		if s.olderDeployed {
+			return once(supersede{}, end)
+		}
+		return nil, end
+	case helm.StateLocked:
+		if s.foreign {
+			return nil, endWaiting
+		}
+		return once(unlock{}, endLast)
+	case helm.StateUninstalled:
+		return once(finishUninstall{}, endLast)
+	case helm.StateFailed:
+		switch {
+		case s.upgradeFailed() && (!s.rollsBack || s.deployed == 0):
+			return nil, endHeldBack // not rolled back, or nothing to roll back to
+		case s.deployed == 0:
+			return once(removeFailedInstall{}, endLast)
+		case failedBefore && s.rollsBack:
+			return once(rollback{to: s.deployed, cause: s.failure}, endHeldBack)
+		case failedBefore:
+			return nil, endHeldBack
+		}
+		return once(upgrade{}, endLast)
+	case helm.StateOutOfSync:
+		if failedBefore {
+			return nil, endHeldBack
+		}
+		return once(upgrade{}, endLast)
+	default: // helm.StateAbsent
+		if failedBefore {
+			return nil, endHeldBack
+		}
+		return once(install{}, endLast)
+	}
+}

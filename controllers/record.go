@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"helm.sh/helm/v3/pkg/release"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// record is what a step learned that status.release keeps. Steps return it as data; report
+// writes it, in writeRelease, the one writer of status.release.
+type record struct {
+	// revision is the revision the release is on now (nil: unchanged).
+	revision *revisionRecord
+	// failed holds the desired (chart, values) back from now on (nil: unchanged); clearFailed
+	// lets a held-back pair go.
+	failed      *failure
+	clearFailed bool
+	// rollbackRequest is the rudder.dev/rollback-to value handled (nil: unchanged).
+	rollbackRequest *string
+}
+
+// revisionRecord is a revision as status.release records it.
+type revisionRecord struct {
+	number                    int
+	chart                     string // name-version (helm.ChartRef)
+	chartDigest, valuesDigest string
+	// rolledBackTo is the revision it is a rollback to (0: it is none).
+	rolledBackTo int
+	// applied, when set, is what rudder's newest own revision was made from (nil: unchanged).
+	applied *rstatus.AppliedRelease
+}
+
+// madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
+func (p *pass) madeRecord(rel *release.Release) record {
+	return record{clearFailed: true, revision: &revisionRecord{
+		number: rel.Version, chart: helm.ChartRef(rel.Chart), chartDigest: p.want.ChartDigest, valuesDigest: p.want.ValuesDigest,
+		applied: &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
+	}}
+}
+
+// failedRecord holds the desired (chart, values) back after it failed for reason.
+func (p *pass) failedRecord(reason string, err error) record {
+	return record{failed: &failure{reason: reason, failed: rstatus.FailedRelease{
+		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Message: truncate(err.Error(), 1000)}}}
+}
+
+// writeRelease writes what the pass's steps learned into status.release, in their order, and
+// keeps the shadows (see shadow) of what it writes for the passes that read a cache that
+// does not show it yet.
+func (p *pass) writeRelease(recs []record) {
+	for _, rec := range recs {
+		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil {
+			continue
+		}
+		st := p.releaseStatus()
+		if r := rec.revision; r != nil {
+			st.Name, st.Revision, st.Chart = p.relName, r.number, r.chart
+			st.ChartDigest, st.ValuesDigest, st.RolledBackTo = r.chartDigest, r.valuesDigest, r.rolledBackTo
+			if r.applied != nil {
+				st.Applied = r.applied
+			}
+		}
+		switch {
+		case rec.failed != nil:
+			st.Failed = &rec.failed.failed
+			p.r.failures.remember(p.key, p.obj.GetUID(), *rec.failed)
+		case rec.clearFailed:
+			st.Failed = nil
+			p.r.failures.forget(p.key)
+		}
+		if v := rec.rollbackRequest; v != nil {
+			st.RollbackRequest = *v
+			p.r.rollbacks.remember(p.key, p.obj.GetUID(), *v)
+		}
+	}
+}
+
+// releaseStatus returns the status's release record, creating it.
+func (p *pass) releaseStatus() *rstatus.Release {
+	if p.st.Release == nil {
+		p.st.Release = &rstatus.Release{Name: p.relName}
+	}
+	return p.st.Release
+}
+
+// heldBackFailure is the failure that holds the desired (chart, values) back: as
+// status.release.failed records it, or as the pass that failed wrote it when the cache does
+// not show that write yet (events from the failed attempt's own objects wake passes that
+// fast). The reason is that of Released then (empty when the status has it).
+func (p *pass) heldBackFailure() (*failure, bool) {
+	if f := p.st.Release; f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest {
+		return &failure{failed: *f.Failed}, true
+	}
+	if m, ok := p.r.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest {
+		return &m, true
+	}
+	return nil, false
+}
+
+// rollbackRequest is the rollback-to value handled so far, as status.release records it.
+func (p *pass) rollbackRequest() string {
+	if p.st.Release == nil {
+		return ""
+	}
+	return p.st.Release.RollbackRequest
+}
