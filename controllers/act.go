@@ -53,11 +53,9 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 		}
 		msg := fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
 			helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
-		res := result{verdict: failed, reason: reason, message: msg, released: &condition{metav1.ConditionFalse, reason, msg}}
-		if held.reason != "" {
-			res.record.failed = held // known from the shadow only: the status is written again
-		}
-		return res
+		// Written again: a no-op, unless the shadow alone knew it.
+		return result{verdict: failed, reason: reason, message: msg, released: &condition{metav1.ConditionFalse, reason, msg},
+			record: record{failed: held}}
 	}
 	res, upgraded := f.result, f.action.String() == actUpgrade
 	msg := res.message
@@ -94,8 +92,8 @@ func eventAction(a action) string {
 	return "Upgrade"
 }
 
-// failureReason is the reason Released gives for a held-back failure of an earlier pass: as
-// this pass set it, else as the CR had it.
+// failureReason is the reason Released gives for a held-back failure of an earlier pass whose
+// record has none (an older rudder's): as this pass set it, else as the CR had it.
 func (p *pass) failureReason(o *outcome) string {
 	c := o.released
 	if c == nil {
@@ -155,8 +153,10 @@ func (p *pass) inSync(h *helm.Head) result {
 		rec.applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: p.gen, ChartDigest: p.want.ChartDigest}
 	}
 	res.record = record{revision: rec, clearFailed: true}
-	// Keep the message of the install or upgrade that made the revision.
-	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback {
+	// Keep the message of the install or upgrade that made the revision, unless it is about an
+	// older generation (a pass that read the CR from a cache behind the upgrade's status).
+	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback ||
+		c.ObservedGeneration < p.gen {
 		res.released = &condition{metav1.ConditionTrue, rstatus.ReasonUpToDate,
 			fmt.Sprintf("revision %d is deployed from the current spec and chart", h.Revision)}
 	}

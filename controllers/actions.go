@@ -47,11 +47,11 @@ type result struct {
 	// forbidden: the API server refused the release's identity. Such a failure is remedied
 	// like any other but never held back: granting the rule recovers without a change.
 	forbidden bool
-	// released and rollbackRequest are the conditions as the action leaves them (nil:
-	// unchanged); notes are its Events.
-	released, rollbackRequest *condition
-	notes                     []note
-	requeue                   time.Duration
+	// released, rollbackRequest and tested are the conditions as the action leaves them
+	// (nil: unchanged); notes are its Events.
+	released, rollbackRequest, tested *condition
+	notes                             []note
+	requeue                           time.Duration
 	// after is the release as the action left it when the action knows it (nil: the pass
 	// reads storage).
 	after *observed
@@ -81,6 +81,7 @@ const maxSteps = 12
 // pass ends.
 func (p *pass) act(ctx context.Context) *outcome {
 	o := &outcome{}
+	o.add(nil, p.shadowed())
 	obs := p.release
 	for range maxSteps {
 		s, err := p.situation(obs, o)
@@ -157,14 +158,16 @@ func (p *pass) situation(obs observed, o *outcome) (situation, error) {
 		s.rollbackTo = v
 	}
 	_, s.heldBack = p.heldBackFailure()
-	if obs.head != nil {
-		s.olderDeployed = len(obs.head.OlderDeployed) > 0
+	if h := obs.head; h != nil {
+		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
+		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
 	}
+	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
 	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
-	switch obs.state {
-	case helm.StateLocked:
+	switch {
+	case obs.state == helm.StateLocked:
 		s.foreign = p.foreign(obs.rel)
-	case helm.StateFailed:
+	case obs.state == helm.StateFailed || (s.testFailed() && s.testRollsBack):
 		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
 			break // nothing was deployed before a first install; nothing is rolled back to
 		}
@@ -194,6 +197,9 @@ func (p *pass) finish(how ending, obs observed, s situation, o *outcome) result 
 		return p.holdBack(obs, s, o)
 	case endWaiting:
 		return p.waitForOperation(obs.rel)
+	}
+	if made := o.madeStep(); made != nil {
+		return made.result
 	}
 	if last := s.last; last != nil {
 		return last.result

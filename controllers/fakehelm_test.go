@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v3/pkg/release"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,8 +28,8 @@ type fakeHelm struct {
 	// install or upgrade leaves a failed revision (the cluster refuses an object: Helm records
 	// the failure) or nothing (a refusal before anything is stored, such as a confinement
 	// violation).
-	installErr, upgradeErr, rollbackErr, lastErr error
-	stores                                       bool
+	installErr, upgradeErr, rollbackErr, lastErr, testErr error
+	stores                                                bool
 	// failNth fails the Nth call (from 1) of a method (by name) with nthErr: a transient error
 	// in the middle of a pass.
 	failNth map[string]int
@@ -157,6 +158,16 @@ func (f *fakeHelm) Unlock(s helm.Scope, rel *release.Release) error {
 		return err
 	}
 	return f.Memory.Unlock(s, rel)
+}
+
+// Test fails every test hook with testErr (the hooks' Pods failed).
+func (f *fakeHelm) Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
+	if err := f.call("Test", ""); err != nil {
+		return nil, err
+	}
+	f.Kube.WatchUntilReadyError = f.testErr
+	defer func() { f.Kube.WatchUntilReadyError = nil }()
+	return f.Memory.Test(s, name, timeout)
 }
 
 func (f *fakeHelm) Supersede(s helm.Scope, name string) ([]int, error) {

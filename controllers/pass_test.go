@@ -58,6 +58,7 @@ type harness struct {
 
 type harnessOpts struct {
 	watch       string // extra watches.yaml fields for the Widget watch
+	chart       string // the Widget watch's chart in testdata/charts (default widget)
 	annotations map[string]string
 	labels      map[string]string
 	// carried: the shard selector's keys (sharded reconciler).
@@ -69,7 +70,10 @@ type harnessOpts struct {
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	ws, err := watches.Parse([]byte("- group: unit.rudder.dev\n  version: v1\n  kind: Widget\n  chart: charts/widget\n"+o.watch),
+	if o.chart == "" {
+		o.chart = "widget"
+	}
+	ws, err := watches.Parse([]byte("- group: unit.rudder.dev\n  version: v1\n  kind: Widget\n  chart: charts/"+o.chart+"\n"+o.watch),
 		"testdata", func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -545,6 +549,42 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Normal Adopted"},
 		result: "requeue",
 	}, {
+		name:   "install, tests pass",
+		opts:   harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"},
+		calls:  []string{"Install", "Test"},
+		conds:  []string{"Released=True/InstallSucceeded", "Tested=True/TestSucceeded", "Ready=True/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded", "Normal TestSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "install, tests fail: reported",
+		opts:   harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"},
+		setup:  func(h *harness) { h.helm.testErr = errors.New("pod w-checks failed") },
+		calls:  []string{"Install", "Test"},
+		conds:  []string{"Released=True/InstallSucceeded", "Tested=False/TestFailed", "Ready=True/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded", "Warning TestFailed"},
+		result: "requeue",
+	}, {
+		name: "upgrade, tests fail, onFailure rollback: rolled back, held back",
+		opts: harnessOpts{chart: "tested", watch: "  test: {enable: true, onFailure: rollback}\n"},
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.testErr = errors.New("pod w-checks failed")
+		},
+		calls:  []string{"Last", "Upgrade", "Test", "LastDeployed", "Rollback 1", "Last"},
+		conds:  []string{"Released=False/RolledBack", "Tested=False/TestFailed", "Ready=False/TestFailed", "Stalled=True/TestFailed"},
+		events: []string{"Normal UpgradeSucceeded", "Warning TestFailed", "Normal RolledBack"},
+		result: "terminal",
+	}, {
+		name: "tests could not run: retried, the release as it is",
+		opts: harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"},
+		setup: func(h *harness) {
+			h.helm.failNth, h.helm.nthErr = map[string]int{"Test": 1}, errors.New("etcdserver: leader changed")
+		},
+		calls:  []string{"Install", "Test"},
+		conds:  []string{"Released=True/InstallSucceeded", "Tested=none", "Ready=False/TestFailed", "Stalled=False/TestFailed"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "retry",
+	}, {
 		name:   "paused",
 		opts:   harnessOpts{annotations: map[string]string{AnnotationPaused: "true"}},
 		conds:  []string{"Paused=True/Paused", "Reconciling=False/Paused", "Released=none"},
@@ -665,6 +705,65 @@ func TestPassRollsBackAfterATransientHistoryError(t *testing.T) {
 				t.Fatalf("second pass: %v", got)
 			}
 		})
+	}
+}
+
+// The tests of a revision run once: right after the install, or, when they could not run
+// then (a transient failure, or a crash between the two), on the next pass; never again on
+// an idle pass. The outcome is kept per revision in status.release.tested.
+func TestPassTestsOncePerRevision(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"})
+	h.helm.failNth, h.helm.nthErr = map[string]int{"Test": 1}, errors.New("etcdserver: leader changed")
+	// The second pass reads the manifest too: the first ended before it looked at the objects.
+	for i, want := range [][]string{{"Install", "Test"}, {"Test", "Last"}, nil, nil} {
+		res, err := h.pass()
+		if got := h.helm.Calls(); !slices.Equal(got, want) {
+			t.Fatalf("pass %d: calls %q, want %q (%v, %v)", i+1, got, want, res, err)
+		}
+	}
+	tested, _, _ := unstructured.NestedMap(h.cr().Object, "status", "release", "tested")
+	if tested["revision"] != int64(1) || tested["result"] != rstatus.TestSucceeded {
+		t.Fatalf("status.release.tested = %v", tested)
+	}
+	if got := h.conds(rstatus.TypeTested); got[0] != "Tested=True/TestSucceeded" {
+		t.Fatalf("%v", got)
+	}
+}
+
+// A pass that reads the CR from a cache behind the status the previous pass wrote writes the
+// conditions list as it knows it: the Tested and RollbackRequest conditions of that previous
+// pass are written again from the shadows, not dropped.
+func TestPassKeepsShadowedConditions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{chart: "tested", watch: "  test: {enable: true}\n",
+		annotations: map[string]string{AnnotationRollbackTo: "9"}})
+	stale := h.cr()
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Tested=True/TestSucceeded", "RollbackRequest=False/RollbackRejected"}
+	if got := h.conds(rstatus.TypeTested, rstatus.TypeRollbackRequest); !slices.Equal(got, want) {
+		t.Fatalf("first pass: %v", got)
+	}
+	// The cache shows the CR as it was before the first pass wrote its status.
+	cur := h.cr()
+	cur.Object["status"] = stale.Object["status"]
+	if cur.Object["status"] == nil {
+		cur.Object["status"] = map[string]any{}
+	}
+	if err := h.c.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	h.helm.Calls()
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.conds(rstatus.TypeTested, rstatus.TypeRollbackRequest); !slices.Equal(got, want) {
+		t.Fatalf("a pass behind the status: %v", got)
+	}
+	if calls := h.helm.Calls(); slices.Contains(calls, "Test") || slices.Contains(calls, "Revision 9") {
+		t.Fatalf("the pass behind the status acted again: %q", calls)
 	}
 }
 

@@ -30,13 +30,25 @@ type situation struct {
 	// foreign: the pending newest revision belongs to an operation rudder did not start that
 	// may still be running.
 	foreign bool
-	// deployed is, in StateFailed, the newest deployed revision before the failed one (0: none).
-	deployed int
+	// revision is the newest revision (0: none); deployed, in StateFailed or after a failed
+	// test, the newest deployed revision before it (0: none).
+	revision, deployed int
+	// testDue: the watch tests its releases, and the newest revision is one rudder made from
+	// the spec whose tests have not run; testRollsBack: a failed test is rolled back.
+	testDue, testRollsBack bool
+	// made: an install or upgrade of this pass made the newest revision.
+	made bool
 	// failure is the failure this pass met (nil: none): no install or upgrade follows it.
 	failure *step
 	// last is the action this pass took last (nil: none yet); taken, every action it took.
 	last  *step
 	taken map[string]bool
+}
+
+// testFailed reports whether the failure this pass met is a test's (one that is rolled back:
+// a failed test that is only reported is no failure of the release).
+func (s situation) testFailed() bool {
+	return s.failure != nil && s.failure.action.String() == actTest
 }
 
 // upgradeFailed reports whether the failure this pass met is an upgrade's.
@@ -48,8 +60,8 @@ func (s situation) upgradeFailed() bool {
 type ending int
 
 const (
-	// endLast: on the result of the pass's last action (an install or upgrade that made the
-	// revision the pass ends on, or a requested rollback that was refused).
+	// endLast: on the result of the install or upgrade that made the revision the pass ends
+	// on, else of the pass's last action.
 	endLast ending = iota
 	// endInSync: on a deployed revision made from the current spec and chart.
 	endInSync
@@ -78,67 +90,85 @@ const (
 	actSupersede       = "supersede"
 	actAdopt           = "adopt"
 	actReapply         = "reapply"
+	actTest            = "test"
 )
 
 // next is the one step after situation s: an action, or (nil) the end of the pass. It is pure.
 func next(s situation) (action, ending) {
-	once := func(a action, otherwise ending) (action, ending) {
-		if s.taken[a.String()] {
-			return nil, otherwise
-		}
-		return a, 0
-	}
 	switch {
 	case s.held:
 		return nil, endHeld
 	case s.rollbackTo != "" && !s.taken[actRequestRollback]:
 		return requestRollback{value: s.rollbackTo}, 0
-	case s.last != nil && s.last.result.made != nil:
+	case s.testDue && !s.taken[actTest]:
+		return test{revision: s.revision}, 0
+	case s.testFailed() && s.testRollsBack && s.deployed > 0:
+		return s.once(rollback{to: s.deployed, cause: s.failure}, endHeldBack)
+	case s.testFailed():
+		return nil, endHeldBack
+	case s.made && s.failure == nil:
 		return nil, endLast
 	case s.relabel && s.state != helm.StateConflict && !s.taken[actAdopt]:
 		return adopt{}, 0
 	}
+	return s.forState()
+}
+
+// once is a, unless the pass took it already: then the pass ends as otherwise says.
+func (s situation) once(a action, otherwise ending) (action, ending) {
+	if s.taken[a.String()] {
+		return nil, otherwise
+	}
+	return a, 0
+}
+
+// forState is next's step for the release's state.
+func (s situation) forState() (action, ending) {
 	failedBefore := s.heldBack || s.failure != nil
 	switch s.state {
 	case helm.StateConflict:
 		return nil, endConflict
 	case helm.StateInSync, helm.StateRolledBack:
 		end := endInSync
-		if s.state == helm.StateRolledBack {
+		switch {
+		case s.state == helm.StateRolledBack && failedBefore:
+			// The rollback of a revision whose tests failed: the pair stays held back.
+			end = endHeldBack
+		case s.state == helm.StateRolledBack:
 			end = endRolledBack
 		}
 		if s.olderDeployed {
-			return once(supersede{}, end)
+			return s.once(supersede{}, end)
 		}
 		return nil, end
 	case helm.StateLocked:
 		if s.foreign {
 			return nil, endWaiting
 		}
-		return once(unlock{}, endLast)
+		return s.once(unlock{}, endLast)
 	case helm.StateUninstalled:
-		return once(finishUninstall{}, endLast)
+		return s.once(finishUninstall{}, endLast)
 	case helm.StateFailed:
 		switch {
 		case s.upgradeFailed() && (!s.rollsBack || s.deployed == 0):
 			return nil, endHeldBack // not rolled back, or nothing to roll back to
 		case s.deployed == 0:
-			return once(removeFailedInstall{}, endLast)
+			return s.once(removeFailedInstall{}, endLast)
 		case failedBefore && s.rollsBack:
-			return once(rollback{to: s.deployed, cause: s.failure}, endHeldBack)
+			return s.once(rollback{to: s.deployed, cause: s.failure}, endHeldBack)
 		case failedBefore:
 			return nil, endHeldBack
 		}
-		return once(upgrade{}, endLast)
+		return s.once(upgrade{}, endLast)
 	case helm.StateOutOfSync:
 		if failedBefore {
 			return nil, endHeldBack
 		}
-		return once(upgrade{}, endLast)
+		return s.once(upgrade{}, endLast)
 	default: // helm.StateAbsent
 		if failedBefore {
 			return nil, endHeldBack
 		}
-		return once(install{}, endLast)
+		return s.once(install{}, endLast)
 	}
 }

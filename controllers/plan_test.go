@@ -35,6 +35,8 @@ func TestNext(t *testing.T) {
 		requested       = took(requestRollback{}, succeeded, false, false)
 		adopted         = took(adopt{}, succeeded, false, false)
 		superseded      = took(supersede{}, succeeded, false, false)
+		testFailed      = took(test{}, failed, false, false)
+		tested          = took(test{}, succeeded, false, false)
 		absent, failedS = helm.StateAbsent, helm.StateFailed
 	)
 	cases := []struct {
@@ -72,6 +74,18 @@ func TestNext(t *testing.T) {
 		{"upgrade forbidden before a revision", situation{state: helm.StateOutOfSync, failure: upgradeRefused, last: upgradeRefused}, "end:held back"},
 		{"rolled back after a failed upgrade", situation{state: helm.StateOutOfSync, failure: rolledBack, last: rolledBack, rollsBack: true}, "end:held back"},
 
+		// Tests (test.enable).
+		{"installed, tests due", situation{state: helm.StateInSync, last: installed, testDue: true}, actTest},
+		{"upgraded, tests due", situation{state: helm.StateInSync, last: upgraded, testDue: true, testRollsBack: true}, actTest},
+		{"in sync, tests never ran (a crash after the upgrade)", situation{state: helm.StateInSync, testDue: true}, actTest},
+		{"tested", situation{state: helm.StateInSync, last: tested, made: true}, "end:last"},
+		{"tested, after a crash", situation{state: helm.StateInSync, last: tested}, "end:in sync"},
+		{"tests failed, rolled back", situation{state: helm.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true, deployed: 1}, actRollback},
+		{"tests failed, nothing to roll back to", situation{state: helm.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true}, "end:held back"},
+		{"tests failed, rolled back: kept held back", situation{state: helm.StateRolledBack, last: rolledBack, failure: rolledBack, made: true,
+			testRollsBack: true, taken: map[string]bool{actTest: true, actRollback: true, actUpgrade: true}}, "end:held back"},
+		{"rolled back after failed tests, a later pass", situation{state: helm.StateRolledBack, heldBack: true}, "end:held back"},
+
 		// Failed.
 		{"failed install left by a dead pass", situation{state: failedS}, actRemoveFailed},
 		{"failed install, held back", situation{state: failedS, heldBack: true}, actRemoveFailed},
@@ -103,6 +117,7 @@ func TestNext(t *testing.T) {
 				for _, st := range []*step{tc.s.failure, tc.s.last} {
 					if st != nil {
 						tc.s.taken[st.action.String()] = true
+						tc.s.made = tc.s.made || st.result.made != nil
 					}
 				}
 			}
@@ -120,9 +135,10 @@ func TestNextEnds(t *testing.T) {
 	states := []helm.State{helm.StateAbsent, helm.StateConflict, helm.StateLocked, helm.StateUninstalled,
 		helm.StateFailed, helm.StateOutOfSync, helm.StateInSync, helm.StateRolledBack}
 	for _, st := range states {
-		for flags := range 1 << 7 {
+		for flags := range 1 << 9 {
 			s := situation{state: st, heldBack: flags&1 != 0, rollsBack: flags&2 != 0, olderDeployed: flags&4 != 0,
-				relabel: flags&8 != 0, foreign: flags&16 != 0, taken: map[string]bool{}}
+				relabel: flags&8 != 0, foreign: flags&16 != 0, testDue: flags&128 != 0, testRollsBack: flags&256 != 0,
+				taken: map[string]bool{}}
 			if flags&32 != 0 {
 				s.deployed = 1
 			}
@@ -135,7 +151,7 @@ func TestNextEnds(t *testing.T) {
 					break
 				}
 				if n > 10 || s.taken[a.String()] {
-					t.Fatalf("%s %07b: %s again after %d steps", st, flags, a, n)
+					t.Fatalf("%s %09b: %s again after %d steps", st, flags, a, n)
 				}
 				s.taken[a.String()] = true
 				s.last = &step{action: a}
@@ -151,4 +167,3 @@ func describeNext(a action, e ending) string {
 	return "end:" + map[ending]string{endLast: "last", endInSync: "in sync", endRolledBack: "rolled back", endConflict: "conflict",
 		endHeldBack: "held back", endWaiting: "waiting", endHeld: "held"}[e]
 }
-

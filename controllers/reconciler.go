@@ -100,6 +100,9 @@ type Releases interface {
 	Uninstall(s helm.Scope, name, description string) error
 	// Unlock marks a pending revision failed.
 	Unlock(s helm.Scope, rel *release.Release) error
+	// Test runs the newest revision's test hooks within timeout and returns the revision,
+	// which says how each ran (helm.Tests); a failed test is an error too.
+	Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
 	// Supersede marks every deployed revision but the newest superseded and returns them.
 	Supersede(s helm.Scope, name string) ([]int, error)
 	// Writer writes operands as the scope's identity (drift re-apply).
@@ -143,7 +146,9 @@ type Reconciler struct {
 	failures *shadow[failure]
 	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
 	// status.release.rollbackRequest, until the cache shows that status.
-	rollbacks *shadow[string]
+	rollbacks *shadow[written[string]]
+	// tests are the outcomes of the CRs' tests, as in status.release.tested.
+	tests *shadow[written[rstatus.TestedRelease]]
 	// gate shares the workers out between namespaces (see gate.go).
 	gate *gate
 }
@@ -195,7 +200,8 @@ func New(opts Options) (*Reconciler, error) {
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
 		failures:  newShadow[failure](),
-		rollbacks: newShadow[string](),
+		rollbacks: newShadow[written[string]](),
+		tests:     newShadow[written[rstatus.TestedRelease]](),
 		gate:      newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
 }
@@ -334,6 +340,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.manifests, key)
 	r.failures.forget(key)
 	r.rollbacks.forget(key)
+	r.tests.forget(key)
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)

@@ -18,6 +18,8 @@ type record struct {
 	clearFailed bool
 	// rollbackRequest is the rudder.dev/rollback-to value handled (nil: unchanged).
 	rollbackRequest *string
+	// tested is the outcome of a run of the tests (nil: unchanged).
+	tested *rstatus.TestedRelease
 }
 
 // revisionRecord is a revision as status.release records it.
@@ -42,15 +44,15 @@ func (p *pass) madeRecord(rel *release.Release) record {
 // failedRecord holds the desired (chart, values) back after it failed for reason.
 func (p *pass) failedRecord(reason string, err error) record {
 	return record{failed: &failure{reason: reason, failed: rstatus.FailedRelease{
-		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Message: truncate(err.Error(), 1000)}}}
+		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000)}}}
 }
 
 // writeRelease writes what the pass's steps learned into status.release, in their order, and
 // keeps the shadows (see shadow) of what it writes for the passes that read a cache that
-// does not show it yet.
-func (p *pass) writeRelease(recs []record) {
-	for _, rec := range recs {
-		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil {
+// does not show it yet, with the conditions o sets for them.
+func (p *pass) writeRelease(o *outcome) {
+	for _, rec := range o.records {
+		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil {
 			continue
 		}
 		st := p.releaseStatus()
@@ -71,7 +73,11 @@ func (p *pass) writeRelease(recs []record) {
 		}
 		if v := rec.rollbackRequest; v != nil {
 			st.RollbackRequest = *v
-			p.r.rollbacks.remember(p.key, p.obj.GetUID(), *v)
+			p.r.rollbacks.remember(p.key, p.obj.GetUID(), written[string]{*v, o.rollbackRequest})
+		}
+		if t := rec.tested; t != nil {
+			st.Tested = t
+			p.r.tests.remember(p.key, p.obj.GetUID(), written[rstatus.TestedRelease]{*t, o.tested})
 		}
 	}
 }
@@ -87,15 +93,44 @@ func (p *pass) releaseStatus() *rstatus.Release {
 // heldBackFailure is the failure that holds the desired (chart, values) back: as
 // status.release.failed records it, or as the pass that failed wrote it when the cache does
 // not show that write yet (events from the failed attempt's own objects wake passes that
-// fast). The reason is that of Released then (empty when the status has it).
+// fast). Its reason is the one recorded (empty in a record an older rudder wrote).
 func (p *pass) heldBackFailure() (*failure, bool) {
 	if f := p.st.Release; f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest {
-		return &failure{failed: *f.Failed}, true
+		return &failure{reason: f.Failed.Reason, failed: *f.Failed}, true
 	}
 	if m, ok := p.r.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest {
 		return &m, true
 	}
 	return nil, false
+}
+
+// tested is the revision whose tests ran last: as status.release.tested records it, or as a
+// pass whose status write the cache does not show yet ran them (0: none).
+func (p *pass) tested() int {
+	v := 0
+	if st := p.st.Release; st != nil && st.Tested != nil {
+		v = st.Tested.Revision
+	}
+	if t, ok := p.r.tests.of(p.key, p.obj.GetUID()); ok && t.value.Revision > v {
+		v = t.value.Revision
+	}
+	return v
+}
+
+// shadowed is what passes whose status writes the cache does not show yet recorded with a
+// condition of its own (a rollback-to value handled, a test run): this pass records it again,
+// or its status write would drop those conditions.
+func (p *pass) shadowed() result {
+	var res result
+	if t, ok := p.r.tests.of(p.key, p.obj.GetUID()); ok {
+		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
+			res.tested, res.record.tested = t.cond, &t.value
+		}
+	}
+	if r, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {
+		res.rollbackRequest, res.record.rollbackRequest = r.cond, &r.value
+	}
+	return res
 }
 
 // rollbackRequest is the rollback-to value handled so far, as status.release records it.

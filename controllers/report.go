@@ -52,10 +52,11 @@ type outcome struct {
 	reason, message string
 	// err fails the pass: retried with back-off (or, with phaseStalled, never).
 	err error
-	// released and rollbackRequest are the new Released and RollbackRequest (nil: unchanged).
-	released, rollbackRequest *condition
-	events                    []note
-	requeue                   time.Duration
+	// released, rollbackRequest and tested are the new Released, RollbackRequest and Tested
+	// (nil: unchanged).
+	released, rollbackRequest, tested *condition
+	events                            []note
+	requeue                           time.Duration
 
 	// steps are the actions the pass took, in order; taken their names, failure the last
 	// that failed (nil: none).
@@ -124,6 +125,9 @@ func (o *outcome) add(a action, res result) {
 	if res.rollbackRequest != nil {
 		o.rollbackRequest = res.rollbackRequest
 	}
+	if res.tested != nil {
+		o.tested = res.tested
+	}
 	o.records = append(o.records, res.record)
 	o.requeueIn(res.requeue)
 }
@@ -134,6 +138,16 @@ func (o *outcome) last() *step {
 		return nil
 	}
 	return &o.steps[len(o.steps)-1]
+}
+
+// madeStep is the install or upgrade of the pass that made a revision (nil: none).
+func (o *outcome) madeStep() *step {
+	for i := range o.steps {
+		if o.steps[i].result.made != nil {
+			return &o.steps[i]
+		}
+	}
+	return nil
 }
 
 // end makes res the result the pass ends on.
@@ -207,13 +221,14 @@ func (o *outcome) settles() bool {
 // error is retried with back-off (a reconcile.TerminalError never is) and comes with an empty
 // Result.
 func (p *pass) report(o *outcome) (reconcile.Result, error) {
-	p.writeRelease(o.records)
+	p.writeRelease(o)
 	p.reportChartAndPause(o)
 	for _, n := range o.events {
 		p.event(n)
 	}
 	p.setCondition(rstatus.TypeReleased, o.released)
 	p.setCondition(rstatus.TypeRollbackRequest, o.rollbackRequest)
+	p.setCondition(rstatus.TypeTested, o.tested)
 	ph := o.phase
 	if ph == "" || (o.err != nil && o.reason == rstatus.ReasonForbidden) {
 		ph = phaseFailed

@@ -17,9 +17,9 @@ import (
 // the annotation may stay). The rollback then holds like one made with `helm rollback`.
 const AnnotationRollbackTo = "rudder.dev/rollback-to"
 
-// rollback returns the release to its last deployed revision after a failed upgrade: the
-// remedy next chooses for a failed newest revision whose (chart, values) failed, unless the
-// watch turns it off. The pair stays held back.
+// rollback returns the release to its last deployed revision after a failed upgrade (or the
+// failed tests of a revision, with test.onFailure: rollback): the remedy next chooses for a
+// (chart, values) that failed, unless the watch turns it off. The pair stays held back.
 type rollback struct {
 	to int
 	// cause is the failure this pass met (nil: one an earlier pass recorded).
@@ -29,13 +29,17 @@ type rollback struct {
 func (rollback) String() string { return actRollback }
 
 func (a rollback) run(_ context.Context, p *pass, _ observed) result {
-	msg, forbidden := "", false
+	msg, forbidden, reason := "", false, rstatus.ReasonUpgradeFailed
+	why := fmt.Sprintf("the upgrade to generation %d failed", p.gen)
 	if a.cause != nil {
 		msg, forbidden = a.cause.result.message, a.cause.result.forbidden
+		if a.cause.action.String() == actTest {
+			reason, why = rstatus.ReasonTestFailed, "the tests of the newest revision failed"
+		}
 	} else if f, ok := p.heldBackFailure(); ok {
 		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
 	}
-	desc := fmt.Sprintf("rudder rollback to revision %d: the upgrade to generation %d failed", a.to, p.gen)
+	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
 	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, a.to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
@@ -56,7 +60,7 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 		res.reason = rstatus.ReasonForbidden
 		return res
 	}
-	res.reason = rstatus.ReasonUpgradeFailed
+	res.reason = reason
 	res.message += "; not retried until the spec or the chart changes"
 	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message}}
 	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}

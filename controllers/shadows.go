@@ -52,6 +52,14 @@ func (s *shadow[T]) forget(key types.NamespacedName) {
 	delete(s.values, key)
 }
 
+// written is a value status.release records with the condition a pass set for it
+// (RollbackRequest for a rollback-to value, Tested for a test run): a pass whose cache does
+// not show them yet writes both again, since the conditions are written as one list.
+type written[T any] struct {
+	value T
+	cond  *condition
+}
+
 // failure is a held-back failure as status.release.failed records it, with the reason
 // Released gave.
 type failure struct {

@@ -26,6 +26,10 @@ const (
 	// RollbackRequest says what became of the last value of the rudder.dev/rollback-to
 	// annotation: True when rudder rolled back to that revision, False when it refused.
 	TypeRollbackRequest = "RollbackRequest"
+	// TypeTested is the outcome of the release's tests (the chart's helm.sh/hook: test hooks)
+	// on the revision status.release.tested names, when the watch runs them (test.enable).
+	// It is separate from Ready, which is about the objects.
+	TypeTested = "Tested"
 )
 
 // RudderOwns reports whether rudder owns a condition type: it writes those on every pass, and a
@@ -33,7 +37,7 @@ const (
 // (the Application hook could add "Available"): rudder keeps it as the hook last set it.
 func RudderOwns(conditionType string) bool {
 	switch conditionType {
-	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest:
+	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested:
 		return true
 	}
 	return false
@@ -47,6 +51,10 @@ const (
 	ReasonUpgradeFailed    = "UpgradeFailed"
 	ReasonRolledBack       = "RolledBack"
 	ReasonRollbackFailed   = "RollbackFailed"
+	// ReasonTestSucceeded and ReasonTestFailed: every test hook of the revision succeeded; one
+	// failed (the message names each that did).
+	ReasonTestSucceeded = "TestSucceeded"
+	ReasonTestFailed    = "TestFailed"
 	// ReasonManualRollback: the deployed revision is a rollback rudder did not make from the
 	// spec (helm rollback, or rudder.dev/rollback-to); it holds until the spec or the chart
 	// changes.
@@ -88,7 +96,7 @@ const (
 // Common is the part of status rudder owns on every CR.
 type Common struct {
 	// Conditions: Ready, Reconciling, Stalled (kstatus), Released, ChartReady, Paused,
-	// RollbackRequest (rudder's; see RudderOwns), and the kind's Go hooks' own types.
+	// RollbackRequest, Tested (rudder's; see RudderOwns), and the kind's Go hooks' own types.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -133,7 +141,27 @@ type Release struct {
 	// handled: each value is acted on once, so the annotation may stay as a record.
 	// +optional
 	RollbackRequest string `json:"rollbackRequest,omitempty"`
+	// Tested is the outcome of the last run of the release's tests.
+	// +optional
+	Tested *TestedRelease `json:"tested,omitempty"`
 }
+
+// TestedRelease is the outcome of one run of a revision's tests.
+type TestedRelease struct {
+	// Revision tested.
+	Revision int `json:"revision"`
+	// Result is Succeeded or Failed.
+	Result string `json:"result"`
+	// Failed names the test hooks that failed.
+	// +optional
+	Failed []string `json:"failed,omitempty"`
+}
+
+// Results of a test run.
+const (
+	TestSucceeded = "Succeeded"
+	TestFailed    = "Failed"
+)
 
 // AppliedRelease is what a revision rudder made from the spec was made from.
 type AppliedRelease struct {
@@ -149,6 +177,10 @@ type AppliedRelease struct {
 type FailedRelease struct {
 	ChartDigest  string `json:"chartDigest"`
 	ValuesDigest string `json:"valuesDigest"`
+	// Reason is why it failed, as Stalled said when it did (InstallFailed, UpgradeFailed,
+	// ChartInvalid, TestFailed).
+	// +optional
+	Reason string `json:"reason,omitempty"`
 	// Message is Helm's error.
 	Message string `json:"message,omitempty"`
 }

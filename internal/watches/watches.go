@@ -62,6 +62,8 @@ type Watch struct {
 	AllowAggregationLabels []string `json:"allowAggregationLabels,omitempty"`
 	// Limits bound each release of the watch (see helm.Limits for the defaults).
 	Limits *Limits `json:"limits,omitempty"`
+	// Test runs the chart's test hooks after each install or upgrade (see Test).
+	Test *Test `json:"test,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.
@@ -168,6 +170,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.checkLimits,
 		w.checkTenancy,
 		w.Limits.check,
+		w.checkTest,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {

@@ -34,6 +34,9 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		{"zero manifest", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxManifestBytes: "0"}}`, "limits.maxManifestBytes"},
 		{"zero timeout", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 0s}}`, "limits.actionTimeout"},
 		{"unknown limit", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxCPU: 1}}`, "unknown field"},
+		{"bad test onFailure", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, onFailure: retry}}`, `test.onFailure: "retry"`},
+		{"zero test timeout", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, timeout: 0s}}`, "test.timeout"},
+		{"test timeout over the action's", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 1m}, test: {enable: true, timeout: 2m}}`, "test.timeout: 2m0s is over the action timeout"},
 		{"empty", ``, "no watches"},
 	}
 	for _, tc := range cases {

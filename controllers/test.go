@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// test runs the chart's test hooks (`helm test`) on the newest revision, one rudder made from
+// the spec whose tests have not run: right after the install or upgrade that made it, or, when
+// the process died in between, on the next pass. The outcome is recorded per revision
+// (status.release.tested), so the tests of a revision run once.
+//
+// A failed test is reported (condition Tested, an Event), and with test.onFailure: rollback it
+// is a failure of the release: next rolls back to the deployed revision before it, like a
+// failed upgrade, and the (chart, values) is held back.
+type test struct{ revision int }
+
+func (test) String() string { return actTest }
+
+func (a test) run(_ context.Context, p *pass, obs observed) result {
+	rel, err := p.r.opts.Helm.Test(p.scope, p.relName, p.r.opts.Watch.TestTimeout())
+	ran, failedHooks := helm.Tests(rel)
+	if err != nil && len(failedHooks) == 0 {
+		// The tests could not run (the API server refused or failed): tried again.
+		releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
+		msg := fmt.Sprintf("testing release %s: %v", p.relName, err)
+		if helm.IsForbidden(err) {
+			return p.forbidden("Test", msg)
+		}
+		return result{verdict: retry, reason: rstatus.ReasonTestFailed, err: errors.New(msg)}
+	}
+	tested := &rstatus.TestedRelease{Revision: a.revision, Result: rstatus.TestSucceeded, Failed: failedHooks}
+	if len(failedHooks) == 0 {
+		releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "ok").Inc()
+		msg := fmt.Sprintf("revision %d: %d tests passed", a.revision, len(ran))
+		if len(ran) > 0 {
+			msg += ": " + strings.Join(ran, ", ")
+		}
+		return result{verdict: succeeded, after: &obs, tested: &condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg},
+			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", msg}}, record: record{tested: tested}}
+	}
+	releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
+	tested.Result = rstatus.TestFailed
+	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s (%v)", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "), err)
+	// The release is as it was (Helm recorded how the hooks ran in its record).
+	res := result{verdict: succeeded, after: &obs, tested: &condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, msg},
+		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}}
+	if p.r.opts.Watch.TestRollsBack() {
+		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+p.relName+": "+msg
+		res.record.failed = p.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
+	}
+	return res
+}

@@ -1,0 +1,65 @@
+package watches
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What test.onFailure may say.
+const (
+	// TestOnFailureReport records a failed test (condition Tested, status.release.tested, an
+	// Event) and leaves the release as it is.
+	TestOnFailureReport = "report"
+	// TestOnFailureRollback also rolls the release back to the deployed revision before the
+	// tested one, like a failed upgrade, and holds the (chart, values) back.
+	TestOnFailureRollback = "rollback"
+)
+
+// Test is a watch's test field: rudder runs the chart's test hooks (helm.sh/hook: test, what
+// `helm test` runs) after each install or upgrade that succeeds, once per revision.
+type Test struct {
+	// Enable runs the tests.
+	Enable bool `json:"enable"`
+	// Timeout bounds one run of the tests (default, and at most: limits.actionTimeout).
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// OnFailure is report (default) or rollback.
+	OnFailure string `json:"onFailure,omitempty"`
+}
+
+func (w *Watch) checkTest() error {
+	t := w.Test
+	if t == nil {
+		return nil
+	}
+	switch t.OnFailure {
+	case "", TestOnFailureReport, TestOnFailureRollback:
+	default:
+		return fmt.Errorf("test.onFailure: %q must be %s or %s", t.OnFailure, TestOnFailureReport, TestOnFailureRollback)
+	}
+	if t.Timeout == nil {
+		return nil
+	}
+	if t.Timeout.Duration <= 0 {
+		return fmt.Errorf("test.timeout: %s must be positive", t.Timeout.Duration)
+	}
+	if bound := w.Limits.helm().Timeout(); t.Timeout.Duration > bound {
+		return fmt.Errorf("test.timeout: %s is over the action timeout (limits.actionTimeout, %s), which bounds every action", t.Timeout.Duration, bound)
+	}
+	return nil
+}
+
+// Tests reports whether the watch runs its releases' tests.
+func (w *Watch) Tests() bool { return w.Test != nil && w.Test.Enable }
+
+// TestRollsBack reports whether a failed test rolls the release back.
+func (w *Watch) TestRollsBack() bool { return w.Tests() && w.Test.OnFailure == TestOnFailureRollback }
+
+// TestTimeout bounds one run of the tests.
+func (w *Watch) TestTimeout() time.Duration {
+	if w.Test != nil && w.Test.Timeout != nil {
+		return w.Test.Timeout.Duration
+	}
+	return w.Limits.helm().Timeout()
+}
