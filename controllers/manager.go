@@ -141,13 +141,17 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	if err != nil {
 		return nil, nil, err
 	}
+	sources := NewSources(cfg, ctrl.Log.WithName("sources"))
+	if err := mgr.Add(sources); err != nil {
+		return nil, nil, err
+	}
 	for _, w := range ws {
 		var dep cache.Cache
 		if w.WatchesDependents() {
 			dep = dependents
 		}
 		r, err := New(Options{
-			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks,
+			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks, Sources: sources,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
 			Recorder: recorder, Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),

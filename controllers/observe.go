@@ -2,12 +2,14 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/release"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // observed is the release as a pass found it.
@@ -37,7 +39,11 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	if p.relName, err = p.r.releaseName(p.obj); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	if p.values, p.overridden, err = p.r.opts.Watch.Values(p.obj); err != nil {
+	base, out := p.valuesFrom(ctx)
+	if out != nil {
+		return out
+	}
+	if p.values, p.overridden, err = p.r.opts.Watch.Values(p.obj, base); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	if out := p.preReleaseHooks(ctx); out != nil {
@@ -56,6 +62,36 @@ func (p *pass) observe(ctx context.Context) *outcome {
 		return retried(rstatus.ReasonReconcileError, err)
 	}
 	return nil
+}
+
+// valuesFrom reads what the watch's valuesFrom sources hold for the CR, merged, as the
+// release's identity; it returns an outcome when the pass ends here: a source that is missing
+// (Stalled until it appears: its watch wakes the CR) or that may not be read (retried).
+func (p *pass) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
+	if len(p.r.opts.Watch.ValuesFrom) == 0 {
+		return nil, nil
+	}
+	srcs, err := p.r.opts.Watch.SourcesOf(p.obj)
+	if err != nil {
+		return nil, stalled(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	contents, err := p.r.opts.Sources.Read(ctx, p.scope, srcs, reader{p.r, p.key})
+	switch {
+	case helm.IsForbidden(err):
+		o := &outcome{}
+		o.endOn(p.forbidden("ReadValues", err.Error()))
+		return nil, o
+	case err != nil:
+		return nil, retried(rstatus.ReasonReconcileError, err)
+	}
+	base, err := watches.MergeSources(srcs, contents)
+	switch {
+	case errors.Is(err, watches.ErrSourceMissing):
+		return nil, stalled(rstatus.ReasonValuesFromMissing, err.Error()+"; nothing is released until it exists")
+	case err != nil:
+		return nil, stalled(rstatus.ReasonValuesInvalid, err.Error())
+	}
+	return base, nil
 }
 
 // preReleaseHooks runs the kind's pre-release hooks, which may change the values or hold the

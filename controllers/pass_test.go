@@ -66,7 +66,32 @@ type harnessOpts struct {
 	status  map[string]any
 	pre     hook.PreRelease
 	post    hook.PostRelease
+	// sources is what the CR's valuesFrom sources hold, by name (absent: missing);
+	// sourcesErr fails reading them.
+	sources    map[string]string
+	sourcesErr error
 }
+
+// fakeSources serves valuesFrom sources from memory.
+type fakeSources struct {
+	contents map[string]string
+	err      error
+}
+
+func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Source, _ reader) ([][]byte, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := make([][]byte, len(srcs))
+	for i, s := range srcs {
+		if c, ok := f.contents[s.Name]; ok {
+			out[i] = []byte(c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSources) Forget(reader) {}
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
@@ -116,6 +141,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		hooks.AddPostRelease(unitGVK, o.post)
 	}
 	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm, Hooks: hooks, Client: c, APIReader: c,
+		Sources:  &fakeSources{contents: o.sources, err: o.sourcesErr},
 		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute, Carried: o.carried}); err != nil {
 		t.Fatal(err)
 	}
@@ -584,6 +610,27 @@ func TestPassDecisionTable(t *testing.T) {
 		conds:  []string{"Released=True/InstallSucceeded", "Tested=none", "Ready=False/TestFailed", "Stalled=False/TestFailed"},
 		events: []string{"Normal InstallSucceeded"},
 		result: "retry",
+	}, {
+		name:   "valuesFrom, a source missing: held until it exists, nothing released",
+		opts:   harnessOpts{watch: "  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]\n"},
+		conds:  []string{"Released=False/ValuesFromMissing", "Ready=False/ValuesFromMissing", "Stalled=True/ValuesFromMissing"},
+		result: "terminal",
+	}, {
+		name: "valuesFrom, a source the identity may not read: Forbidden, retried",
+		opts: harnessOpts{watch: "  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]\n",
+			sourcesErr: apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "w-db", errors.New("no rule"))},
+		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Stalled=False/Forbidden"},
+		events: []string{"Warning Forbidden"},
+		result: "retry",
+	}, {
+		name: "valuesFrom, a source's content changed: upgrade",
+		opts: harnessOpts{watch: "  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]\n",
+			sources: map[string]string{"w-db": "message: the spec wins\nextra: from-the-source\n"}},
+		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		calls:  []string{"Last", "Upgrade"},
+		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
+		events: []string{"Normal UpgradeSucceeded"},
+		result: "requeue",
 	}, {
 		name:   "paused",
 		opts:   harnessOpts{annotations: map[string]string{AnnotationPaused: "true"}},

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +48,9 @@ type Options struct {
 	Charts *chartsource.Source
 	Helm   Releases
 	Hooks  *hook.Registry
+	// Sources reads the watch's valuesFrom sources (required when the watch has any):
+	// *Sources, or a fake in unit tests.
+	Sources SourceReader
 
 	// Client reads CRs and release Secrets from the manager's cache and writes.
 	Client client.Client
@@ -77,45 +79,6 @@ type Options struct {
 	ReconcilePeriod         time.Duration
 	MaxConcurrentReconciles int
 }
-
-// Releases is everything the reconciler asks of Helm and its storage: read a release's
-// revisions, and run one action on it. Every call acts as, and within, the scope it is given.
-// *helm.Client is the implementation; unit tests of the pass use *helm.Memory, Helm's own
-// actions over its memory storage driver.
-type Releases interface {
-	// Head is the newest revision as the manager's cache of release records shows it (nil,
-	// nil: none there): no request, no decoding.
-	Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error)
-	// Last is the newest revision (nil, nil: none).
-	Last(s helm.Scope, name string) (*release.Release, error)
-	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
-	LastDeployed(s helm.Scope, name string, before int) (*release.Release, error)
-	// Revision is one revision (nil, nil: not in the history).
-	Revision(s helm.Scope, name string, version int) (*release.Release, error)
-	// Install and Upgrade return the revision they made; an Install of a name that is taken
-	// returns helm.ErrNameInUse and writes nothing.
-	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
-	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
-	Rollback(s helm.Scope, name string, toRevision, maxHistory int, description string) error
-	Uninstall(s helm.Scope, name, description string) error
-	// Unlock marks a pending revision failed.
-	Unlock(s helm.Scope, rel *release.Release) error
-	// Test runs the newest revision's test hooks within timeout and returns the revision,
-	// which says how each ran (helm.Tests); a failed test is an error too.
-	Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
-	// Supersede marks every deployed revision but the newest superseded and returns them.
-	Supersede(s helm.Scope, name string) ([]int, error)
-	// Writer writes operands as the scope's identity (drift re-apply).
-	Writer(s helm.Scope) (client.Client, error)
-	// Relabel gives the release's records exactly the carried labels want among keys
-	// (adoption by a shard).
-	Relabel(s helm.Scope, name string, keys []string, want map[string]string) error
-}
-
-var (
-	_ Releases = (*helm.Client)(nil)
-	_ Releases = (*helm.Memory)(nil)
-)
 
 // Reconciler reconciles the CRs of one watch: one Helm release per CR.
 type Reconciler struct {
@@ -151,6 +114,10 @@ type Reconciler struct {
 	tests *shadow[written[rstatus.TestedRelease]]
 	// gate shares the workers out between namespaces (see gate.go).
 	gate *gate
+	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
+	// period is over (see sourceChanged).
+	changedSources map[types.NamespacedName]bool
+	sourcesTimer   *time.Timer
 }
 
 // parsedManifest is what a Reconciler keeps of a release's newest revision: the identities of
@@ -181,6 +148,8 @@ func New(opts Options) (*Reconciler, error) {
 		return nil, errors.New("reconciler: Helm is required")
 	case opts.Client == nil || opts.APIReader == nil:
 		return nil, errors.New("reconciler: Client and APIReader are required")
+	case len(opts.Watch.ValuesFrom) > 0 && opts.Sources == nil:
+		return nil, errors.New("reconciler: Sources is required for a watch with valuesFrom")
 	}
 	if _, ok := opts.Charts.Get(opts.Watch.ChartPath()); !ok {
 		return nil, fmt.Errorf("reconciler: chart %s of %s was not added to the chart source", opts.Watch.ChartPath(), opts.Watch)
@@ -202,7 +171,9 @@ func New(opts Options) (*Reconciler, error) {
 		failures:  newShadow[failure](),
 		rollbacks: newShadow[written[string]](),
 		tests:     newShadow[written[rstatus.TestedRelease]](),
-		gate:      newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
+
+		changedSources: map[types.NamespacedName]bool{},
+		gate:           newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
 }
 
@@ -341,6 +312,9 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.failures.forget(key)
 	r.rollbacks.forget(key)
 	r.tests.forget(key)
+	if r.opts.Sources != nil {
+		r.opts.Sources.Forget(reader{r, key})
+	}
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
 		delete(r.states, key)

@@ -152,6 +152,37 @@ func (r *Reconciler) cancelOnDelete() predicate.Predicate {
 	}}
 }
 
+// sourceChanged queues a CR whose values source changed, as a chart change queues every CR:
+// after the chart's quiet period (--chart-debounce), and only once the chart has no change
+// waiting for it, so that a chart edit and a source edit made together give one upgrade.
+func (r *Reconciler) sourceChanged(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changedSources[key] = true
+	if r.sourcesTimer == nil {
+		r.sourcesTimer = time.AfterFunc(r.opts.Charts.Debounce(), r.enqueueChangedSources)
+		return
+	}
+	r.sourcesTimer.Reset(r.opts.Charts.Debounce())
+}
+
+func (r *Reconciler) enqueueChangedSources() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opts.Charts.Pending(r.opts.Watch.ChartPath()) {
+		r.sourcesTimer.Reset(r.opts.Charts.Debounce()) // its reload queues every CR
+		return
+	}
+	if r.queue == nil {
+		return
+	}
+	for key := range r.changedSources {
+		r.queue.Add(reconcile.Request{NamespacedName: key})
+	}
+	r.log.Info("values sources changed; queued the CRs that read them", "count", len(r.changedSources))
+	clear(r.changedSources)
+}
+
 // enqueueAll queues every CR of the kind (after a chart change).
 func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
 	r.mu.Lock()

@@ -72,9 +72,11 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, fmt.Errorf("%w: %s", err, out)
 		}
 	}
-	// gizmo: the widget chart laid out as a ConfigMap volume (see swapChart).
-	if err := swapChart(filepath.Join(tmp, "gizmo"), filepath.Join(tmp, "widget"), nil); err != nil {
-		return nil, err
+	// gizmo and valuesgizmo: the widget chart laid out as a ConfigMap volume (see swapChart).
+	for _, vol := range []string{"gizmo", "valuesgizmo"} {
+		if err := swapChart(filepath.Join(tmp, vol), filepath.Join(tmp, "widget"), nil); err != nil {
+			return nil, err
+		}
 	}
 	wf := filepath.Join(tmp, "watches.yaml")
 	if err := os.WriteFile(wf, []byte(testWatches), 0o644); err != nil {
@@ -116,6 +118,22 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: RoleBox, chart: tenantbox, allowClusterScoped: [ClusterRole]}
 - {group: test.rudder.dev, version: v1, kind: TestProbe, chart: tested, test: {enable: true}}
 - {group: test.rudder.dev, version: v1, kind: TestRollback, chart: tested, test: {enable: true, onFailure: rollback, timeout: 1m}}
+- group: test.rudder.dev
+  version: v1
+  kind: ValuesProbe
+  chart: widget
+  valuesFrom:
+  - kind: Secret
+    name: '{{ $n := printf "%s-db" .metadata.name }}{{ with .metadata.annotations }}{{ with index . "db" }}{{ $n = . }}{{ end }}{{ end }}{{ $n }}'
+  - {kind: ConfigMap, name: '{{ .metadata.name }}-opt', optional: true}
+  - {kind: Secret, name: '{{ .metadata.name }}-msg', valuesKey: message, targetPath: message, optional: true}
+- {group: test.rudder.dev, version: v1, kind: ValuesGizmo, chart: valuesgizmo, valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]}
+- group: test.rudder.dev
+  version: v1
+  kind: ValuesTenant
+  chart: widget
+  serviceAccountName: deployer
+  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]
 `
 
 // helmCLI runs bin/helm against the test cluster.

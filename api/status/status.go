@@ -68,11 +68,14 @@ const (
 	ReasonRollbackRejected = "RollbackRejected"
 	// ReasonAdopted: a shard took over a CR moved to it (relabelled): the carried labels of
 	// its release records and operands were rewritten, with no new revision.
-	ReasonAdopted             = "Adopted"
-	ReasonUnlocked            = "Unlocked"
-	ReasonUpToDate            = "UpToDate"
-	ReasonDriftCorrected      = "DriftCorrected"
-	ReasonValuesInvalid       = "ValuesInvalid"
+	ReasonAdopted        = "Adopted"
+	ReasonUnlocked       = "Unlocked"
+	ReasonUpToDate       = "UpToDate"
+	ReasonDriftCorrected = "DriftCorrected"
+	ReasonValuesInvalid  = "ValuesInvalid"
+	// ReasonValuesFromMissing: a valuesFrom source that is not optional is missing (its
+	// object or its key); nothing is released until it exists.
+	ReasonValuesFromMissing   = "ValuesFromMissing"
 	ReasonChartInvalid        = "ChartInvalid"
 	ReasonChartLoaded         = "ChartLoaded"
 	ReasonReleaseNameConflict = "ReleaseNameConflict"

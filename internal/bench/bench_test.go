@@ -83,6 +83,7 @@ var (
 	chartDir string
 	repoRoot string
 	writes   atomic.Int64 // API requests rudder sent that are not reads
+	requests atomic.Int64 // API requests rudder sent, but watches
 
 	webGVK = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
@@ -161,8 +162,8 @@ func benchWatches() ([]*watches.Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Site10 and Site100 each get their own copy.
-	for _, d := range []string{"web", "site10", "site100"} {
+	// Site10, Site100 and Shared100 each get their own copy.
+	for _, d := range []string{"web", "site10", "site100", "shared100"} {
 		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, d), web); err != nil {
 			return nil, err
 		}
@@ -172,7 +173,8 @@ func benchWatches() ([]*watches.Watch, error) {
 - {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
 - {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
 - {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
-`, resyncPeriod)), 0o644); err != nil {
+- {group: bench.rudder.dev, version: v1, kind: Shared100, chart: shared100, reconcilePeriod: %s, valuesFrom: [{kind: ConfigMap, name: shared}]}
+`, resyncPeriod, resyncPeriod)), 0o644); err != nil {
 		return nil, err
 	}
 	return watches.Load(wf)
@@ -189,6 +191,9 @@ var (
 
 func (c countRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 	verb := r.Method
+	if r.URL.Query().Get("watch") != "true" {
+		requests.Add(1)
+	}
 	switch r.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		writes.Add(1)
@@ -801,5 +806,58 @@ func BenchmarkChartReload(b *testing.B) {
 			b.ReportMetric(took.Seconds(), "s-change-to-all-upgraded")
 			b.ReportMetric(0, "ns/op")
 		})
+	}
+}
+
+// BenchmarkValuesFromEdit: 100 CRs read one ConfigMap (valuesFrom); its edit upgrades each
+// once (to revision 2, beside BenchmarkChartReload's chart edit), and then a reconcile period
+// of the 100 idle CRs sends no request at all: the source is read from its watch's cache.
+func BenchmarkValuesFromEdit(b *testing.B) {
+	onlyOnce(b)
+	const n = 100
+	gvk := webGVK.GroupVersion().WithKind("Shared100")
+	ns := "shared100"
+	namespace(b, ns)
+	shared := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"}, Data: map[string]string{"values.yaml": "image: nginx:1.27.3\n"}}
+	if err := k8s.Create(context.Background(), shared); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallel(n, func(ctx context.Context, i int) error {
+		return k8s.Create(ctx, newCR(gvk, ns, fmt.Sprintf("shared-%03d", i)))
+	}); err != nil {
+		b.Fatal(err)
+	}
+	waitAll(b, "installed", time.Now(), 5*time.Minute, gvk, ns, n, released(1))
+
+	// A value no template reads: a new revision with the same objects, as the chart edit of
+	// BenchmarkChartReload (an annotation) rolls no Pod either.
+	shared.Data["values.yaml"] = "image: nginx:1.27.3\nnote: edited\n"
+	start := time.Now()
+	if err := k8s.Update(context.Background(), shared); err != nil {
+		b.Fatal(err)
+	}
+	took := waitAll(b, "upgraded", start, 5*time.Minute, gvk, ns, n, released(2))
+	b.ReportMetric(took.Seconds(), "s-change-to-all-upgraded")
+	var records corev1.SecretList
+	if err := k8s.List(context.Background(), &records, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
+		b.Fatal(err)
+	}
+	if len(records.Items) != 2*n {
+		b.Errorf("%d revisions after one edit of the source read by %d CRs, want %d: one upgrade each", len(records.Items), n, 2*n)
+	}
+
+	time.Sleep(3 * time.Second) // let the last readiness passes settle
+	ctrlName := map[string]string{"controller": "shared100.bench.rudder.dev"}
+	r0, w0, p0 := requests.Load(), writes.Load(), metricSum(b, "controller_runtime_reconcile_total", ctrlName)
+	time.Sleep(resyncPeriod + resyncPeriod/5)
+	r, w, p := requests.Load()-r0, writes.Load()-w0, metricSum(b, "controller_runtime_reconcile_total", ctrlName)-p0
+	b.ReportMetric(p, "idle-passes")
+	b.ReportMetric(float64(r), "idle-api-requests")
+	b.ReportMetric(0, "ns/op")
+	if p < n {
+		b.Errorf("only %v passes in one reconcile period of %d CRs", p, n)
+	}
+	if r != 0 || w != 0 {
+		b.Errorf("an idle resync of CRs with a values source sent %d requests (%d writes)", r, w)
 	}
 }

@@ -77,6 +77,8 @@ type Source struct {
 
 	// changed is signalled by the watcher; reload happens after Debounce of quiet.
 	changed chan string
+	// pending are the charts whose files changed and wait for the quiet period to end.
+	pending map[string]bool
 }
 
 type entry struct {
@@ -90,7 +92,27 @@ func New(opts Options) *Source {
 	if opts.Debounce <= 0 {
 		opts.Debounce = time.Second
 	}
-	return &Source{opts: opts, charts: map[string]*entry{}, changed: make(chan string, 1024)}
+	return &Source{opts: opts, charts: map[string]*entry{}, changed: make(chan string, 1024), pending: map[string]bool{}}
+}
+
+// Debounce is the quiet time a change waits for before it is reloaded.
+func (s *Source) Debounce() time.Duration { return s.opts.Debounce }
+
+// Pending reports whether the files of the chart at path changed and wait for the quiet
+// period to end: its reload, and the enqueue of its CRs, are coming.
+func (s *Source) Pending(path string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.pending[path]
+}
+
+func (s *Source) setPending(paths map[string]time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.pending)
+	for p := range paths {
+		s.pending[p] = true
+	}
 }
 
 // Add loads a chart directory. The first load must succeed: a chart that never loaded has no

@@ -91,6 +91,7 @@ func (l *loop) changed(name string) {
 		}
 	}
 	if len(l.pending) > 0 {
+		l.s.setPending(l.pending)
 		l.timer.Reset(l.s.opts.Debounce)
 	}
 }
@@ -103,6 +104,7 @@ func (l *loop) reload() {
 		}
 	}
 	clear(l.pending)
+	l.s.setPending(l.pending)
 	if l.w != nil {
 		l.w.sync()
 	}

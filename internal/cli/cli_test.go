@@ -155,3 +155,44 @@ func TestTemplateOfARecursiveRenderFails(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want a failure naming the renderMemory limit", code, errOut.String())
 	}
 }
+
+// rudder template renders offline with the valuesFrom sources read from --values-from DIR
+// (DIR/<kind>/<name>/<key>), the spec on top; without them, it names the missing source; lint
+// renders without the sources it is not given.
+func TestTemplateValuesFrom(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"chart/Chart.yaml":                "apiVersion: v2\nname: vf\nversion: 0.1.0\n",
+		"chart/values.yaml":               "message: default\npassword: none\n",
+		"chart/templates/cm.yaml":         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {message: {{ .Values.message | quote }}, password: {{ .Values.password | quote }}, size: {{ .Values.size | quote }}}\n",
+		"watches.yaml":                    "- {group: test.rudder.dev, version: v1, kind: VF, chart: chart, valuesFrom: [{kind: ConfigMap, name: '{{ .metadata.name }}-cfg'}, {kind: Secret, name: pw, valuesKey: pw, targetPath: password}]}\n",
+		"cr.yaml":                         "apiVersion: test.rudder.dev/v1\nkind: VF\nmetadata: {name: r, namespace: ns}\nspec: {size: large}\n",
+		"src/ConfigMap/r-cfg/values.yaml": "message: from-the-configmap\nsize: small\n",
+		"src/Secret/pw/pw":                "s3cr3t",
+	}
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
+		return code, out.String(), errOut.String()
+	}
+	wf, cr := filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")
+	code, out, errOut := run("template", "--watches-file", wf, "--values-from", filepath.Join(dir, "src"), cr)
+	if code != 0 || !strings.Contains(out, "message: from-the-configmap") || !strings.Contains(out, "password: s3cr3t") || !strings.Contains(out, "size: large") {
+		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	code, _, errOut = run("template", "--watches-file", wf, cr)
+	if code == 0 || !strings.Contains(errOut, "ConfigMap ns/r-cfg") || !strings.Contains(errOut, "--values-from") {
+		t.Fatalf("without the sources: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, _ = run("lint", "--watches-file", wf, cr); strings.Contains(out, "r-cfg") {
+		t.Fatalf("lint without the sources: exit %d:\n%s", code, out)
+	}
+}

@@ -21,8 +21,9 @@ import (
 // printed one per line as "file: severity: message"; any error fails.
 func Lint(ctx context.Context, args []string, env Env) error {
 	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("lint", "[--watches-file W] [CR_FILE...]", stderr)
+	fs := newFlags("lint", "[--watches-file W] [--values-from DIR] [CR_FILE...]", stderr)
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
+	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key> (a missing one is left out)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -53,6 +54,8 @@ func Lint(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	// The sources are the cluster's: a CR is rendered with those given, and without the rest.
+	r.valuesFrom, r.anyMissing = *valuesFrom, true
 	for _, file := range fs.Args() {
 		crs, err := readCRs(file)
 		if err != nil {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -27,10 +29,11 @@ import (
 // Template prints what rudder would apply for each CR of the files it is given.
 func Template(ctx context.Context, args []string, env Env) error {
 	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("template", "[--watches-file W] [--kube-version V] [--api-versions G/V,...] CR_FILE...", stderr)
+	fs := newFlags("template", "[--watches-file W] [--kube-version V] [--api-versions G/V,...] [--values-from DIR] CR_FILE...", stderr)
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
 	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
 	apiVersions := fs.String("api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
+	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +45,7 @@ func Template(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	r.valuesFrom = *valuesFrom
 	var failed []string
 	for _, file := range fs.Args() {
 		crs, err := readCRs(file)
@@ -88,6 +92,10 @@ type renderer struct {
 	hooks   *hook.Registry
 	mapper  meta.RESTMapper
 	caps    *chartutil.Capabilities
+	// valuesFrom is the directory of the sources' content ("": every source is missing);
+	// anyMissing renders a CR whose sources are missing without them (lint).
+	valuesFrom string
+	anyMissing bool
 }
 
 func newRenderer(watchesFile, kubeVersion, apiVersions string, hooks *hook.Registry) (*renderer, error) {
@@ -135,7 +143,11 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if err != nil {
 		return nil, err
 	}
-	values, overridden, err := w.Values(cr)
+	base, err := r.sources(w, cr)
+	if err != nil {
+		return nil, err
+	}
+	values, overridden, err := w.Values(cr, base)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +166,35 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	req := w.Request(cr, w.Scope(cr, ""), name, ch, "", values, vd,
 		helm.Description("install", cr.GetGeneration(), ch, "", vd, overridden))
 	return helm.Render(req, r.mapper, r.caps)
+}
+
+// sources reads what the CR's valuesFrom sources hold from files DIR/<kind>/<name>/<key>, as
+// the reconciler reads the objects: a missing file is a missing source.
+func (r *renderer) sources(w *watches.Watch, cr *unstructured.Unstructured) (map[string]any, error) {
+	srcs, err := w.SourcesOf(cr)
+	if err != nil || len(srcs) == 0 {
+		return nil, err
+	}
+	contents := make([][]byte, len(srcs))
+	for i, s := range srcs {
+		srcs[i].Optional = s.Optional || r.anyMissing
+		if r.valuesFrom == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(r.valuesFrom, s.Kind, s.Name, s.Key))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("--values-from: %w", err)
+		default:
+			contents[i] = b
+		}
+	}
+	base, err := watches.MergeSources(srcs, contents)
+	if errors.Is(err, watches.ErrSourceMissing) && r.valuesFrom == "" {
+		err = fmt.Errorf("%w (give its content with --values-from DIR)", err)
+	}
+	return base, err
 }
 
 // readCRs reads every object of a YAML file ("-": standard input).

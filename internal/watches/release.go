@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,12 +31,16 @@ func (w *Watch) ReleaseNameOf(obj *unstructured.Unstructured) (string, error) {
 	return helm.ReleaseName(name), nil
 }
 
-// Values is a CR's spec, with the watch's overrideValues on top (parsed like `helm --set`,
+// Values is a CR's spec, on top of base (what its valuesFrom sources hold, merged by
+// MergeSources; nil: none), with the watch's overrideValues on top (parsed like `helm --set`,
 // commas in a value kept literally). It returns the override keys it applied, sorted.
-func (w *Watch) Values(obj *unstructured.Unstructured) (map[string]any, []string, error) {
+func (w *Watch) Values(obj *unstructured.Unstructured, base map[string]any) (map[string]any, []string, error) {
 	spec, _, _ := unstructured.NestedMap(obj.Object, "spec") // a deep copy
 	if spec == nil {
 		spec = map[string]any{}
+	}
+	if len(base) > 0 {
+		spec = chartutil.MergeTables(spec, base) // the spec wins
 	}
 	ov, err := w.Overrides(obj.Object)
 	if err != nil {

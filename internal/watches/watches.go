@@ -64,6 +64,9 @@ type Watch struct {
 	Limits *Limits `json:"limits,omitempty"`
 	// Test runs the chart's test hooks after each install or upgrade (see Test).
 	Test *Test `json:"test,omitempty"`
+	// ValuesFrom are Secrets and ConfigMaps of each CR's namespace whose values go under the
+	// spec's (see ValuesFrom).
+	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.
@@ -171,6 +174,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.checkTenancy,
 		w.Limits.check,
 		w.checkTest,
+		w.checkValuesFrom,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {

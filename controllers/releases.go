@@ -1,0 +1,65 @@
+package controllers
+
+import (
+	"context"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// The reconciler's boundaries: what it asks of Helm and its storage, and of the values
+// sources.
+
+// SourceReader reads a CR's valuesFrom sources and keeps watching them for it (see Sources).
+type SourceReader interface {
+	// Read returns what each source holds (nil: missing), as the scope's identity, and
+	// records that the CR reads them, and no others.
+	Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr reader) ([][]byte, error)
+	// Forget drops what the CR read.
+	Forget(rdr reader)
+}
+
+var _ SourceReader = (*Sources)(nil)
+
+// Releases is everything the reconciler asks of Helm and its storage: read a release's
+// revisions, and run one action on it. Every call acts as, and within, the scope it is given.
+// *helm.Client is the implementation; unit tests of the pass use *helm.Memory, Helm's own
+// actions over its memory storage driver.
+type Releases interface {
+	// Head is the newest revision as the manager's cache of release records shows it (nil,
+	// nil: none there): no request, no decoding.
+	Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error)
+	// Last is the newest revision (nil, nil: none).
+	Last(s helm.Scope, name string) (*release.Release, error)
+	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
+	LastDeployed(s helm.Scope, name string, before int) (*release.Release, error)
+	// Revision is one revision (nil, nil: not in the history).
+	Revision(s helm.Scope, name string, version int) (*release.Release, error)
+	// Install and Upgrade return the revision they made; an Install of a name that is taken
+	// returns helm.ErrNameInUse and writes nothing.
+	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Rollback(s helm.Scope, name string, toRevision, maxHistory int, description string) error
+	Uninstall(s helm.Scope, name, description string) error
+	// Unlock marks a pending revision failed.
+	Unlock(s helm.Scope, rel *release.Release) error
+	// Test runs the newest revision's test hooks within timeout and returns the revision,
+	// which says how each ran (helm.Tests); a failed test is an error too.
+	Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
+	// Supersede marks every deployed revision but the newest superseded and returns them.
+	Supersede(s helm.Scope, name string) ([]int, error)
+	// Writer writes operands as the scope's identity (drift re-apply).
+	Writer(s helm.Scope) (client.Client, error)
+	// Relabel gives the release's records exactly the carried labels want among keys
+	// (adoption by a shard).
+	Relabel(s helm.Scope, name string, keys []string, want map[string]string) error
+}
+
+var (
+	_ Releases = (*helm.Client)(nil)
+	_ Releases = (*helm.Memory)(nil)
+)
