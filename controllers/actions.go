@@ -47,11 +47,12 @@ type result struct {
 	// forbidden: the API server refused the release's identity. Such a failure is remedied
 	// like any other but never held back: granting the rule recovers without a change.
 	forbidden bool
-	// released, rollbackRequest and tested are the conditions as the action leaves them
-	// (nil: unchanged); notes are its Events.
-	released, rollbackRequest, tested *condition
-	notes                             []note
-	requeue                           time.Duration
+	// released is Released as the action leaves it (nil: unchanged), and conditions the
+	// other condition types it sets (RollbackRequest, Tested, …); notes are its Events.
+	released   *condition
+	conditions map[string]*condition
+	notes      []note
+	requeue    time.Duration
 	// after is the release as the action left it when the action knows it (nil: the pass
 	// reads storage).
 	after *observed
@@ -147,39 +148,6 @@ func (p *pass) afterFailure(o *outcome, err error) result {
 		return result{verdict: retry, reason: res.reason, err: fmt.Errorf("%s", msg)}
 	}
 	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
-}
-
-// situation is what next decides from, for the release as obs has it; in StateFailed it reads
-// the deployed revision before the failed one.
-func (p *pass) situation(obs observed, o *outcome) (situation, error) {
-	s := situation{state: obs.state, held: p.held != nil, rollsBack: p.r.opts.Watch.RollsBack(),
-		failure: o.failure, last: o.last(), taken: o.taken}
-	if v, due := p.rollbackDue(); due {
-		s.rollbackTo = v
-	}
-	_, s.heldBack = p.heldBackFailure()
-	if h := obs.head; h != nil {
-		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
-		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
-	}
-	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
-	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
-	switch {
-	case obs.state == helm.StateLocked:
-		s.foreign = p.foreign(obs.rel)
-	case obs.state == helm.StateFailed || (s.testFailed() && s.testRollsBack):
-		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
-			break // nothing was deployed before a first install; nothing is rolled back to
-		}
-		deployed, err := p.r.opts.Helm.LastDeployed(p.scope, p.relName, obs.head.Revision)
-		if err != nil {
-			return s, fmt.Errorf("reading release %s: %w", p.relName, err)
-		}
-		if deployed != nil {
-			s.deployed = deployed.Version
-		}
-	}
-	return s, nil
 }
 
 // finish is the result a pass ends on when no action is left.

@@ -22,22 +22,27 @@
 // # Adding an action
 //
 // An action does one thing to a release and returns a result; it decides nothing else and
-// sets no condition. To add one (a hypothetical "test" that runs a chart's test hooks):
+// sets no condition itself. The test action (test.go: `helm test` after a release) is one
+// added this way, in three files and the boundary:
 //
-//  1. Write the type in a file of its own: String returns its name (a new act* constant in
-//     plan.go: its metric label, its Events' action, its key in situation.taken), and run
-//     does the one call to Releases (add the method there, to *helm.Client and to
-//     *helm.Memory) and returns a result: the verdict (succeeded, failed, retry, blocked),
-//     the reason and message, the Events (notes), the conditions it changes (a new condition
-//     type is a result field that report sets), and what status.release learns (a field of
-//     record, written by writeRelease). When it knows the release as it left it, it says so
-//     in result.after, which spares a read of storage.
-//  2. Give situation the fact that calls for it, filled in by pass.situation, and add the
-//     case to next: which state, after which step. next stays pure; every fact it needs is
-//     read by situation first.
-//  3. Add rows to TestNext (plan_test.go) for every state and previous result the action
-//     meets, and to TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and
-//     Events, failures included; then an integration test against the control plane.
+//  1. The type, in a file of its own: String returns its name (an act* constant in plan.go:
+//     its metric label, its Events' action, its key in situation.taken), and run makes the
+//     call to Helm and returns a result: the verdict (succeeded, failed, retry, blocked), the
+//     reason and message, the Events (notes), the conditions it sets (result.conditions, by
+//     type: report sets them), and what status.release learns (record). When it knows the
+//     release as it left it, result.after says so, which spares a read of storage.
+//  2. plan.go: the fact of the situation that calls for it, filled in by pass.situation, and
+//     its case in next (which state, after which step). next stays pure: every fact it needs
+//     is read by situation first.
+//  3. record.go, when status.release records its outcome: a field of record, which
+//     writeRelease writes, with a shadow (shadows) when a pass reading the CR from a cache
+//     behind that write must not act again.
+//  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
+//     *helm.Client and on *helm.Memory.
+//
+// Then rows in TestNext (plan_test.go) for every state and previous result it meets, rows in
+// TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and Events, failures
+// included, and a test against the control plane.
 //
 // NewManager wires rudder together: the manager and its caches, the chart source, the Helm
 // client, one Reconciler per watch, and the Go hooks of the built-in kinds (controllers/at,

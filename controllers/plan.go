@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"fmt"
+
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -54,6 +56,39 @@ func (s situation) testFailed() bool {
 // upgradeFailed reports whether the failure this pass met is an upgrade's.
 func (s situation) upgradeFailed() bool {
 	return s.failure != nil && s.failure.action.String() == actUpgrade
+}
+
+// situation is what next decides from, for the release as obs has it; in StateFailed it reads
+// the deployed revision before the failed one.
+func (p *pass) situation(obs observed, o *outcome) (situation, error) {
+	s := situation{state: obs.state, held: p.held != nil, rollsBack: p.r.opts.Watch.RollsBack(),
+		failure: o.failure, last: o.last(), taken: o.taken}
+	if v, due := p.rollbackDue(); due {
+		s.rollbackTo = v
+	}
+	_, s.heldBack = p.heldBackFailure()
+	if h := obs.head; h != nil {
+		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
+		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
+	}
+	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
+	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
+	switch {
+	case obs.state == helm.StateLocked:
+		s.foreign = p.foreign(obs.rel)
+	case obs.state == helm.StateFailed || (s.testFailed() && s.testRollsBack):
+		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
+			break // nothing was deployed before a first install; nothing is rolled back to
+		}
+		deployed, err := p.r.opts.Helm.LastDeployed(p.scope, p.relName, obs.head.Revision)
+		if err != nil {
+			return s, fmt.Errorf("reading release %s: %w", p.relName, err)
+		}
+		if deployed != nil {
+			s.deployed = deployed.Version
+		}
+	}
+	return s, nil
 }
 
 // ending is how a pass ends when no action is left to take.

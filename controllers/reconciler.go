@@ -104,14 +104,9 @@ type Reconciler struct {
 	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge (whose
 	// label "state" holds that phase, not the release state the pass decided from).
 	states map[types.NamespacedName]string
-	// failures are the (chart, values) held back per CR, as in status.release.failed; see
-	// pass.heldBack.
-	failures *shadow[failure]
-	// rollbacks are the rudder.dev/rollback-to values handled per CR, as in
-	// status.release.rollbackRequest, until the cache shows that status.
-	rollbacks *shadow[written[string]]
-	// tests are the outcomes of the CRs' tests, as in status.release.tested.
-	tests *shadow[written[rstatus.TestedRelease]]
+	// shadows keep what passes wrote into status.release for the passes that read a cache
+	// behind it (see record.go).
+	shadows *shadows
 	// gate shares the workers out between namespaces (see gate.go).
 	gate *gate
 	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
@@ -168,9 +163,7 @@ func New(opts Options) (*Reconciler, error) {
 		verified:  map[types.NamespacedName]types.UID{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
-		failures:  newShadow[failure](),
-		rollbacks: newShadow[written[string]](),
-		tests:     newShadow[written[rstatus.TestedRelease]](),
+		shadows:   newShadows(),
 
 		changedSources: map[types.NamespacedName]bool{},
 		gate:           newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
@@ -309,9 +302,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.dirty, key)
 	delete(r.verified, key)
 	delete(r.manifests, key)
-	r.failures.forget(key)
-	r.rollbacks.forget(key)
-	r.tests.forget(key)
+	r.shadows.forget(key)
 	if r.opts.Sources != nil {
 		r.opts.Sources.Forget(reader{r, key})
 	}

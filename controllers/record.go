@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/types"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -66,20 +67,41 @@ func (p *pass) writeRelease(o *outcome) {
 		switch {
 		case rec.failed != nil:
 			st.Failed = &rec.failed.failed
-			p.r.failures.remember(p.key, p.obj.GetUID(), *rec.failed)
+			p.r.shadows.failures.remember(p.key, p.obj.GetUID(), *rec.failed)
 		case rec.clearFailed:
 			st.Failed = nil
-			p.r.failures.forget(p.key)
+			p.r.shadows.failures.forget(p.key)
 		}
 		if v := rec.rollbackRequest; v != nil {
 			st.RollbackRequest = *v
-			p.r.rollbacks.remember(p.key, p.obj.GetUID(), written[string]{*v, o.rollbackRequest})
+			p.r.shadows.rollbacks.remember(p.key, p.obj.GetUID(), written[string]{*v, o.conditions[rstatus.TypeRollbackRequest]})
 		}
 		if t := rec.tested; t != nil {
 			st.Tested = t
-			p.r.tests.remember(p.key, p.obj.GetUID(), written[rstatus.TestedRelease]{*t, o.tested})
+			p.r.shadows.tests.remember(p.key, p.obj.GetUID(), written[rstatus.TestedRelease]{*t, o.conditions[rstatus.TypeTested]})
 		}
 	}
+}
+
+// shadows are, per CR, what passes wrote into status.release, for the passes that read the
+// CR from a cache that does not show that write yet: the failure that holds a (chart, values)
+// back, the rollback-to value handled, the tests' outcome (with the conditions written with
+// them).
+type shadows struct {
+	failures  *shadow[failure]
+	rollbacks *shadow[written[string]]
+	tests     *shadow[written[rstatus.TestedRelease]]
+}
+
+func newShadows() *shadows {
+	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](), tests: newShadow[written[rstatus.TestedRelease]]()}
+}
+
+// forget drops what is kept of the CR at key.
+func (s *shadows) forget(key types.NamespacedName) {
+	s.failures.forget(key)
+	s.rollbacks.forget(key)
+	s.tests.forget(key)
 }
 
 // releaseStatus returns the status's release record, creating it.
@@ -98,7 +120,7 @@ func (p *pass) heldBackFailure() (*failure, bool) {
 	if f := p.st.Release; f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest {
 		return &failure{reason: f.Failed.Reason, failed: *f.Failed}, true
 	}
-	if m, ok := p.r.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest {
+	if m, ok := p.r.shadows.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest {
 		return &m, true
 	}
 	return nil, false
@@ -111,7 +133,7 @@ func (p *pass) tested() int {
 	if st := p.st.Release; st != nil && st.Tested != nil {
 		v = st.Tested.Revision
 	}
-	if t, ok := p.r.tests.of(p.key, p.obj.GetUID()); ok && t.value.Revision > v {
+	if t, ok := p.r.shadows.tests.of(p.key, p.obj.GetUID()); ok && t.value.Revision > v {
 		v = t.value.Revision
 	}
 	return v
@@ -121,14 +143,14 @@ func (p *pass) tested() int {
 // condition of its own (a rollback-to value handled, a test run): this pass records it again,
 // or its status write would drop those conditions.
 func (p *pass) shadowed() result {
-	var res result
-	if t, ok := p.r.tests.of(p.key, p.obj.GetUID()); ok {
+	res := result{conditions: map[string]*condition{}}
+	if t, ok := p.r.shadows.tests.of(p.key, p.obj.GetUID()); ok {
 		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
-			res.tested, res.record.tested = t.cond, &t.value
+			res.conditions[rstatus.TypeTested], res.record.tested = t.cond, &t.value
 		}
 	}
-	if r, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {
-		res.rollbackRequest, res.record.rollbackRequest = r.cond, &r.value
+	if r, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {
+		res.conditions[rstatus.TypeRollbackRequest], res.record.rollbackRequest = r.cond, &r.value
 	}
 	return res
 }

@@ -3,6 +3,8 @@ package controllers
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,11 +54,12 @@ type outcome struct {
 	reason, message string
 	// err fails the pass: retried with back-off (or, with phaseStalled, never).
 	err error
-	// released, rollbackRequest and tested are the new Released, RollbackRequest and Tested
-	// (nil: unchanged).
-	released, rollbackRequest, tested *condition
-	events                            []note
-	requeue                           time.Duration
+	// released is the new Released (nil: unchanged), conditions the other types the steps
+	// set, by type.
+	released   *condition
+	conditions map[string]*condition
+	events     []note
+	requeue    time.Duration
 
 	// steps are the actions the pass took, in order; taken their names, failure the last
 	// that failed (nil: none).
@@ -122,11 +125,11 @@ func (o *outcome) add(a action, res result) {
 	if res.released != nil {
 		o.released = res.released
 	}
-	if res.rollbackRequest != nil {
-		o.rollbackRequest = res.rollbackRequest
-	}
-	if res.tested != nil {
-		o.tested = res.tested
+	for typ, c := range res.conditions {
+		if o.conditions == nil {
+			o.conditions = map[string]*condition{}
+		}
+		o.conditions[typ] = c
 	}
 	o.records = append(o.records, res.record)
 	o.requeueIn(res.requeue)
@@ -227,8 +230,9 @@ func (p *pass) report(o *outcome) (reconcile.Result, error) {
 		p.event(n)
 	}
 	p.setCondition(rstatus.TypeReleased, o.released)
-	p.setCondition(rstatus.TypeRollbackRequest, o.rollbackRequest)
-	p.setCondition(rstatus.TypeTested, o.tested)
+	for _, typ := range slices.Sorted(maps.Keys(o.conditions)) {
+		p.setCondition(typ, o.conditions[typ])
+	}
 	ph := o.phase
 	if ph == "" || (o.err != nil && o.reason == rstatus.ReasonForbidden) {
 		ph = phaseFailed

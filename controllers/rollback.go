@@ -90,7 +90,7 @@ func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
 	res := result{verdict: succeeded, after: &obs, record: record{rollbackRequest: &v}}
 	refused := func(reason, msg string) result {
 		res.notes = []note{{corev1.EventTypeWarning, reason, "Rollback", msg}}
-		res.rollbackRequest = &condition{metav1.ConditionFalse, reason, msg}
+		res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionFalse, reason, msg}}
 		return res
 	}
 	if target == nil || target.OwnerUID != p.want.OwnerUID {
@@ -109,7 +109,7 @@ func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
 	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
 	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg}}
-	res.rollbackRequest = &condition{metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}
+	res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}}
 	// The release changed under the observation: the pass reads it again, and decides as for
 	// any rollback (the newest revision, not made from the spec).
 	res.after = nil

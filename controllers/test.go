@@ -44,14 +44,14 @@ func (a test) run(_ context.Context, p *pass, obs observed) result {
 		if len(ran) > 0 {
 			msg += ": " + strings.Join(ran, ", ")
 		}
-		return result{verdict: succeeded, after: &obs, tested: &condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg},
+		return result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg}},
 			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", msg}}, record: record{tested: tested}}
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
 	tested.Result = rstatus.TestFailed
 	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s (%v)", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "), err)
 	// The release is as it was (Helm recorded how the hooks ran in its record).
-	res := result{verdict: succeeded, after: &obs, tested: &condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, msg},
+	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}}
 	if p.r.opts.Watch.TestRollsBack() {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+p.relName+": "+msg

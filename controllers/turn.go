@@ -42,7 +42,7 @@ func (p *pass) rollbackDue() (string, bool) {
 	if v == "" || v == p.rollbackRequest() {
 		return v, false
 	}
-	if handled, ok := p.r.rollbacks.of(p.key, p.obj.GetUID()); ok && handled.value == v {
+	if handled, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && handled.value == v {
 		return v, false
 	}
 	return v, true
