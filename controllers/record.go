@@ -143,14 +143,22 @@ func (p *pass) tested() int {
 // condition of its own (a rollback-to value handled, a test run): this pass records it again,
 // or its status write would drop those conditions.
 func (p *pass) shadowed() result {
-	res := result{conditions: map[string]*condition{}}
+	var res result
+	set := func(typ string, c *condition) {
+		if res.conditions == nil {
+			res.conditions = map[string]*condition{}
+		}
+		res.conditions[typ] = c
+	}
 	if t, ok := p.r.shadows.tests.of(p.key, p.obj.GetUID()); ok {
 		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
-			res.conditions[rstatus.TypeTested], res.record.tested = t.cond, &t.value
+			set(rstatus.TypeTested, t.cond)
+			res.record.tested = &t.value
 		}
 	}
 	if r, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {
-		res.conditions[rstatus.TypeRollbackRequest], res.record.rollbackRequest = r.cond, &r.value
+		set(rstatus.TypeRollbackRequest, r.cond)
+		res.record.rollbackRequest = &r.value
 	}
 	return res
 }
