@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,9 @@ const (
 	failed
 	// retry: a transient failure; the pass ends and is retried with back-off.
 	retry
-	// blocked: it may not act now; the pass ends and looks again after result.requeue.
+	// blocked: it may not act: the pass ends, Stalled until the CR, the chart or the cluster
+	// changes (values that do not validate, another owner's release), or, with
+	// result.requeue, waiting for something else (another operation) and looking again then.
 	blocked
 )
 
@@ -145,7 +148,7 @@ func (p *pass) afterFailure(o *outcome, err error) result {
 		if res.forbidden {
 			return p.forbidden(eventAction(f.action), msg)
 		}
-		return result{verdict: retry, reason: res.reason, err: fmt.Errorf("%s", msg)}
+		return result{verdict: retry, reason: res.reason, err: errors.New(msg)}
 	}
 	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 }
