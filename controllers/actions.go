@@ -86,6 +86,7 @@ const maxSteps = 12
 func (p *pass) act(ctx context.Context) *outcome {
 	o := &outcome{}
 	o.add(nil, p.shadowed())
+	o.nudged = p.nudges(o)
 	obs := p.release
 	for range maxSteps {
 		s, err := p.situation(obs, o)

@@ -889,6 +889,55 @@ func TestPassHoldsBackAFailure(t *testing.T) {
 	}
 }
 
+// rudder.dev/reconcile-at tries a held-back pair once per value; rudder.dev/reset-at clears
+// the failure, then reconciles; the same value again does nothing. status.release records
+// the values handled.
+func TestPassNudges(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.helm.installErr, h.helm.stores = errors.New("quota exceeded"), true
+	installs := func(step string, want int) {
+		t.Helper()
+		h.helm.Calls()
+		_, _ = h.pass()
+		if got := slices.Index(h.helm.Calls(), "Install") >= 0; got != (want == 1) {
+			t.Fatalf("%s: installed %v, want %v", step, got, want == 1)
+		}
+	}
+	annotate := func(k, v string) {
+		t.Helper()
+		u := h.cr()
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[k] = v
+		u.SetAnnotations(a)
+		if err := h.c.Update(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installs("the failure", 1)
+	installs("held back", 0)
+	annotate(AnnotationReconcileAt, "1")
+	installs("reconcile-at=1", 1)
+	installs("reconcile-at=1 again", 0)
+	if got, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "reconcileRequest"); got != "1" {
+		t.Fatalf("status.release.reconcileRequest %q", got)
+	}
+	h.helm.installErr = nil
+	annotate(AnnotationResetAt, "a")
+	installs("reset-at=a", 1)
+	rel, _, _ := unstructured.NestedMap(h.cr().Object, "status", "release")
+	if rel["resetRequest"] != "a" || rel["failed"] != nil {
+		t.Fatalf("status.release after reset-at: %v", rel)
+	}
+	if got := h.conds(rstatus.TypeReady); got[0] != "Ready=True/ObjectsReady" {
+		t.Fatalf("%v", got)
+	}
+	installs("reset-at=a again", 0)
+}
+
 // A pass that changes nothing writes nothing: the second pass over an in-sync release sends
 // no status patch.
 func TestPassInSyncWritesNothing(t *testing.T) {

@@ -66,7 +66,9 @@ func (p *pass) situation(obs observed, o *outcome) (situation, error) {
 	if v, due := p.rollbackDue(); due {
 		s.rollbackTo = v
 	}
+	// A new reconcile-at or reset-at value tries the held-back pair once more.
 	_, s.heldBack = p.heldBackFailure()
+	s.heldBack = s.heldBack && !o.nudged
 	if h := obs.head; h != nil {
 		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
 		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision

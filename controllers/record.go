@@ -21,6 +21,9 @@ type record struct {
 	rollbackRequest *string
 	// tested is the outcome of a run of the tests (nil: unchanged).
 	tested *rstatus.TestedRelease
+	// reconcileRequest and resetRequest are the reconcile-at and reset-at values handled
+	// (nil: unchanged).
+	reconcileRequest, resetRequest *string
 }
 
 // revisionRecord is a revision as status.release records it.
@@ -53,7 +56,8 @@ func (p *pass) failedRecord(reason string, err error) record {
 // does not show it yet, with the conditions o sets for them.
 func (p *pass) writeRelease(o *outcome) {
 	for _, rec := range o.records {
-		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil {
+		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil &&
+			rec.reconcileRequest == nil && rec.resetRequest == nil {
 			continue
 		}
 		st := p.releaseStatus()
@@ -76,6 +80,14 @@ func (p *pass) writeRelease(o *outcome) {
 			st.RollbackRequest = *v
 			p.r.shadows.rollbacks.remember(p.key, p.obj.GetUID(), written[string]{*v, o.conditions[rstatus.TypeRollbackRequest]})
 		}
+		if v := rec.reconcileRequest; v != nil {
+			st.ReconcileRequest = *v
+			p.r.shadows.reconciles.remember(p.key, p.obj.GetUID(), *v)
+		}
+		if v := rec.resetRequest; v != nil {
+			st.ResetRequest = *v
+			p.r.shadows.resets.remember(p.key, p.obj.GetUID(), *v)
+		}
 		if t := rec.tested; t != nil {
 			st.Tested = t
 			p.r.shadows.tests.remember(p.key, p.obj.GetUID(), written[rstatus.TestedRelease]{*t, o.conditions[rstatus.TypeTested]})
@@ -91,10 +103,13 @@ type shadows struct {
 	failures  *shadow[failure]
 	rollbacks *shadow[written[string]]
 	tests     *shadow[written[rstatus.TestedRelease]]
+	// reconciles and resets are the reconcile-at and reset-at values handled.
+	reconciles, resets *shadow[string]
 }
 
 func newShadows() *shadows {
-	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](), tests: newShadow[written[rstatus.TestedRelease]]()}
+	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](), tests: newShadow[written[rstatus.TestedRelease]](),
+		reconciles: newShadow[string](), resets: newShadow[string]()}
 }
 
 // forget drops what is kept of the CR at key.
@@ -102,6 +117,8 @@ func (s *shadows) forget(key types.NamespacedName) {
 	s.failures.forget(key)
 	s.rollbacks.forget(key)
 	s.tests.forget(key)
+	s.reconciles.forget(key)
+	s.resets.forget(key)
 }
 
 // releaseStatus returns the status's release record, creating it.

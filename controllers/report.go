@@ -68,6 +68,8 @@ type outcome struct {
 	failure *step
 	// records are what status.release learns, in order (see writeRelease).
 	records []record
+	// nudged: the pass acts on a new reconcile-at or reset-at value (see nudges).
+	nudged bool
 
 	// The revision the pass ended on (nil: none) and, when decoded, its release.
 	head *helm.Head

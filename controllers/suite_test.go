@@ -127,6 +127,7 @@ const testWatches = `
     name: '{{ $n := printf "%s-db" .metadata.name }}{{ with .metadata.annotations }}{{ with index . "db" }}{{ $n = . }}{{ end }}{{ end }}{{ $n }}'
   - {kind: ConfigMap, name: '{{ .metadata.name }}-opt', optional: true}
   - {kind: Secret, name: '{{ .metadata.name }}-msg', valuesKey: message, targetPath: message, optional: true}
+- {group: test.rudder.dev, version: v1, kind: NudgeProbe, chart: widget}
 - {group: test.rudder.dev, version: v1, kind: ValuesGizmo, chart: valuesgizmo, valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]}
 - group: test.rudder.dev
   version: v1

@@ -144,6 +144,13 @@ type Release struct {
 	// handled: each value is acted on once, so the annotation may stay as a record.
 	// +optional
 	RollbackRequest string `json:"rollbackRequest,omitempty"`
+	// ReconcileRequest and ResetRequest are the last values of the rudder.dev/reconcile-at and
+	// rudder.dev/reset-at annotations that rudder handled (Flux's lastHandledReconcileAt):
+	// each value is acted on once, so a tool can wait for its value here.
+	// +optional
+	ReconcileRequest string `json:"reconcileRequest,omitempty"`
+	// +optional
+	ResetRequest string `json:"resetRequest,omitempty"`
 	// Tested is the outcome of the last run of the release's tests.
 	// +optional
 	Tested *TestedRelease `json:"tested,omitempty"`
