@@ -49,7 +49,11 @@ func (a test) run(_ context.Context, p *pass, obs observed) result {
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
 	tested.Result = rstatus.TestFailed
-	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s (%v)", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "), err)
+	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "))
+	if err != nil {
+		// Helm's error puts each failed hook on a line of its own: one line here.
+		msg += " (" + strings.Join(strings.Fields(err.Error()), " ") + ")"
+	}
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}}
