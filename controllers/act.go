@@ -54,8 +54,13 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 		msg := fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
 			helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
 		// Written again: a no-op, unless the shadow alone knew it.
-		return result{verdict: failed, reason: reason, message: msg, released: &condition{metav1.ConditionFalse, reason, msg},
-			record: record{failed: held}}
+		res := result{verdict: failed, reason: reason, message: msg, record: record{failed: held}}
+		// Released keeps what happened to the release last (RolledBack, InstallFailed, …) when
+		// it says so already.
+		if c := p.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {
+			res.released = &condition{metav1.ConditionFalse, reason, msg}
+		}
+		return res
 	}
 	res, upgraded := f.result, f.action.String() == actUpgrade
 	msg := res.message
