@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"strings"
-
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
 
@@ -24,10 +22,16 @@ const (
 // try the held-back pair again (see situation.heldBack). It reports whether one was due.
 func (p *pass) nudges(o *outcome) bool {
 	var rec record
-	if v, due := p.nudgeDue(AnnotationReconcileAt, p.handled().ReconcileRequest, p.r.shadows.reconciles); due {
+	var st rstatus.Release // the status as read (empty when it has no release record)
+	if p.st.Release != nil {
+		st = *p.st.Release
+	}
+	reconciled, ok := p.r.shadows.reconciles.of(p.key, p.obj.GetUID())
+	if v, due := p.requestDue(AnnotationReconcileAt, st.ReconcileRequest, reconciled, ok); due {
 		rec.reconcileRequest = &v
 	}
-	if v, due := p.nudgeDue(AnnotationResetAt, p.handled().ResetRequest, p.r.shadows.resets); due {
+	reset, ok := p.r.shadows.resets.of(p.key, p.obj.GetUID())
+	if v, due := p.requestDue(AnnotationResetAt, st.ResetRequest, reset, ok); due {
 		rec.resetRequest, rec.clearFailed = &v, true
 	}
 	if rec.reconcileRequest == nil && rec.resetRequest == nil {
@@ -35,25 +39,4 @@ func (p *pass) nudges(o *outcome) bool {
 	}
 	o.add(nil, result{record: rec})
 	return true
-}
-
-// nudgeDue returns the annotation's value and whether this pass acts on it: set, and neither
-// the value the status records as handled nor one a pass behind the cache handled.
-func (p *pass) nudgeDue(annotation, handled string, shadowed *shadow[string]) (string, bool) {
-	v := strings.TrimSpace(p.obj.GetAnnotations()[annotation])
-	if v == "" || v == handled {
-		return v, false
-	}
-	if s, ok := shadowed.of(p.key, p.obj.GetUID()); ok && s == v {
-		return v, false
-	}
-	return v, true
-}
-
-// handled is the status's release record as read (empty when there is none).
-func (p *pass) handled() rstatus.Release {
-	if p.st.Release == nil {
-		return rstatus.Release{}
-	}
-	return *p.st.Release
 }

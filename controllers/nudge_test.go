@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/controllers"
@@ -40,7 +38,7 @@ func TestNudges(t *testing.T) {
 		if err := k8s.Delete(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
-		annotateCR(t, ns, tc.name, tc.annotation, "1")
+		patch(t, nudgeProbeGVK, ns, tc.name, `{"metadata":{"annotations":{"`+tc.annotation+`":"1"}}}`)
 		u := crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, tc.name, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
 		rel, _, _ := unstructured.NestedMap(u.Object, "status", "release")
 		if rel["failed"] != nil {
@@ -57,7 +55,7 @@ func TestNudges(t *testing.T) {
 	create(t, crtest.NewCR(nudgeProbeGVK, ns, "s", map[string]any{}))
 	crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, "s", rstatus.TypeStalled, metav1.ConditionTrue, "", timeout)
 	before := failedInstalls()
-	annotateCR(t, ns, "s", controllers.AnnotationReconcileAt, "2")
+	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+controllers.AnnotationReconcileAt+`":"2"}}}`)
 	crtest.Eventually(t, "reconcile-at=2 handled", timeout, func(ctx context.Context) (bool, error) {
 		u, err := crtest.Get(ctx, k8s, nudgeProbeGVK, ns, "s")
 		v, _, _ := unstructured.NestedString(u.Object, "status", "release", "reconcileRequest")
@@ -68,21 +66,9 @@ func TestNudges(t *testing.T) {
 	}
 	// A later pass of s, with the same reconcile-at value (its refusal of a rollback-to value
 	// says it ran).
-	annotateCR(t, ns, "s", controllers.AnnotationRollbackTo, "99")
+	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+controllers.AnnotationRollbackTo+`":"99"}}}`)
 	crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, "s", rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, timeout)
 	if got := failedInstalls() - before; got != 1 {
 		t.Fatalf("a handled reconcile-at value tried the pair again (%v tries)", got)
-	}
-}
-
-func annotateCR(t *testing.T, ns, name, key, value string) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(nudgeProbeGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	patch := []byte(`{"metadata":{"annotations":{"` + key + `":"` + value + `"}}}`)
-	if err := k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
 	}
 }

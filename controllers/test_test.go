@@ -47,7 +47,7 @@ func TestReleaseTests(t *testing.T) {
 		t.Fatalf("the kept test Pod: %v", err)
 	}
 
-	patchSpec(t, testProbeGVK, ns, "probe", map[string]any{"message": "two", "testExitCode": "3"})
+	patch(t, testProbeGVK, ns, "probe", `{"spec":{"message":"two","testExitCode":"3"}}`)
 	u = crtest.WaitCondition(t, k8s, testProbeGVK, ns, "probe", rstatus.TypeTested, metav1.ConditionFalse, rstatus.ReasonTestFailed, timeout)
 	checkTested(t, u, 2, rstatus.TestFailed, "probe-checks")
 	crtest.WaitEvent(t, k8s, ns, "probe", rstatus.ReasonTestFailed, "revision 2", "probe-checks")
@@ -71,7 +71,7 @@ func TestReleaseTestsRollBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	crtest.WaitCondition(t, k8s, testRollbackGVK, ns, "rb", rstatus.TypeTested, metav1.ConditionTrue, rstatus.ReasonTestSucceeded, timeout)
-	patchSpec(t, testRollbackGVK, ns, "rb", map[string]any{"message": "two", "testExitCode": "1"})
+	patch(t, testRollbackGVK, ns, "rb", `{"spec":{"message":"two","testExitCode":"1"}}`)
 	u := crtest.WaitCondition(t, k8s, testRollbackGVK, ns, "rb", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonTestFailed, timeout)
 	checkTested(t, u, 2, rstatus.TestFailed, "rb-checks")
 	if c := crtest.Condition(u, rstatus.TypeReleased); c.Reason != rstatus.ReasonRolledBack {
@@ -97,23 +97,6 @@ func checkTested(t *testing.T, u *unstructured.Unstructured, revision int64, res
 	got, _, _ := unstructured.NestedStringSlice(tested, "failed")
 	if tested["revision"] != revision || tested["result"] != result || !slices.Equal(got, failed) {
 		t.Fatalf("status.release.tested = %v, want revision %d, %s, failed %v", tested, revision, result, failed)
-	}
-}
-
-// patchSpec merges spec into a CR's spec.
-func patchSpec(t *testing.T, gvk schema.GroupVersionKind, ns, name string, spec map[string]any) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	patch := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	data, err := patch.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", data)); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -38,12 +38,15 @@ func (p *pass) endTurn() {
 // neither the one status.release.rollbackRequest says was handled nor the one a pass whose
 // status write the cache does not show yet handled.
 func (p *pass) rollbackDue() (string, bool) {
-	v := strings.TrimSpace(p.obj.GetAnnotations()[AnnotationRollbackTo])
-	if v == "" || v == p.rollbackRequest() {
-		return v, false
-	}
-	if handled, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && handled.value == v {
-		return v, false
-	}
-	return v, true
+	shadowed, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID())
+	return p.requestDue(AnnotationRollbackTo, p.rollbackRequest(), shadowed.value, ok)
+}
+
+// requestDue returns the value of an annotation that asks for something once per value
+// (rollback-to, reconcile-at, reset-at) and whether this pass acts on it: set, and neither the
+// value the status records as handled nor the one (when known) a pass whose status write the
+// cache does not show yet handled.
+func (p *pass) requestDue(annotation, handled, shadowed string, known bool) (string, bool) {
+	v := strings.TrimSpace(p.obj.GetAnnotations()[annotation])
+	return v, v != "" && v != handled && (!known || v != shadowed)
 }

@@ -64,7 +64,7 @@ func TestValuesFrom(t *testing.T) {
 	// A key set at a targetPath, as a string; then the spec, which wins over every source.
 	create(t, secret(ns, "v-msg", "message", "via-target"))
 	waitMessage(t, ns, "v", "via-target")
-	patchSpec(t, valuesProbeGVK, ns, "v", map[string]any{"message": "from-spec"})
+	patch(t, valuesProbeGVK, ns, "v", `{"spec":{"message":"from-spec"}}`)
 	waitMessage(t, ns, "v", "from-spec")
 	wantRevisions(t, ns, "v", 6)
 

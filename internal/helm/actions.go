@@ -75,6 +75,16 @@ var ErrNameInUse = errors.New("a release of that name exists")
 // look at storage finds the name taken; it has no typed error for it.
 const helmNameInUse = "cannot re-use a name that is still in use"
 
+// installResult is the error of an install (nil: none), wrapping ErrNameInUse when Helm found
+// the name taken: either by its own look at storage, or — when that look read nothing (Helm
+// goes on when its read fails) — by storing revision 1 and finding it there.
+func installResult(err error) error {
+	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
+		return fmt.Errorf("%w: %w", ErrNameInUse, err)
+	}
+	return err
+}
+
 // Install installs a new release. It does not wait for readiness: the reconciler reports it.
 // When storage already holds a release of that name (Helm checks before it writes anything),
 // the error wraps ErrNameInUse and nothing was changed.
@@ -117,11 +127,8 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 		c.forgetCapabilities()
 	}
 	r.made(req, rel, err)
-	err = r.result(err)
-	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
-		// The second: the name check read nothing (Helm goes on when its read fails) and
-		// storing revision 1 found it there.
-		return nil, fmt.Errorf("%w: %w", ErrNameInUse, err)
+	if err = installResult(r.result(err)); errors.Is(err, ErrNameInUse) {
+		return nil, err
 	}
 	return rel, err
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
@@ -127,8 +125,8 @@ func (m *Memory) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.PostRenderer = m.postRenderer()
 	in.Wait = true
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
-	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
-		return nil, fmt.Errorf("%w: %w", ErrNameInUse, err)
+	if err = installResult(err); errors.Is(err, ErrNameInUse) {
+		return nil, err
 	}
 	return rel, m.made(req, err)
 }
