@@ -169,6 +169,8 @@ func (p *pass) finish(how ending, obs observed, s situation, o *outcome) result 
 		return p.holdBack(obs, s, o)
 	case endWaiting:
 		return p.waitForOperation(obs.rel)
+	case endRetrying:
+		return p.retryLater(o)
 	}
 	if made := o.madeStep(); made != nil {
 		return made.result

@@ -44,6 +44,19 @@
 // TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and Events, failures
 // included, and a test against the control plane.
 //
+// # Adding a policy
+//
+// A watch's day-2 policies (internal/watches/policy.go) took the same layering, each where its
+// decision is made:
+//   - remediation.retries is two facts of the situation (retry.go): a failure with retries
+//     left ends the pass waiting (endRetrying) instead of held back, and a retry that is due
+//     lets the pair go; the count is in status.release.failed (failedRecord).
+//   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
+//     whether it only reports (the Drifted condition, with a shadow like Tested's).
+//   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
+//     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that
+//     the release gains one revision, and the actions turn what they did into Events.
+//
 // NewManager wires rudder together: the manager and its caches, the chart source, the Helm
 // client, one Reconciler per watch, and the Go hooks of the built-in kinds (controllers/at,
 // controllers/application). main.go parses flags into ManagerOptions; tests and benchmarks

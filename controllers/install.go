@@ -36,12 +36,12 @@ func (install) run(ctx context.Context, p *pass, obs observed) result {
 	case err != nil:
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "failed").Inc()
 		res := p.releaseFailed("Install", "installing", rstatus.ReasonInstallFailed, err)
-		res.notes = append(pre, res.notes...)
+		res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
 		return res
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "ok").Inc()
 	res := p.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description))
-	res.notes = append(pre, res.notes...)
+	res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
 	return res
 }
 
@@ -62,6 +62,9 @@ func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 		return result{verdict: retry, reason: reason, err: fmt.Errorf("%s %s: %w", verb, p.relName, err)}
 	}
 	msg := fmt.Sprintf("%s release %s: %v", verb, p.relName, err)
+	if helm.ImmutableField(err) && !p.r.opts.Watch.Forces() {
+		msg += "; the update changes an immutable field: upgrade.force on the watch replaces such objects (deletes and creates them)"
+	}
 	if helm.IsForbidden(err) {
 		// Reported, with an Event, when the pass ends (see forbidden).
 		return result{verdict: failed, forbidden: true, reason: rstatus.ReasonForbidden, message: msg}

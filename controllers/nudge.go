@@ -32,7 +32,7 @@ func (p *pass) nudges(o *outcome) bool {
 	}
 	reset, ok := p.r.shadows.resets.of(p.key, p.obj.GetUID())
 	if v, due := p.requestDue(AnnotationResetAt, st.ResetRequest, reset, ok); due {
-		rec.resetRequest, rec.clearFailed = &v, true
+		rec.resetRequest, rec.clearFailed, p.reset = &v, true, true
 	}
 	if rec.reconcileRequest == nil && rec.resetRequest == nil {
 		return false

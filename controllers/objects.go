@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // notReadyRequeue is how soon a pass looks again at objects that are not ready when no
@@ -49,7 +51,8 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 	// Drift is checked, and the objects may be needed whole, when the operands are watched and
 	// the release is not held, unless Helm just applied them.
 	watched := o.phase != phaseHeld && p.r.opts.Dependents != nil
-	checkDrift := watched && !o.applied
+	mode := p.r.opts.Watch.DriftMode()
+	checkDrift := watched && !o.applied && mode != watches.DriftDisabled
 	var err error
 	if o.objects, o.whole, err = p.loadObjects(ctx, o, checkDrift); err != nil {
 		reason := rstatus.ReasonReconcileError
@@ -66,9 +69,13 @@ func (p *pass) settleObjects(ctx context.Context, o *outcome) bool {
 			return false
 		}
 	case watched:
-		// Nothing to correct right after Helm applied it. A change made meanwhile keeps its
-		// mark for the pass its event causes.
+		// Nothing to correct right after Helm applied it (or, with driftDetection.mode
+		// disabled, ever). A change made meanwhile keeps its mark for the pass its event causes.
 		p.r.markVerified(p.key, p.obj.GetUID())
+		if o.applied && mode == watches.DriftWarn {
+			o.add(nil, result{conditions: map[string]*condition{rstatus.TypeDrifted: {metav1.ConditionFalse, rstatus.ReasonNoDrift,
+				fmt.Sprintf("revision %d: applied by Helm just now", o.head.Revision)}}})
+		}
 	}
 	if o.ready, err = p.readiness(ctx, o); err != nil {
 		o.fail(rstatus.ReasonReconcileError, err)
@@ -181,8 +188,15 @@ func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 	if p.scope.ServiceAccount == "" {
 		live = p.r.opts.APIReader
 	}
-	restored, err := helm.Reapply(ctx, objs, live, w)
+	d := helm.Drift{Warn: p.r.opts.Watch.DriftMode() == watches.DriftWarn, Ignored: p.r.opts.Watch.DriftIgnored}
+	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
 	res := result{verdict: succeeded}
+	if d.Warn && err == nil {
+		res.conditions = map[string]*condition{rstatus.TypeDrifted: driftedCondition(obs.head.Revision, drifted)}
+		if len(drifted) > 0 {
+			res.notes = []note{{corev1.EventTypeWarning, rstatus.ReasonDriftDetected, "DetectDrift", res.conditions[rstatus.TypeDrifted].message}}
+		}
+	}
 	if len(restored) > 0 {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
@@ -194,6 +208,19 @@ func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 		return f
 	}
 	return res
+}
+
+// driftedCondition is Drifted as a look at revision's objects in warn mode found them.
+func driftedCondition(revision int, drifted []helm.Drifted) *condition {
+	if len(drifted) == 0 {
+		return &condition{metav1.ConditionFalse, rstatus.ReasonNoDrift, fmt.Sprintf("revision %d: the objects have every field the manifest sets", revision)}
+	}
+	parts := make([]string, len(drifted))
+	for i, d := range drifted {
+		parts[i] = d.String()
+	}
+	return &condition{metav1.ConditionTrue, rstatus.ReasonDriftDetected, fmt.Sprintf("revision %d: %s differ from the manifest; not restored (driftDetection.mode is warn)",
+		revision, strings.Join(parts, "; "))}
 }
 
 // wholeObjects are the head revision's objects as its manifest has them.

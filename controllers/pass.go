@@ -63,6 +63,8 @@ type pass struct {
 
 	// acting: the pass holds one of its namespace's action slots (see gate).
 	acting bool
+	// reset: the pass acts on a new reset-at value (see nudges).
+	reset bool
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {

@@ -363,7 +363,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "install forbidden: retried",
 		setup: func(h *harness) {
-			h.helm.installErr = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "w", errors.New("no rule"))
+			h.helm.installErr = unauthorized("configmaps", "w")
 		},
 		calls:  []string{"Install", "Last"},
 		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
@@ -372,8 +372,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "install forbidden, and the release unreadable too: still Forbidden, retried",
 		setup: func(h *harness) {
-			h.helm.installErr = apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "w", errors.New("no rule"))
-			h.helm.lastErr = apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("no rule"))
+			h.helm.installErr = unauthorized("services", "w")
+			h.helm.lastErr = unauthorized("secrets", "")
 		},
 		calls:  []string{"Install", "Last"},
 		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
@@ -393,7 +393,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "upgrade forbidden after its revision was stored: rolled back, retried",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, false, 0, unitUID)
-			h.helm.upgradeErr, h.helm.stores = apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "w", errors.New("no rule")), true
+			h.helm.upgradeErr, h.helm.stores = unauthorized("services", "w"), true
 		},
 		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
 		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Reconciling=True/Forbidden", "Stalled=False/Forbidden"},
@@ -618,7 +618,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "valuesFrom, a source the identity may not read: Forbidden, retried",
 		opts: harnessOpts{watch: "  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]\n",
-			sourcesErr: apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "w-db", errors.New("no rule"))},
+			sourcesErr: unauthorized("secrets", "w-db")},
 		conds:  []string{"Released=False/Forbidden", "Ready=False/Forbidden", "Stalled=False/Forbidden"},
 		events: []string{"Warning Forbidden"},
 		result: "retry",
@@ -630,6 +630,67 @@ func TestPassDecisionTable(t *testing.T) {
 		calls:  []string{"Last", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
 		events: []string{"Normal UpgradeSucceeded"},
+		result: "requeue",
+	}, {
+		name: "install refused by a ResourceQuota (admission, not RBAC): failed and held back",
+		setup: func(h *harness) {
+			h.helm.installErr, h.helm.stores = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "w",
+				errors.New("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=0, limited: count/configmaps=0")), true
+		},
+		calls:  []string{"Install", "Last", "Uninstall"},
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
+		events: []string{"Warning InstallFailed"},
+		result: "terminal",
+	}, {
+		name:   "install fails with retries left: removed, tried again after the back-off",
+		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup:  func(h *harness) { h.helm.installErr, h.helm.stores = boom, true },
+		calls:  []string{"Install", "Last", "Uninstall"},
+		waits:  true,
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/RetryScheduled", "Reconciling=True/RetryScheduled", "Stalled=False/RetryScheduled"},
+		events: []string{"Warning InstallFailed"},
+		result: "requeue",
+	}, {
+		name:   "a failed install whose retry is not due: nothing tried",
+		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 1, time.Second) },
+		waits:  true,
+		calls:  []string{"Last"},
+		conds:  []string{"Ready=False/RetryScheduled", "Reconciling=True/RetryScheduled", "Stalled=False/RetryScheduled"},
+		result: "requeue",
+	}, {
+		name:   "a failed install whose retry is due: installed",
+		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 2, 11*time.Second) },
+		calls:  []string{"Last", "Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "a failed install out of retries: held back",
+		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 3, time.Hour) },
+		calls:  []string{"Last"},
+		conds:  []string{"Ready=False/InstallFailed", "Stalled=True/InstallFailed"},
+		result: "terminal",
+	}, {
+		name:   "a confinement failure is not retried",
+		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonChartInvalid, 1, time.Hour) },
+		calls:  []string{"Last"},
+		conds:  []string{"Ready=False/ChartInvalid", "Stalled=True/ChartInvalid"},
+		result: "terminal",
+	}, {
+		name: "upgrade fails with retries left: rolled back, tried again after the back-off",
+		opts: harnessOpts{watch: "  remediation: {retries: 1}\n"},
+		setup: func(h *harness) {
+			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.helm.upgradeErr, h.helm.stores = boom, true
+		},
+		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
+		waits:  true,
+		conds:  []string{"Released=False/RolledBack", "Ready=False/RetryScheduled", "Stalled=False/RetryScheduled"},
+		events: []string{"Warning UpgradeFailed", "Normal RolledBack"},
 		result: "requeue",
 	}, {
 		name:   "paused",
@@ -677,6 +738,21 @@ func TestPassDecisionTable(t *testing.T) {
 				t.Errorf("observedGeneration %d after a %s pass", og, tc.result)
 			}
 		})
+	}
+}
+
+// failedBefore records in the CR's status that its (chart, values) failed n times for reason,
+// the last time ago.
+func (h *harness) failedBefore(reason string, n int, ago time.Duration) {
+	h.t.Helper()
+	u := h.cr()
+	failed := map[string]any{"chartDigest": h.chartDigest, "valuesDigest": h.valuesDigest, "reason": reason, "message": "boom",
+		"failures": int64(n), "lastFailure": h.clock.Now().Add(-ago).UTC().Format(time.RFC3339)}
+	if err := unstructured.SetNestedField(u.Object, failed, "status", "release", "failed"); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.c.Status().Update(context.Background(), u); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
@@ -956,4 +1032,10 @@ func TestPassInSyncWritesNothing(t *testing.T) {
 	if got := h.helm.Calls(); !slices.Equal(got, []string{"Install"}) {
 		t.Fatalf("Helm calls %q, want one install", got)
 	}
+}
+
+// unauthorized is the API server's refusal by RBAC of a create of resource (name: the object's).
+func unauthorized(resource, name string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name,
+		fmt.Errorf(`User "system:serviceaccount:ns:rudder" cannot create resource %q in API group "" in the namespace "ns"`, resource))
 }

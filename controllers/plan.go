@@ -21,8 +21,12 @@ type situation struct {
 	// rollbackTo is the rudder.dev/rollback-to value to act on ("" when none is due).
 	rollbackTo string
 	// heldBack: the desired (chart, values) failed in an earlier pass, and is not tried again
-	// until one of them changes.
+	// until one of them changes, or its retry is due.
 	heldBack bool
+	// retries: the failure of the desired pair (this pass's, else the held-back one) has
+	// retries left (remediation.retries): the pass waits for the next instead of holding it
+	// back.
+	retries bool
 	// rollsBack: the watch rolls a failed upgrade back (rollbackOnFailure).
 	rollsBack bool
 	// olderDeployed: older revisions are still marked deployed next to the deployed newest.
@@ -66,9 +70,15 @@ func (p *pass) situation(obs observed, o *outcome) (situation, error) {
 	if v, due := p.rollbackDue(); due {
 		s.rollbackTo = v
 	}
-	// A new reconcile-at or reset-at value tries the held-back pair once more.
-	_, s.heldBack = p.heldBackFailure()
-	s.heldBack = s.heldBack && !o.nudged
+	// A new reconcile-at or reset-at value tries the held-back pair once more, and so does
+	// a retry that is due.
+	held, ok := p.heldBackFailure()
+	s.heldBack = ok && !o.nudged && !p.retryDue(held)
+	f := o.recordedFailure()
+	if f == nil && s.heldBack {
+		f = held
+	}
+	s.retries = p.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
 		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
@@ -112,6 +122,8 @@ const (
 	endWaiting
 	// endHeld: on a pre-release hook's hold.
 	endHeld
+	// endRetrying: on a failure that is tried again after a back-off (remediation.retries).
+	endRetrying
 )
 
 // Action names: the rudder_release_actions_total label, the action of Events, and the key
@@ -132,6 +144,15 @@ const (
 
 // next is the one step after situation s: an action, or (nil) the end of the pass. It is pure.
 func next(s situation) (action, ending) {
+	a, end := s.step()
+	if a == nil && end == endHeldBack && s.retries {
+		return nil, endRetrying
+	}
+	return a, end
+}
+
+// step is next's choice before retries: a pair that failed is held back.
+func (s situation) step() (action, ending) {
 	switch {
 	case s.held:
 		return nil, endHeld

@@ -57,6 +57,8 @@ func TestNext(t *testing.T) {
 		{"absent, held back", situation{state: absent, heldBack: true}, "end:held back"},
 		{"absent after a refused install", situation{state: absent, failure: installFailed, last: installFailed}, "end:held back"},
 		{"absent after removing a failed install", situation{state: absent, failure: installFailed, last: removed}, "end:held back"},
+		{"absent after removing a failed install, retries left", situation{state: absent, failure: installFailed, last: removed, retries: true}, "end:retrying"},
+		{"absent, held back, retries left", situation{state: absent, heldBack: true, retries: true}, "end:retrying"},
 		{"installed", situation{state: helm.StateInSync, last: installed}, "end:last"},
 		{"name taken, storage says absent", situation{state: absent, last: nameTaken}, "end:last"},
 
@@ -135,10 +137,10 @@ func TestNextEnds(t *testing.T) {
 	states := []helm.State{helm.StateAbsent, helm.StateConflict, helm.StateLocked, helm.StateUninstalled,
 		helm.StateFailed, helm.StateOutOfSync, helm.StateInSync, helm.StateRolledBack}
 	for _, st := range states {
-		for flags := range 1 << 9 {
+		for flags := range 1 << 10 {
 			s := situation{state: st, heldBack: flags&1 != 0, rollsBack: flags&2 != 0, olderDeployed: flags&4 != 0,
 				relabel: flags&8 != 0, foreign: flags&16 != 0, testDue: flags&128 != 0, testRollsBack: flags&256 != 0,
-				taken: map[string]bool{}}
+				retries: flags&512 != 0, taken: map[string]bool{}}
 			if flags&32 != 0 {
 				s.deployed = 1
 			}
@@ -151,7 +153,7 @@ func TestNextEnds(t *testing.T) {
 					break
 				}
 				if n > 10 || s.taken[a.String()] {
-					t.Fatalf("%s %09b: %s again after %d steps", st, flags, a, n)
+					t.Fatalf("%s %010b: %s again after %d steps", st, flags, a, n)
 				}
 				s.taken[a.String()] = true
 				s.last = &step{action: a}
@@ -165,5 +167,5 @@ func describeNext(a action, e ending) string {
 		return a.String()
 	}
 	return "end:" + map[ending]string{endLast: "last", endInSync: "in sync", endRolledBack: "rolled back", endConflict: "conflict",
-		endHeldBack: "held back", endWaiting: "waiting", endHeld: "held"}[e]
+		endHeldBack: "held back", endWaiting: "waiting", endHeld: "held", endRetrying: "retrying"}[e]
 }

@@ -47,14 +47,19 @@ func (p *pass) madeRecord(rel *release.Release) record {
 
 // failedRecord holds the desired (chart, values) back after it failed for reason.
 func (p *pass) failedRecord(reason string, err error) record {
+	n, at := p.nextFailure()
 	return record{failed: &failure{reason: reason, failed: rstatus.FailedRelease{
-		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000)}}}
+		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000),
+		Failures: n, LastFailure: at}}}
 }
 
 // writeRelease writes what the pass's steps learned into status.release, in their order, and
 // keeps the shadows (see shadow) of what it writes for the passes that read a cache that
 // does not show it yet, with the conditions o sets for them.
 func (p *pass) writeRelease(o *outcome) {
+	if c := o.conditions[rstatus.TypeDrifted]; c != nil {
+		p.r.shadows.drifts.remember(p.key, p.obj.GetUID(), *c)
+	}
 	for _, rec := range o.records {
 		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil &&
 			rec.reconcileRequest == nil && rec.resetRequest == nil {
@@ -105,11 +110,14 @@ type shadows struct {
 	tests     *shadow[written[rstatus.TestedRelease]]
 	// reconciles and resets are the reconcile-at and reset-at values handled.
 	reconciles, resets *shadow[string]
+	// drifts is the Drifted condition written last (driftDetection.mode warn), which no
+	// record goes with.
+	drifts *shadow[condition]
 }
 
 func newShadows() *shadows {
 	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](), tests: newShadow[written[rstatus.TestedRelease]](),
-		reconciles: newShadow[string](), resets: newShadow[string]()}
+		reconciles: newShadow[string](), resets: newShadow[string](), drifts: newShadow[condition]()}
 }
 
 // forget drops what is kept of the CR at key.
@@ -119,6 +127,7 @@ func (s *shadows) forget(key types.NamespacedName) {
 	s.tests.forget(key)
 	s.reconciles.forget(key)
 	s.resets.forget(key)
+	s.drifts.forget(key)
 }
 
 // releaseStatus returns the status's release record, creating it.
@@ -157,8 +166,8 @@ func (p *pass) tested() int {
 }
 
 // shadowed is what passes whose status writes the cache does not show yet recorded with a
-// condition of its own (a rollback-to value handled, a test run): this pass records it again,
-// or its status write would drop those conditions.
+// condition of its own (a rollback-to value handled, a test run, the drift found): this pass
+// records it again, or its status write would drop those conditions.
 func (p *pass) shadowed() result {
 	var res result
 	set := func(typ string, c *condition) {
@@ -171,6 +180,11 @@ func (p *pass) shadowed() result {
 		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
 			set(rstatus.TypeTested, t.cond)
 			res.record.tested = &t.value
+		}
+	}
+	if d, ok := p.r.shadows.drifts.of(p.key, p.obj.GetUID()); ok {
+		if c := p.cond(rstatus.TypeDrifted); c == nil || c.Status != d.status || c.Reason != d.reason || c.Message != d.message {
+			set(rstatus.TypeDrifted, &d)
 		}
 	}
 	if r, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {

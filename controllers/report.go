@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // phase is what a pass ended in; it is also the value of the rudder_release_state gauge.
@@ -30,6 +32,7 @@ const (
 	phaseLocked     phase = "Locked"     // waiting for someone else's pending operation
 	phaseStalled    phase = "Stalled"    // nothing to do until the CR, the chart or the cluster changes
 	phaseFailed     phase = "Failed"     // a release action failed and is retried with back-off
+	phaseRetrying   phase = "Retrying"   // a failed (chart, values) waits for its next try (remediation.retries)
 )
 
 // condition is the new value of one condition (its type is where it is kept).
@@ -164,7 +167,7 @@ func (o *outcome) end(res result) {
 			o.phase = phaseFailed
 		}
 	case res.verdict == blocked && res.requeue > 0:
-		o.phase, o.reason, o.message = phaseLocked, res.reason, res.message
+		o.phase, o.reason, o.message = cmp.Or(res.phase, phaseLocked), res.reason, res.message
 	case res.verdict == failed || res.verdict == blocked:
 		o.phase, o.reason, o.message, o.err = phaseStalled, res.reason, res.message, nil
 	default:
@@ -235,6 +238,9 @@ func (p *pass) report(o *outcome) (reconcile.Result, error) {
 	for _, typ := range slices.Sorted(maps.Keys(o.conditions)) {
 		p.setCondition(typ, o.conditions[typ])
 	}
+	if p.r.opts.Watch.DriftMode() != watches.DriftWarn {
+		meta.RemoveStatusCondition(&p.st.Conditions, rstatus.TypeDrifted) // set in warn mode only
+	}
 	ph := o.phase
 	if ph == "" || (o.err != nil && o.reason == rstatus.ReasonForbidden) {
 		ph = phaseFailed
@@ -255,7 +261,7 @@ func (p *pass) report(o *outcome) (reconcile.Result, error) {
 		p.set(rstatus.TypeReconciling, metav1.ConditionTrue, o.reason, o.message)
 		p.set(rstatus.TypeStalled, metav1.ConditionFalse, o.reason, "")
 		return reconcile.Result{}, o.err
-	case o.phase == phaseLocked:
+	case o.phase == phaseLocked || o.phase == phaseRetrying:
 		p.setKstatus(metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, o.reason, o.message)
 		return reconcile.Result{RequeueAfter: o.requeue}, nil
 	}

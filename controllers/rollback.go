@@ -61,7 +61,11 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 		return res
 	}
 	res.reason = reason
-	res.message += "; not retried until the spec or the chart changes"
+	if a.cause != nil && p.retriesLeft(a.cause.result.record.failed) {
+		res.message += "; tried again after a back-off (remediation.retries)"
+	} else {
+		res.message += "; not retried until the spec or the chart changes"
+	}
 	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message}}
 	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}
 	return res

@@ -78,6 +78,12 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, err
 		}
 	}
+	// crdskip and crdreplace: a chart whose crds/ a test edits (see gearChart).
+	for _, vol := range []string{"crdskip", "crdreplace"} {
+		if err := chartsourcetest.PublishAtomic(filepath.Join(tmp, vol), gearChart(vol, 1)); err != nil {
+			return nil, err
+		}
+	}
 	wf := filepath.Join(tmp, "watches.yaml")
 	if err := os.WriteFile(wf, []byte(testWatches), 0o644); err != nil {
 		return nil, err
@@ -129,6 +135,22 @@ const testWatches = `
   - {kind: Secret, name: '{{ .metadata.name }}-msg', valuesKey: message, targetPath: message, optional: true}
 - {group: test.rudder.dev, version: v1, kind: NudgeProbe, chart: widget}
 - {group: test.rudder.dev, version: v1, kind: ValuesGizmo, chart: valuesgizmo, valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]}
+- group: test.rudder.dev
+  version: v1
+  kind: DriftIgnore
+  chart: day2
+  driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
+- {group: test.rudder.dev, version: v1, kind: DriftWarn, chart: day2, driftDetection: {mode: warn}}
+- {group: test.rudder.dev, version: v1, kind: ForceProbe, chart: day2, upgrade: {force: true}}
+- {group: test.rudder.dev, version: v1, kind: Day2Probe, chart: day2}
+- {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: day2, remediation: {retries: 3}}
+- {group: test.rudder.dev, version: v1, kind: CRDSkip, chart: crdskip, allowClusterScoped: [CustomResourceDefinition]}
+- group: test.rudder.dev
+  version: v1
+  kind: CRDReplace
+  chart: crdreplace
+  allowClusterScoped: [CustomResourceDefinition]
+  crds: {upgrade: CreateReplace}
 - group: test.rudder.dev
   version: v1
   kind: ValuesTenant

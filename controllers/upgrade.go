@@ -3,8 +3,12 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // upgrade makes a new revision from the spec and chart (helm.StateOutOfSync, or a failed
@@ -26,10 +30,22 @@ func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
 	if err == nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actUpgrade, "ok").Inc()
 		res = p.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description))
+		for _, obj := range req.Replaced {
+			res.notes = append(res.notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Upgrade",
+				fmt.Sprintf("replaced %s (deleted and created) in revision %d: its update changes an immutable field (upgrade.force)", obj, rel.Version)})
+		}
 	} else {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actUpgrade, "failed").Inc()
 		res = p.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)
 	}
-	res.notes = append(pre, res.notes...)
+	res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
 	return res
+}
+
+// crdsNotes are the Events of what an install or upgrade did with the chart's crds/.
+func crdsNotes(req *helm.Request) []note {
+	if len(req.CRDsApplied) == 0 {
+		return nil
+	}
+	return []note{{corev1.EventTypeNormal, rstatus.ReasonCRDsApplied, "CRDs", "crds/: " + strings.Join(req.CRDsApplied, ", ")}}
 }

@@ -30,6 +30,10 @@ const (
 	// on the revision status.release.tested names, when the watch runs them (test.enable).
 	// It is separate from Ready, which is about the objects.
 	TypeTested = "Tested"
+	// TypeDrifted is what the last look at the release's objects found, when the watch's
+	// driftDetection.mode is warn: True naming each object and field that differs from the
+	// manifest (nothing is restored), False when none does.
+	TypeDrifted = "Drifted"
 )
 
 // RudderOwns reports whether rudder owns a condition type: it writes those on every pass, and a
@@ -37,7 +41,7 @@ const (
 // (the Application hook could add "Available"): rudder keeps it as the hook last set it.
 func RudderOwns(conditionType string) bool {
 	switch conditionType {
-	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested:
+	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested, TypeDrifted:
 		return true
 	}
 	return false
@@ -72,7 +76,19 @@ const (
 	ReasonUnlocked       = "Unlocked"
 	ReasonUpToDate       = "UpToDate"
 	ReasonDriftCorrected = "DriftCorrected"
-	ReasonValuesInvalid  = "ValuesInvalid"
+	// ReasonDriftDetected and ReasonNoDrift: Drifted's reasons (driftDetection.mode warn).
+	ReasonDriftDetected = "DriftDetected"
+	ReasonNoDrift       = "NoDrift"
+	// ReasonRetryScheduled: a failed install or upgrade is tried again after a back-off
+	// (remediation.retries); Released says how it failed.
+	ReasonRetryScheduled = "RetryScheduled"
+	// ReasonReplaced: an upgrade with upgrade.force deleted and created an object whose update
+	// the API server refused as changing an immutable field (an Event per object).
+	ReasonReplaced = "Replaced"
+	// ReasonCRDsApplied: an upgrade created or replaced CustomResourceDefinitions of the
+	// chart's crds/ (crds.upgrade), named in the Event.
+	ReasonCRDsApplied   = "CRDsApplied"
+	ReasonValuesInvalid = "ValuesInvalid"
 	// ReasonValuesFromMissing: a valuesFrom source that is not optional is missing (its
 	// object or its key); nothing is released until it exists.
 	ReasonValuesFromMissing   = "ValuesFromMissing"
@@ -193,6 +209,13 @@ type FailedRelease struct {
 	Reason string `json:"reason,omitempty"`
 	// Message is Helm's error.
 	Message string `json:"message,omitempty"`
+	// Failures counts the failures of this (chart, values) in a row: remediation.retries
+	// tries it again until it has failed retries+1 times.
+	// +optional
+	Failures int `json:"failures,omitempty"`
+	// LastFailure is when it failed last; a retry is due a back-off after it.
+	// +optional
+	LastFailure *metav1.Time `json:"lastFailure,omitempty"`
 }
 
 // ConditionsOf reads status.conditions of a CR held as unstructured (what rudder's

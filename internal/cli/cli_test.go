@@ -140,14 +140,7 @@ func TestTemplateOfARecursiveRenderFails(t *testing.T) {
 		"watches.yaml":               "- {group: test.rudder.dev, version: v1, kind: Rec, chart: chart}\n",
 		"cr.yaml":                    "apiVersion: test.rudder.dev/v1\nkind: Rec\nmetadata: {name: r, namespace: ns}\nspec:\n  extraManifest: '{{ tpl .Values.extraManifest . }}'\n",
 	}
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), []string{"template", "--watches-file", filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")},
 		Env{Stdout: &out, Stderr: &errOut})
@@ -170,14 +163,7 @@ func TestTemplateValuesFrom(t *testing.T) {
 		"src/ConfigMap/r-cfg/values.yaml": "message: from-the-configmap\nsize: small\n",
 		"src/Secret/pw/pw":                "s3cr3t",
 	}
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	run := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
@@ -194,5 +180,49 @@ func TestTemplateValuesFrom(t *testing.T) {
 	}
 	if code, out, _ = run("lint", "--watches-file", wf, cr); strings.Contains(out, "r-cfg") {
 		t.Fatalf("lint without the sources: exit %d:\n%s", code, out)
+	}
+}
+
+// rudder template prints the CRDs of crds/ an install applies, where the watch allows them;
+// crds.install Skip prints none, and a watch that does not allow them fails as the install
+// would.
+func TestTemplateCRDs(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"chart/Chart.yaml":        "apiVersion: v2\nname: gears\nversion: 0.1.0\n",
+		"chart/crds/gear.yaml":    "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gears.example.com}\nspec: {group: example.com, names: {kind: Gear, plural: gears}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n",
+		"chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"allowed.yaml":            "- {group: test.rudder.dev, version: v1, kind: G, chart: chart, allowClusterScoped: [CustomResourceDefinition]}\n",
+		"skipped.yaml":            "- {group: test.rudder.dev, version: v1, kind: G, chart: chart, crds: {install: Skip}}\n",
+		"refused.yaml":            "- {group: test.rudder.dev, version: v1, kind: G, chart: chart}\n",
+		"cr.yaml":                 "apiVersion: test.rudder.dev/v1\nkind: G\nmetadata: {name: r, namespace: ns}\n",
+	}
+	writeFiles(t, dir, files)
+	run := func(watchesFile string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), []string{"template", "--watches-file", filepath.Join(dir, watchesFile), filepath.Join(dir, "cr.yaml")}, Env{Stdout: &out, Stderr: &errOut})
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := run("allowed.yaml"); code != 0 || !strings.Contains(out, "# Source: gears/crds/gear.yaml (crds.install: Create)") || !strings.Contains(out, "name: gears.example.com") {
+		t.Fatalf("allowed: exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	if code, out, errOut := run("skipped.yaml"); code != 0 || strings.Contains(out, "gears.example.com") {
+		t.Fatalf("crds.install Skip: exit %d, stderr %q, out:\n%s", code, errOut, out)
+	}
+	if code, _, errOut := run("refused.yaml"); code == 0 || !strings.Contains(errOut, "CustomResourceDefinition") {
+		t.Fatalf("not allowed: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// writeFiles writes files (a path relative to dir → its content) under dir.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

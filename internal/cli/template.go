@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
@@ -55,11 +56,15 @@ func Template(ctx context.Context, args []string, env Env) error {
 		}
 		for _, cr := range crs {
 			rel, err := r.render(ctx, cr)
+			var crds []chart.CRD
+			if err == nil {
+				crds, err = r.crds(cr, rel)
+			}
 			if err != nil {
 				failed = append(failed, fmt.Sprintf("%s: %s: %v", file, describeCR(cr), err))
 				continue
 			}
-			writeRelease(stdout, cr, rel)
+			writeRelease(stdout, cr, rel, crds)
 		}
 	}
 	if len(failed) > 0 {
@@ -168,6 +173,21 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	return helm.Render(req, r.mapper, r.caps)
 }
 
+// crds are the CustomResourceDefinitions of the chart's crds/ that an install of the CR's
+// release applies (crds.install: Create, the default), checked as the install checks them:
+// only where allowClusterScoped names CustomResourceDefinition.
+func (r *renderer) crds(cr *unstructured.Unstructured, rel *release.Release) ([]chart.CRD, error) {
+	w := r.watches[cr.GroupVersionKind()]
+	crds := rel.Chart.CRDObjects()
+	if len(crds) == 0 || w.CRDPolicy().Install == helm.CRDsSkip {
+		return nil, nil
+	}
+	if err := w.Scope(cr, "").CheckCRDs(r.mapper, rel.Chart); err != nil {
+		return nil, err
+	}
+	return crds, nil
+}
+
 // sources reads what the CR's valuesFrom sources hold from files DIR/<kind>/<name>/<key>, as
 // the reconciler reads the objects: a missing file is a missing source.
 func (r *renderer) sources(w *watches.Watch, cr *unstructured.Unstructured) (map[string]any, error) {
@@ -234,10 +254,15 @@ func describeCR(cr *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", cr.GetKind(), cr.GetNamespace(), cr.GetName())
 }
 
-// writeRelease prints a release like `helm template`: the manifest as rudder applies it, then
-// the hooks, each under a comment naming where it comes from.
-func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Release) {
+// writeRelease prints a release like `helm template --include-crds`: the CRDs of crds/ the
+// install applies first, the manifest as rudder applies it, then the hooks, each under a
+// comment naming where it comes from.
+func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Release, crds []chart.CRD) {
 	fmt.Fprintf(w, "# %s: release %s in namespace %s\n", describeCR(cr), rel.Name, rel.Namespace)
+	for _, crd := range crds {
+		fmt.Fprintf(w, "---\n# Source: %s (crds.install: Create)\n%s\n", crd.Filename, strings.TrimSpace(string(crd.File.Data)))
+	}
+
 	fmt.Fprint(w, rel.Manifest)
 	hooks := append([]*release.Hook(nil), rel.Hooks...)
 	sort.SliceStable(hooks, func(i, j int) bool { return hooks[i].Weight < hooks[j].Weight })

@@ -94,7 +94,7 @@ func installResult(err error) error {
 // is rendered and checked first without the cluster, before any request; and the real render's
 // manifest and hooks are checked again before the first revision is stored.
 func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
-	crds := len(req.Chart.CRDObjects()) > 0
+	crds := len(req.Chart.CRDObjects()) > 0 && req.CRDs.Install != CRDsSkip
 	if crds {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
 			return nil, err
@@ -109,11 +109,15 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	if err != nil {
 		return nil, err
 	}
+	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
+		return nil, err
+	}
 	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
 	in := action.NewInstall(r.conf)
+	in.SkipCRDs = true // applied above, marked as the release's
 	in.Timeout = req.Scope.Limits.Timeout()
 	in.SkipSchemaValidation = true // validated by the render
 	in.ReleaseName = req.ReleaseName
@@ -123,14 +127,33 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, rendered, req.Values)
-	if crds {
-		c.forgetCapabilities()
-	}
 	r.made(req, rel, err)
 	if err = installResult(r.result(err)); errors.Is(err, ErrNameInUse) {
 		return nil, err
 	}
 	return rel, err
+}
+
+// applyCRDs applies the chart's crds/ as mode says (see kubeClient.applyCRDs), recording what it
+// did in req.CRDsApplied; the cluster's capabilities are read again after.
+func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
+	req.CRDsApplied = nil
+	if mode == CRDsSkip || len(req.Chart.CRDObjects()) == 0 {
+		return nil
+	}
+	did, err := r.kube.applyCRDs(req.Chart, mode, ownerOf(req.Scope.Owner))
+	req.CRDsApplied = did
+	if err != nil {
+		return r.result(err)
+	}
+	// The render sees the versions just served, as after Helm's own install of crds/.
+	c.forgetCapabilities()
+	caps, err := c.capabilities()
+	if err != nil {
+		return err
+	}
+	r.conf.Capabilities = caps
+	return nil
 }
 
 // precheck renders a release without the cluster (lookups find nothing) and checks its
@@ -178,9 +201,17 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chart
 // server still validates every object Helm creates or patches.
 const skipClientValidation = true
 
-// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade; a
-// chart with hooks is checked first as Install does.
+// Upgrade makes a new revision of an existing release. Helm never touches crds/ on upgrade;
+// req.CRDs.Upgrade may (see applyCRDs). With req.Force, the objects whose update the API
+// server refuses as immutable are replaced (see kubeClient.Update). A chart with hooks is
+// checked first as Install does.
 func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
+	mode := cmp.Or(req.CRDs.Upgrade, CRDsSkip)
+	if mode != CRDsSkip && len(req.Chart.CRDObjects()) > 0 {
+		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
+			return nil, err
+		}
+	}
 	if hasHooks(req.Chart) {
 		if err := c.precheck(req); err != nil {
 			return nil, err
@@ -198,10 +229,14 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	if err != nil {
 		return nil, err
 	}
+	if err := c.applyCRDs(r, req, mode); err != nil {
+		return nil, err
+	}
 	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
 	if err != nil {
 		return nil, err
 	}
+	r.kube.force, r.kube.timeout = req.Force, req.Scope.Limits.Timeout()
 	up := action.NewUpgrade(r.conf)
 	up.Timeout = req.Scope.Limits.Timeout()
 	up.SkipSchemaValidation = true // validated by the render
@@ -212,6 +247,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values)
+	req.Replaced = r.kube.replaced
 	r.settle(req.ReleaseName, err)
 	r.made(req, rel, err)
 	return rel, r.result(err)

@@ -3,8 +3,10 @@ package helm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chart"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,4 +99,167 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 		return nil
 	}
 	return err
+}
+
+// CRDMode is what an action does with the CustomResourceDefinitions of a chart's crds/.
+type CRDMode string
+
+// The CRD modes (a watch's crds.install and crds.upgrade, Flux's names).
+const (
+	// CRDsSkip leaves crds/ alone.
+	CRDsSkip CRDMode = "Skip"
+	// CRDsCreate creates those that do not exist (Helm's install).
+	CRDsCreate CRDMode = "Create"
+	// CRDsCreateReplace also replaces those the release made with the chart's, unless that
+	// removes a stored version (CRDVersionError).
+	CRDsCreateReplace CRDMode = "CreateReplace"
+)
+
+// CRDPolicy is what an install and an upgrade do with the chart's crds/.
+type CRDPolicy struct {
+	Install, Upgrade CRDMode
+}
+
+// CRDVersionError: replacing a CustomResourceDefinition would remove a version the API server
+// lists in its status.storedVersions, in which objects may still be stored.
+type CRDVersionError struct {
+	CRD, Version string
+}
+
+func (e *CRDVersionError) Error() string {
+	return fmt.Sprintf("CustomResourceDefinition %s: the chart's crds/ remove version %s, which its status.storedVersions lists (objects may be stored as %s); not replaced: migrate those objects and drop %s from status.storedVersions first",
+		e.CRD, e.Version, e.Version, e.Version)
+}
+
+// applyCRDs applies the chart's crds/ as mode says, as the action's identity and through its
+// guard, before the action renders: each CRD that does not exist is created, marked as the
+// release's (AnnotationOwner); with CRDsCreateReplace each that exists and the release made is
+// replaced by the chart's, unless that removes a stored version. It waits until the API server
+// serves what it applied, and returns what it did, one line per CRD ("created x", "replaced y",
+// or why one was left).
+func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]string, error) {
+	if mode == CRDsSkip || mode == "" {
+		return nil, nil
+	}
+	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
+	if err != nil {
+		return nil, err
+	}
+	client, err := k.restClient(CRDKind.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	h := resource.NewHelper(client, mapping)
+	var did, applied []string
+	for _, f := range ch.CRDObjects() {
+		objs, err := ParseManifest(string(f.File.Data), "", k.getter.mapper)
+		if err != nil {
+			return nil, fmt.Errorf("crds/%s: %w", f.Filename, err)
+		}
+		for _, crd := range objs {
+			what, err := applyCRD(h, crd, mode, owner)
+			if err != nil {
+				return did, err
+			}
+			if what != "" {
+				did = append(did, what+" "+crd.GetName())
+			}
+			if strings.HasPrefix(what, "created") || strings.HasPrefix(what, "replaced") {
+				applied = append(applied, crd.GetName())
+			}
+		}
+	}
+	for _, name := range applied {
+		if err := waitEstablished(h, name); err != nil {
+			return did, err
+		}
+	}
+	return did, nil
+}
+
+// applyCRD creates or replaces one CRD as mode says, and says what it did ("": nothing).
+func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, owner string) (string, error) {
+	if owner != "" {
+		ann := crd.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationOwner] = owner
+		crd.SetAnnotations(ann)
+	}
+	obj, err := h.Get("", crd.GetName())
+	if apierrors.IsNotFound(err) {
+		if _, err := h.Create("", false, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+		}
+		return "created", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+	}
+	if mode != CRDsCreateReplace {
+		return "", nil
+	}
+	live, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return "", fmt.Errorf("reading CustomResourceDefinition %s: unexpected %T", crd.GetName(), obj)
+	}
+	if why := notMadeBy(live.GetAnnotations(), owner); owner != "" && why != "" {
+		return "left (" + why + ")", nil
+	}
+	if v := removedStoredVersion(live, crd); v != "" {
+		return "", &CRDVersionError{CRD: crd.GetName(), Version: v}
+	}
+	crd.SetResourceVersion(live.GetResourceVersion())
+	if _, err := h.Replace("", crd.GetName(), false, crd); err != nil {
+		return "", fmt.Errorf("replacing CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+	}
+	return "replaced", nil
+}
+
+// removedStoredVersion is a version of live's status.storedVersions that crd does not have
+// ("": none).
+func removedStoredVersion(live, crd *unstructured.Unstructured) string {
+	stored, _, _ := unstructured.NestedStringSlice(live.Object, "status", "storedVersions")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	has := map[string]bool{}
+	for _, v := range versions {
+		if m, ok := v.(map[string]any); ok {
+			if n, ok := m["name"].(string); ok {
+				has[n] = true
+			}
+		}
+	}
+	for _, v := range stored {
+		if !has[v] {
+			return v
+		}
+	}
+	return ""
+}
+
+// waitEstablished waits until the API server has established the CRD name (serves its
+// versions as the new spec has them).
+func waitEstablished(h *resource.Helper, name string) error {
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
+		obj, err := h.Get("", name)
+		if err != nil {
+			return false, nil //nolint:nilerr // looked at again until the timeout
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s of crds/ not established after %s: %w", name, crdServedTimeout, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,12 +41,22 @@ func (e *ForbiddenError) Error() string { return strings.Join(e.Refused, "; ") }
 func (e *ForbiddenError) Unwrap() error { return e.Err }
 
 // IsForbidden reports whether err is a refusal by the API server's authorization (and not by
-// rudder's confinement).
+// rudder's confinement, nor by admission: a ResourceQuota or a webhook that denies is a
+// failure of the release like any other).
 func IsForbidden(err error) bool {
 	var ce *ConfinementError
 	if errors.As(err, &ce) {
 		return false
 	}
 	var fe *ForbiddenError
-	return errors.As(err, &fe) || apierrors.IsForbidden(err)
+	return errors.As(err, &fe) || (apierrors.IsForbidden(err) && Unauthorized(err.Error()))
 }
+
+// unauthorized matches the API server's message for a request its authorizer (RBAC) refused,
+// to a resource or a path (k8s.io/apiserver's forbiddenMessage), impersonation included. Both
+// it and admission (ResourceQuota, webhooks, policies) answer 403 Forbidden; only the message
+// tells them apart.
+var unauthorized = regexp.MustCompile(`User ".*" cannot \S+ (resource|path) `)
+
+// Unauthorized reports whether a 403's message is the authorizer's (see unauthorized).
+func Unauthorized(msg string) bool { return unauthorized.MatchString(msg) }

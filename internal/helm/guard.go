@@ -189,13 +189,16 @@ func (g *guard) note(v Violation) {
 	}
 }
 
-// noteForbidden remembers a request the API server refused (RBAC of rudder, or of the tenant's
-// ServiceAccount), with the server's own message, which names the user, verb, resource and
-// namespace.
+// noteForbidden remembers a request the API server's authorization refused (RBAC of rudder, or
+// of the tenant's ServiceAccount), with the server's own message, which names the user, verb,
+// resource and namespace. A 403 of admission (a quota, a webhook) is the action's own failure,
+// which Helm's error says.
 func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
 	msg := statusMessage(resp)
 	if msg == "" {
 		msg = fmt.Sprintf("%s %s", req.Method, req.URL.Path)
+	} else if !Unauthorized(msg) {
+		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +16,8 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// kubeClient is Helm's kube client with two changes; every other method, and every optional
+// kubeClient is Helm's kube client with three changes (the third, upgrade.force's, in
+// force.go); every other method, and every optional
 // interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
 //   - No reachability probe before every action (a GET /version each time): rudder's watches
 //     depend on the API server anyway, and an unreachable one fails the action's first request
@@ -30,6 +32,11 @@ type kubeClient struct {
 	post *postRenderer
 	// clients are the REST clients infos made, per group version.
 	clients map[schema.GroupVersion]createClient
+	// force replaces the objects an upgrade cannot update (see Update), waiting up to timeout
+	// for each deletion; replaced names those it replaced.
+	force    bool
+	timeout  time.Duration
+	replaced []string
 }
 
 func (*kubeClient) IsReachable() error { return nil }

@@ -126,40 +126,52 @@ func Describe(obj client.Object) string {
 // Reapply restores the objects of a release from its manifest without a new revision: a
 // missing object is created; fields the manifest sets that someone changed are patched back with
 // a three-way merge (as kubectl apply does; the manifest is both the last-applied and the
-// desired state); fields others added are left alone. live is read first; it must hold whole
-// objects (a stale read costs one no-op patch or an AlreadyExists). It returns the objects it
-// restored.
-func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer) ([]string, error) {
+// desired state); fields others added are left alone, and so are the fields d ignores. With
+// d.Warn nothing is written: the drift is only returned. live is read first; it must hold
+// whole objects (a stale read costs one no-op patch or an AlreadyExists). It returns the
+// objects it restored, and the drift it found.
+func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer, d Drift) ([]string, []Drifted, error) {
 	var restored []string
+	var drifted []Drifted
 	var errs []error
 	for _, want := range objs {
 		cur := &unstructured.Unstructured{}
 		cur.SetGroupVersionKind(want.GroupVersionKind())
 		err := live.Get(ctx, client.ObjectKeyFromObject(want), cur)
-		if apierrors.IsNotFound(err) {
-			obj := want.DeepCopy()
-			if err := w.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch {
+		case apierrors.IsNotFound(err) && d.Warn:
+			drifted = append(drifted, Drifted{Object: Describe(want), Missing: true})
+			continue
+		case apierrors.IsNotFound(err):
+			if err := w.Create(ctx, want.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
 				errs = append(errs, fmt.Errorf("recreating %s: %w", Describe(want), err))
-				continue
 			} else if err == nil {
 				restored = append(restored, Describe(want)+" (recreated)")
 			}
 			continue
-		}
-		if err != nil {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("reading %s: %w", Describe(want), err))
 			continue
-		}
-		if cur.GetDeletionTimestamp() != nil {
+		case cur.GetDeletionTimestamp() != nil:
 			// Being deleted (by someone else or garbage collection): the next event recreates it.
 			continue
 		}
-		patch, pt, err := threeWayPatch(want, cur)
+		desired := d.desired(want)
+		patch, pt, err := threeWayPatch(desired, cur)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
 			continue
 		}
 		if patch == nil {
+			continue
+		}
+		if d.Warn {
+			paths, err := driftPaths(desired, cur)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
+				continue
+			}
+			drifted = append(drifted, Drifted{Object: Describe(want), Paths: paths})
 			continue
 		}
 		if err := w.Patch(ctx, cur, client.RawPatch(pt, patch)); err != nil {
@@ -168,7 +180,7 @@ func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client
 		}
 		restored = append(restored, Describe(want)+" (reverted)")
 	}
-	return restored, errors.Join(errs...)
+	return restored, drifted, errors.Join(errs...)
 }
 
 // threeWayPatch returns nil when the live object already has every field the manifest sets.

@@ -34,8 +34,8 @@ func TestReapply(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restored, err := Reapply(ctx, []*unstructured.Unstructured{manifest("gone", "g"), manifest("edited", "e"), manifest("same", "m")}, c, c)
-	if err != nil {
+	restored, drifted, err := Reapply(ctx, []*unstructured.Unstructured{manifest("gone", "g"), manifest("edited", "e"), manifest("same", "m")}, c, c, Drift{})
+	if err != nil || drifted != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"ConfigMap/ns/gone (recreated)", "ConfigMap/ns/edited (reverted)"}; !slices.Equal(restored, want) {
@@ -51,6 +51,90 @@ func TestReapply(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "same"}, &cm); err != nil || cm.ResourceVersion != same.ResourceVersion {
 		t.Errorf("an unchanged object was written: %v, resourceVersion %s → %s", err, same.ResourceVersion, cm.ResourceVersion)
+	}
+}
+
+// driftDeployment is a Deployment of a manifest with one container.
+func driftDeployment(replicas int64, image string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "ns"},
+		"spec": map[string]any{"replicas": replicas, "selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": image}}}}}}}
+}
+
+// Ignored fields are neither restored nor reported, the others are restored; in warn mode
+// nothing is written and the drift names each field (a list element by its position in the
+// manifest, matched by name) and each missing object.
+func TestReapplyDriftPolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name         string
+		d            Drift
+		wantReplicas int64
+		wantImage    string
+		wantDrift    []string
+	}{
+		{"ignore replicas", Drift{Ignored: func(*unstructured.Unstructured) []string { return []string{"/spec/replicas"} }}, 5, "nginx:1", nil},
+		{"restore all", Drift{}, 1, "nginx:1", nil},
+		{"warn", Drift{Warn: true}, 5, "nginx:2", []string{
+			"Deployment/ns/web /spec/replicas, /spec/template/spec/containers/0/image", "ConfigMap/ns/gone (missing)"}},
+		{"warn, ignore replicas", Drift{Warn: true, Ignored: func(*unstructured.Unstructured) []string { return []string{"/spec/replicas", "/no/such"} }}, 5, "nginx:2", []string{
+			"Deployment/ns/web /spec/template/spec/containers/0/image", "ConfigMap/ns/gone (missing)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := driftDeployment(5, "nginx:2")
+			// A sidecar a webhook injected before the app container: matched by name.
+			spec := live.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			spec["containers"] = append([]any{map[string]any{"name": "sidecar", "image": "proxy"}}, spec["containers"].([]any)...)
+			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(live).Build()
+			gone := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "gone", "namespace": "ns"}}}
+			_, drifted, err := Reapply(ctx, []*unstructured.Unstructured{driftDeployment(1, "nginx:1"), gone}, c, c, tc.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range drifted {
+				got = append(got, d.String())
+			}
+			if !slices.Equal(got, tc.wantDrift) {
+				t.Errorf("drift %q, want %q", got, tc.wantDrift)
+			}
+			dep := &unstructured.Unstructured{}
+			dep.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"})
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "web"}, dep); err != nil {
+				t.Fatal(err)
+			}
+			replicas, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas")
+			containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+			images := map[string]any{}
+			for _, ct := range containers {
+				images[ct.(map[string]any)["name"].(string)] = ct.(map[string]any)["image"]
+			}
+			if replicas != tc.wantReplicas || images["app"] != tc.wantImage || images["sidecar"] != "proxy" {
+				t.Errorf("replicas %d, images %v; want %d and app %s, with the sidecar kept", replicas, images, tc.wantReplicas, tc.wantImage)
+			}
+			err = c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "gone"}, &corev1.ConfigMap{})
+			if created := err == nil; created == tc.d.Warn {
+				t.Errorf("missing object recreated: %v (warn mode %v)", created, tc.d.Warn)
+			}
+		})
+	}
+}
+
+func TestCheckPointer(t *testing.T) {
+	for p, ok := range map[string]bool{"/spec/replicas": true, "/metadata/annotations/a~1b": true, "spec": false, "/": false, "/a~2": false, "/a~": false} {
+		if err := CheckPointer(p); (err == nil) != ok {
+			t.Errorf("CheckPointer(%q) = %v", p, err)
+		}
+	}
+	obj := map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a/b": "x", "c": "y"}}, "l": []any{"0", "1", "2"}}
+	removePointer(obj, "/metadata/annotations/a~1b")
+	removePointer(obj, "/l/1")
+	removePointer(obj, "/l/9")
+	if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); len(ann) != 1 || !slices.Equal(obj["l"].([]any), []any{"0", "2"}) {
+		t.Errorf("after removals: %v", obj)
 	}
 }
 

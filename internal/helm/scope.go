@@ -46,6 +46,17 @@ type Request struct {
 	// Carried are the owner's labels that shards select on (see shard.go), put on the
 	// release records and on every rendered object.
 	Carried map[string]string
+	// CRDs is what an install (CRDs.Install) or an upgrade (CRDs.Upgrade) does with the chart's
+	// crds/; the zero policy creates them on install, as Helm does, and skips them on upgrade.
+	CRDs CRDPolicy
+	// Force: an upgrade replaces (deletes and creates) the objects whose update the API server
+	// refuses because it changes an immutable field.
+	Force bool
+
+	// Replaced is filled in by an Upgrade with Force: the objects it replaced. CRDs is filled
+	// in by an Install or Upgrade: what it did with crds/, one line per CRD.
+	Replaced    []string
+	CRDsApplied []string
 
 	// Objects is filled in by a successful Install or Upgrade: the identities of the new
 	// revision's objects, as ParseIdentities would find them in its manifest, known from the

@@ -88,5 +88,7 @@ func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releas
 		ValuesDigest: valuesDigest,
 		MaxHistory:   w.HistoryLimit(),
 		Description:  description,
+		CRDs:         w.CRDPolicy(),
+		Force:        w.Forces(),
 	}
 }

@@ -67,6 +67,11 @@ type Watch struct {
 	// ValuesFrom are Secrets and ConfigMaps of each CR's namespace whose values go under the
 	// spec's (see ValuesFrom).
 	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
+	// CRDs, DriftDetection, Upgrade and Remediation are the day-2 policies (see policy.go).
+	CRDs           *CRDs           `json:"crds,omitempty"`
+	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
+	Upgrade        *Upgrade        `json:"upgrade,omitempty"`
+	Remediation    *Remediation    `json:"remediation,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.
@@ -175,6 +180,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.Limits.check,
 		w.checkTest,
 		w.checkValuesFrom,
+		w.checkPolicies,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {

@@ -1,0 +1,328 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/crtest"
+)
+
+// The day-2 policies of a watch (issue 26), each against the real control plane, on the day2
+// chart (a ConfigMap and a Deployment whose selector has the value tier) and on gearChart.
+
+var (
+	driftIgnoreGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "DriftIgnore"}
+	driftWarnGVK   = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "DriftWarn"}
+	forceProbeGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "ForceProbe"}
+	day2ProbeGVK   = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Day2Probe"}
+	retryProbeGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "RetryProbe"}
+	crdSkipGVK     = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDSkip"}
+	crdReplaceGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDReplace"}
+)
+
+// hpaWrite changes the Deployment name as an HPA (replicas) and a careless person (the app
+// container's image) would, with a strategic merge patch of its own field manager.
+func hpaWrite(t *testing.T, ns, name string) {
+	t.Helper()
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	body := `{"spec":{"replicas":3,"template":{"spec":{"containers":[{"name":"app","image":"nginx:edited"}]}}}}`
+	if err := k8s.Patch(context.Background(), dep, client.RawPatch(types.StrategicMergePatchType, []byte(body)), client.FieldOwner("hpa")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deployment(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	var dep appsv1.Deployment
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &dep); err != nil {
+		t.Fatal(err)
+	}
+	return &dep
+}
+
+// TestDriftIgnore: with /spec/replicas ignored on Deployments, the HPA's replicas stay and
+// the edited image is restored.
+func TestDriftIgnore(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "drift-ignore-")
+	create(t, crtest.NewCR(driftIgnoreGVK, ns, "d", map[string]any{}))
+	crtest.WaitCondition(t, k8s, driftIgnoreGVK, ns, "d", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	hpaWrite(t, ns, "d")
+	crtest.Eventually(t, "the image restored", timeout, func(ctx context.Context) (bool, error) {
+		return deployment(t, ns, "d").Spec.Template.Spec.Containers[0].Image == "nginx:1", nil
+	})
+	// The pass that restored the image left the replicas: they were in the same patch or not.
+	if r := *deployment(t, ns, "d").Spec.Replicas; r != 3 {
+		t.Fatalf("replicas %d after the drift was restored, want the HPA's 3", r)
+	}
+	crtest.WaitEvent(t, k8s, ns, "d", rstatus.ReasonDriftCorrected, "Deployment/"+ns+"/d (reverted)")
+}
+
+// TestDriftWarn: in warn mode both changes stay, Drifted names both fields, an Event says so,
+// and nothing is restored (counted).
+func TestDriftWarn(t *testing.T) {
+	crtest.NeedsCluster(t)
+	ns := crtest.NewNamespace(t, k8s, "drift-warn-")
+	create(t, crtest.NewCR(driftWarnGVK, ns, "w", map[string]any{}))
+	u := crtest.WaitCondition(t, k8s, driftWarnGVK, ns, "w", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	if c := crtest.Condition(u, rstatus.TypeDrifted); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Drifted after the install: %+v", c)
+	}
+	corrections := func() float64 {
+		return crtest.Metric(t, "rudder_drift_corrections_total", map[string]string{"gvk": "DriftWarn.test.rudder.dev/v1"})
+	}
+	before := corrections()
+	hpaWrite(t, ns, "w")
+	u = crtest.WaitCondition(t, k8s, driftWarnGVK, ns, "w", rstatus.TypeDrifted, metav1.ConditionTrue, rstatus.ReasonDriftDetected, timeout)
+	msg := crtest.Condition(u, rstatus.TypeDrifted).Message
+	for _, want := range []string{"Deployment/" + ns + "/w", "/spec/replicas", "/spec/template/spec/containers/0/image", "not restored"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Drifted does not name %q: %s", want, msg)
+		}
+	}
+	crtest.WaitEvent(t, k8s, ns, "w", rstatus.ReasonDriftDetected, "/spec/replicas")
+	dep := deployment(t, ns, "w")
+	if *dep.Spec.Replicas != 3 || dep.Spec.Template.Spec.Containers[0].Image != "nginx:edited" {
+		t.Fatalf("warn mode restored: replicas %d, image %s", *dep.Spec.Replicas, dep.Spec.Template.Spec.Containers[0].Image)
+	}
+	if got := corrections() - before; got != 0 {
+		t.Fatalf("warn mode counted %v drift corrections", got)
+	}
+}
+
+// TestImmutableField: an upgrade that changes a Deployment's selector is rolled back without
+// upgrade.force, its condition naming the field and the option; with force the Deployment is
+// replaced in one new revision, with one Event.
+func TestImmutableField(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "immutable-")
+	for _, gvk := range []schema.GroupVersionKind{day2ProbeGVK, forceProbeGVK} {
+		create(t, crtest.NewCR(gvk, ns, strings.ToLower(gvk.Kind), map[string]any{}))
+	}
+	crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "day2probe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "forceprobe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	oldUID := deployment(t, ns, "forceprobe").UID
+
+	patch(t, day2ProbeGVK, ns, "day2probe", `{"spec":{"tier":"b"}}`)
+	u := crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "day2probe", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
+	released := crtest.Condition(u, rstatus.TypeReleased)
+	for _, want := range []string{"spec.selector", "field is immutable", "upgrade.force", "rolled back to revision 1"} {
+		if !strings.Contains(released.Message, want) {
+			t.Errorf("Released (%s) does not say %q: %s", released.Reason, want, released.Message)
+		}
+	}
+
+	patch(t, forceProbeGVK, ns, "forceprobe", `{"spec":{"tier":"b"}}`)
+	u = crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "forceprobe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
+		t.Fatalf("revision %d after the forced upgrade, want 2", rev)
+	}
+	dep := deployment(t, ns, "forceprobe")
+	if dep.UID == oldUID || dep.Spec.Selector.MatchLabels["tier"] != "b" {
+		t.Fatalf("Deployment not replaced: uid %s (was %s), selector %v", dep.UID, oldUID, dep.Spec.Selector.MatchLabels)
+	}
+	crtest.WaitEvent(t, k8s, ns, "forceprobe", rstatus.ReasonReplaced, "Deployment/"+ns+"/forceprobe", "immutable")
+	var evs corev1.EventList
+	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	replaced := 0
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == "forceprobe" && e.Reason == rstatus.ReasonReplaced {
+			replaced += max(int(e.Count), 1)
+			if e.Series != nil {
+				replaced += int(e.Series.Count) - 1
+			}
+		}
+	}
+	if replaced != 1 {
+		t.Fatalf("%d Replaced events, want 1 (the ConfigMap needed no replacing)", replaced)
+	}
+}
+
+// quota refuses every ConfigMap in ns: the day2 chart's install fails on it.
+func quota(t *testing.T, ns string) *corev1.ResourceQuota {
+	t.Helper()
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")}}}
+	create(t, q)
+	return q
+}
+
+func failures(u *unstructured.Unstructured) int64 {
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "failed", "failures")
+	return n
+}
+
+func installs(t *testing.T, kind, result string) float64 {
+	return crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": kind + ".test.rudder.dev/v1", "action": "install", "result": result})
+}
+
+// TestRetries: an install a ResourceQuota refuses (admission's 403, not RBAC's) fails twice,
+// then works once the quota is lifted: remediation.retries 3 gets it Ready, with at most 3
+// revisions; without retries it is held back and not tried again.
+func TestRetries(t *testing.T) {
+	crtest.NeedsCluster(t)
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "retries-")
+	q := quota(t, ns)
+	create(t, crtest.NewCR(retryProbeGVK, ns, "r", map[string]any{}))
+	crtest.Eventually(t, "two failed installs", timeout, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "r")
+		return err == nil && failures(u) >= 2, err
+	})
+	u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("Stalled while retries are left: %+v", c)
+	}
+	if c := crtest.Condition(u, rstatus.TypeReleased); c == nil || c.Reason != rstatus.ReasonInstallFailed || !strings.Contains(c.Message, "exceeded quota") {
+		t.Fatalf("Released while retrying: %+v", c)
+	}
+	if err := k8s.Delete(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	u = crtest.WaitCondition(t, k8s, retryProbeGVK, ns, "r", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev < 1 || rev > 3 {
+		t.Fatalf("revision %d, want at most 3", rev)
+	}
+	if n := installs(t, "RetryProbe", "failed"); n < 2 || n > 3 {
+		t.Fatalf("%v failed installs before the quota was lifted, want 2 or 3", n)
+	}
+	if failed, ok, _ := unstructured.NestedMap(u.Object, "status", "release", "failed"); ok {
+		t.Fatalf("status.release.failed kept after the install: %v", failed)
+	}
+
+	// retries 0: held back on the first failure, and not tried again by a later pass.
+	q = quota(t, ns)
+	create(t, crtest.NewCR(day2ProbeGVK, ns, "z", map[string]any{}))
+	u = crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "z", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
+	if failures(u) != 1 {
+		t.Fatalf("failures %d, want 1", failures(u))
+	}
+	before := installs(t, "Day2Probe", "failed")
+	if err := k8s.Delete(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	patch(t, day2ProbeGVK, ns, "z", `{"metadata":{"annotations":{"`+controllers.AnnotationRollbackTo+`":"99"}}}`)
+	crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "z", rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, timeout)
+	if got := installs(t, "Day2Probe", "failed") - before; got != 0 || installs(t, "Day2Probe", "ok") != 0 {
+		t.Fatalf("a held-back install was tried again (%v more failures)", got)
+	}
+}
+
+// gearChart is the chart of crds/ tests at version v: crds/ has the Gear CRD of the group
+// <vol>.day2.rudder.dev — v1 stored (1); v1 stored and v2 served (2); v2 alone (3).
+func gearChart(vol string, v int) map[string]string {
+	versions := map[int][]string{1: {"v1"}, 2: {"v1", "v2"}, 3: {"v2"}}[v]
+	var vs strings.Builder
+	for _, name := range versions {
+		storage := name == "v1" || v == 3
+		fmt.Fprintf(&vs, "  - name: %s\n    served: true\n    storage: %v\n    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n", name, storage)
+	}
+	group := vol + ".day2.rudder.dev"
+	return map[string]string{
+		"Chart.yaml":  fmt.Sprintf("apiVersion: v2\nname: gears\nversion: 0.%d.0\n", v),
+		"values.yaml": "{}\n",
+		"crds/gear.yaml": fmt.Sprintf("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gears.%s\nspec:\n  group: %s\n  names: {kind: Gear, listKind: GearList, plural: gears, singular: gear}\n  scope: Namespaced\n  versions:\n%s",
+			group, group, vs.String()),
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+	}
+}
+
+func servedVersions(t *testing.T, name string) []string {
+	t.Helper()
+	crd, err := crtest.Get(context.Background(), k8s, schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	var out []string
+	for _, v := range versions {
+		out = append(out, v.(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+// waitReadyAt waits until a CR of gvk is Ready on revision rev.
+func waitReadyAt(t *testing.T, gvk schema.GroupVersionKind, ns, name string, rev int64) {
+	t.Helper()
+	crtest.Eventually(t, fmt.Sprintf("%s %s/%s Ready at revision %d", gvk.Kind, ns, name, rev), timeout, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, gvk, ns, name)
+		if err != nil {
+			return false, err
+		}
+		got, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision")
+		c := crtest.Condition(u, rstatus.TypeReady)
+		return got == rev && c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+}
+
+// TestCRDPolicies: the chart's next version adds a served version to its CRD. crds.upgrade
+// Skip (Helm's default) keeps the CRD as installed; CreateReplace replaces it; a version that
+// drops the stored v1 is refused, naming it.
+func TestCRDPolicies(t *testing.T) {
+	crtest.NeedsCluster(t)
+	ns := crtest.NewNamespace(t, k8s, "crds-")
+	create(t, crtest.NewCR(crdSkipGVK, ns, "s", map[string]any{}))
+	create(t, crtest.NewCR(crdReplaceGVK, ns, "r", map[string]any{}))
+	waitReadyAt(t, crdSkipGVK, ns, "s", 1)
+	waitReadyAt(t, crdReplaceGVK, ns, "r", 1)
+	for _, crd := range []string{"gears.crdskip.day2.rudder.dev", "gears.crdreplace.day2.rudder.dev"} {
+		if got := servedVersions(t, crd); !slices.Equal(got, []string{"v1"}) {
+			t.Fatalf("%s installed with versions %v", crd, got)
+		}
+	}
+	// A Gear stored as v1.
+	gear := &unstructured.Unstructured{}
+	gear.SetGroupVersionKind(schema.GroupVersionKind{Group: "crdreplace.day2.rudder.dev", Version: "v1", Kind: "Gear"})
+	gear.SetNamespace(ns)
+	gear.SetName("g")
+	create(t, gear)
+
+	for _, vol := range []string{"crdskip", "crdreplace"} {
+		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, vol), gearChart(vol, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReadyAt(t, crdSkipGVK, ns, "s", 2)
+	waitReadyAt(t, crdReplaceGVK, ns, "r", 2)
+	if got := servedVersions(t, "gears.crdskip.day2.rudder.dev"); !slices.Equal(got, []string{"v1"}) {
+		t.Fatalf("crds.upgrade Skip changed the CRD: versions %v", got)
+	}
+	if got := servedVersions(t, "gears.crdreplace.day2.rudder.dev"); !slices.Equal(got, []string{"v1", "v2"}) {
+		t.Fatalf("crds.upgrade CreateReplace: versions %v, want v1 and v2", got)
+	}
+	crtest.WaitEvent(t, k8s, ns, "r", rstatus.ReasonCRDsApplied, "replaced gears.crdreplace.day2.rudder.dev")
+
+	if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, "crdreplace"), gearChart("crdreplace", 3)); err != nil {
+		t.Fatal(err)
+	}
+	u := crtest.WaitCondition(t, k8s, crdReplaceGVK, ns, "r", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
+	if msg := crtest.Condition(u, rstatus.TypeReleased).Message; !strings.Contains(msg, "remove version v1") || !strings.Contains(msg, "storedVersions") {
+		t.Fatalf("Released does not name the stored version: %s", msg)
+	}
+	if got := servedVersions(t, "gears.crdreplace.day2.rudder.dev"); !slices.Equal(got, []string{"v1", "v2"}) {
+		t.Fatalf("the refused CRD changed: versions %v", got)
+	}
+}

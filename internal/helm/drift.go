@@ -1,0 +1,242 @@
+package helm
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Drift says what Reapply does with drift (a watch's driftDetection).
+type Drift struct {
+	// Warn reports drift (Drifted) without restoring it.
+	Warn bool
+	// Ignored are, per object, the JSON pointers that are neither restored nor reported
+	// (nil: none): fields another writer owns, such as an HPA's /spec/replicas.
+	Ignored func(*unstructured.Unstructured) []string
+}
+
+// Drifted is the drift of one object: the fields of the manifest that differ on the live
+// object, as JSON pointers, or Missing when the object is gone.
+type Drifted struct {
+	Object  string
+	Paths   []string
+	Missing bool
+}
+
+func (d Drifted) String() string {
+	if d.Missing {
+		return d.Object + " (missing)"
+	}
+	if len(d.Paths) == 0 {
+		return d.Object
+	}
+	return d.Object + " " + strings.Join(d.Paths, ", ")
+}
+
+// desired is the object drift is restored to: want without the fields d ignores on it.
+func (d Drift) desired(want *unstructured.Unstructured) *unstructured.Unstructured {
+	if d.Ignored == nil {
+		return want
+	}
+	paths := d.Ignored(want)
+	if len(paths) == 0 {
+		return want
+	}
+	out := want.DeepCopy()
+	for _, p := range paths {
+		removePointer(out.Object, p)
+	}
+	return out
+}
+
+// CheckPointer checks a JSON pointer (RFC 6901) that names a field: it starts with "/", and
+// "~" is escaped as "~0" or "~1".
+func CheckPointer(p string) error {
+	if !strings.HasPrefix(p, "/") || p == "/" {
+		return fmt.Errorf("%q is not a JSON pointer to a field, such as /spec/replicas", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
+			return fmt.Errorf("%q: in a JSON pointer ~ is written ~0 and / is written ~1", p)
+		}
+	}
+	return nil
+}
+
+// pointerTokens are the reference tokens of a checked JSON pointer, unescaped.
+func pointerTokens(p string) []string {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, t := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return parts
+}
+
+// escapeToken escapes one reference token of a JSON pointer.
+func escapeToken(t string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+}
+
+// removePointer removes the field p points to from obj; a pointer to nothing changes nothing.
+func removePointer(obj map[string]any, p string) {
+	var parent any = obj
+	tokens := pointerTokens(p)
+	for i, t := range tokens {
+		last := i == len(tokens)-1
+		switch node := parent.(type) {
+		case map[string]any:
+			if last {
+				delete(node, t)
+				return
+			}
+			parent = node[t]
+		case []any:
+			n, err := strconv.Atoi(t)
+			if err != nil || n < 0 || n >= len(node) {
+				return
+			}
+			if last {
+				// A list element is removed by setting its parent's list without it.
+				removeListElement(obj, tokens[:i], n)
+				return
+			}
+			parent = node[n]
+		default:
+			return
+		}
+	}
+}
+
+// removeListElement removes element n of the list at tokens in obj.
+func removeListElement(obj map[string]any, tokens []string, n int) {
+	var parent any = obj
+	for i, t := range tokens {
+		last := i == len(tokens)-1
+		switch node := parent.(type) {
+		case map[string]any:
+			if last {
+				l := node[t].([]any)
+				node[t] = append(l[:n:n], l[n+1:]...)
+				return
+			}
+			parent = node[t]
+		case []any:
+			k, _ := strconv.Atoi(t)
+			if last {
+				l := node[k].([]any)
+				node[k] = append(l[:n:n], l[n+1:]...)
+				return
+			}
+			parent = node[k]
+		}
+	}
+}
+
+// driftPaths are the JSON pointers of the fields want sets that cur does not have as want has
+// them. Lists whose elements all have a name are matched by name (containers, env, ports),
+// other lists by position; the pointers use want's positions.
+func driftPaths(want, cur *unstructured.Unstructured) ([]string, error) {
+	w, err := normalized(want.Object)
+	if err != nil {
+		return nil, err
+	}
+	c, err := normalized(cur.Object)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	diffValues("", w, c, &out)
+	return out, nil
+}
+
+// normalized is v as JSON decodes it (numbers as float64), so that a manifest's values and
+// the API server's compare equal.
+func normalized(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(b, &out)
+}
+
+func diffValues(at string, want, cur any, out *[]string) {
+	switch w := want.(type) {
+	case map[string]any:
+		c, ok := cur.(map[string]any)
+		if !ok {
+			*out = append(*out, at)
+			return
+		}
+		for _, k := range slices.Sorted(maps.Keys(w)) {
+			cv, ok := c[k]
+			if !ok {
+				if w[k] != nil {
+					*out = append(*out, at+"/"+escapeToken(k))
+				}
+				continue
+			}
+			diffValues(at+"/"+escapeToken(k), w[k], cv, out)
+		}
+	case []any:
+		c, ok := cur.([]any)
+		if !ok {
+			*out = append(*out, at)
+			return
+		}
+		diffLists(at, w, c, out)
+	default:
+		if !reflect.DeepEqual(want, cur) {
+			*out = append(*out, at)
+		}
+	}
+}
+
+func diffLists(at string, w, c []any, out *[]string) {
+	curByName := names(c)
+	if names(w) != nil && curByName != nil {
+		for i, e := range w {
+			j, ok := curByName[e.(map[string]any)["name"].(string)]
+			if !ok {
+				*out = append(*out, at+"/"+strconv.Itoa(i))
+				continue
+			}
+			diffValues(at+"/"+strconv.Itoa(i), e, c[j], out)
+		}
+		return
+	}
+	for i := range w {
+		if i >= len(c) {
+			*out = append(*out, at+"/"+strconv.Itoa(i))
+			continue
+		}
+		diffValues(at+"/"+strconv.Itoa(i), w[i], c[i], out)
+	}
+}
+
+// names indexes a list whose elements are all objects with a string name by that name (nil:
+// not such a list).
+func names(l []any) map[string]int {
+	if len(l) == 0 {
+		return nil
+	}
+	idx := map[string]int{}
+	for i, e := range l {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil
+		}
+		n, ok := m["name"].(string)
+		if !ok {
+			return nil
+		}
+		idx[n] = i
+	}
+	return idx
+}

@@ -1,0 +1,188 @@
+package helm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// An upgrade with upgrade.force replaces the objects whose update the API server refuses as
+// changing an immutable field (a Deployment's selector, a StatefulSet's volumeClaimTemplates,
+// a Job's template): Helm 3's own --force only PUTs the object, which the API server refuses
+// the same way. The replacement happens inside the one upgrade, so the release gains one
+// revision, and only for the objects that need it: each is asked with a server-side dry run
+// of the patch Helm sent.
+
+// forbiddenUpdate is the API server's message for a spec it refuses to update other than in
+// a few fields (a StatefulSet's).
+const forbiddenUpdate = "Forbidden: updates to"
+
+// ImmutableField reports whether err (an action's, whose text Helm joins) says that the API
+// server refused an update because it changes an immutable field.
+func ImmutableField(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), apivalidation.FieldImmutableErrorMsg) || strings.Contains(err.Error(), forbiddenUpdate))
+}
+
+// Update is Helm's. With force, when Helm's update failed on an immutable field, the objects
+// whose patch the API server refuses as immutable are deleted and created as the target has
+// them, and Helm's update runs once more for the rest.
+func (k *kubeClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	res, err := k.Client.Update(original, target, force)
+	if err == nil || !k.force || !ImmutableField(err) {
+		return res, err
+	}
+	replaced, rerr := k.replaceImmutable(original, target)
+	k.replaced = append(k.replaced, replaced...)
+	switch {
+	case rerr != nil:
+		return res, fmt.Errorf("%w; replacing the objects with immutable fields (upgrade.force): %w", err, rerr)
+	case len(replaced) == 0:
+		return res, err
+	}
+	return k.Client.Update(original, target, force)
+}
+
+// replaceImmutable replaces each object of target whose update the API server refuses as
+// immutable, and names those it replaced.
+func (k *kubeClient) replaceImmutable(original, target kube.ResourceList) ([]string, error) {
+	var replaced []string
+	for _, info := range target {
+		orig := original.Get(info)
+		if orig == nil {
+			continue
+		}
+		h := resource.NewHelper(info.Client, info.Mapping)
+		immutable, err := refusedAsImmutable(h, orig, info)
+		if err != nil {
+			return replaced, err
+		}
+		if !immutable {
+			continue
+		}
+		if err := k.recreate(h, info); err != nil {
+			return replaced, err
+		}
+		replaced = append(replaced, describeInfo(info))
+	}
+	return replaced, nil
+}
+
+// refusedAsImmutable reports whether the API server refuses the patch Helm makes from orig to
+// info (against the live object) as changing an immutable field, asking with a dry run.
+func refusedAsImmutable(h *resource.Helper, orig, info *resource.Info) (bool, error) {
+	current, err := h.Get(info.Namespace, info.Name)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading %s: %w", describeInfo(info), err)
+	}
+	patch, pt, err := updatePatch(orig.Object, info.Object, current)
+	if err != nil || patch == nil {
+		return false, err
+	}
+	// A helper of its own: DryRun sets the helper it is called on.
+	_, err = resource.NewHelper(info.Client, info.Mapping).DryRun(true).Patch(info.Namespace, info.Name, pt, patch, nil)
+	return isImmutableStatus(err), nil
+}
+
+// updatePatch is the patch Helm's update sends: a three-way strategic merge for built-in kinds,
+// else a three-way JSON merge patch (nil: nothing to change).
+func updatePatch(orig, target, current runtime.Object) ([]byte, types.PatchType, error) {
+	old, err := json.Marshal(orig)
+	if err != nil {
+		return nil, "", err
+	}
+	desired, err := json.Marshal(target)
+	if err != nil {
+		return nil, "", err
+	}
+	live, err := json.Marshal(current)
+	if err != nil {
+		return nil, "", err
+	}
+	var patch []byte
+	pt := types.MergePatchType
+	if typed, terr := scheme.Scheme.New(target.GetObjectKind().GroupVersionKind()); terr == nil {
+		meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
+		if err != nil {
+			return nil, "", err
+		}
+		pt = types.StrategicMergePatchType
+		patch, err = strategicpatch.CreateThreeWayMergePatch(old, desired, live, meta, true)
+		if err != nil {
+			return nil, "", err
+		}
+	} else if patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(old, desired, live,
+		mergepatch.RequireKeyUnchanged("apiVersion"), mergepatch.RequireKeyUnchanged("kind")); err != nil {
+		return nil, "", err
+	}
+	if s := strings.TrimSpace(string(patch)); s == "" || s == "{}" {
+		return nil, "", nil
+	}
+	return patch, pt, nil
+}
+
+// isImmutableStatus reports whether err is the API server's refusal of an update as changing
+// an immutable field.
+func isImmutableStatus(err error) bool {
+	var se apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &se) {
+		return false
+	}
+	if d := se.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Type == metav1.CauseType(field.ErrorTypeForbidden) || strings.Contains(c.Message, apivalidation.FieldImmutableErrorMsg) {
+				return true
+			}
+		}
+	}
+	return ImmutableField(err)
+}
+
+// recreate deletes the object of info (through the guard, which checks that the release made
+// it and deletes by its UID), waits until it is gone, and creates it as info has it.
+func (k *kubeClient) recreate(h *resource.Helper, info *resource.Info) error {
+	bg := metav1.DeletePropagationBackground
+	if _, err := h.DeleteWithOptions(info.Namespace, info.Name, &metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s to replace it: %w", describeInfo(info), err)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, k.timeout, true, func(context.Context) (bool, error) {
+		_, err := h.Get(info.Namespace, info.Name)
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s still exists %s after its deletion: %w", describeInfo(info), k.timeout, err)
+	}
+	// What the create answers is not kept: Helm's update that follows reads the object again.
+	if _, err := h.Create(info.Namespace, true, info.Object.DeepCopyObject()); err != nil {
+		return fmt.Errorf("creating %s again: %w", describeInfo(info), err)
+	}
+	return nil
+}
+
+// describeInfo names an object of an action as Describe does.
+func describeInfo(info *resource.Info) string {
+	k := info.Mapping.GroupVersionKind.Kind
+	if info.Namespace == "" {
+		return k + "/" + info.Name
+	}
+	return k + "/" + info.Namespace + "/" + info.Name
+}

@@ -1,0 +1,266 @@
+package watches
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// The day-2 policies of a watch: what becomes of a chart's crds/ on install and upgrade, which
+// drift is restored, whether objects an upgrade cannot update are replaced, and how often a
+// failed release is retried. Flux's helm-controller has each, and they keep its names.
+
+// What crds.install and crds.upgrade may say (Flux's names and meaning).
+const (
+	// CRDsSkip leaves the chart's crds/ alone.
+	CRDsSkip = "Skip"
+	// CRDsCreate creates the CRDs of crds/ that do not exist, and leaves those that do.
+	CRDsCreate = "Create"
+	// CRDsCreateReplace also replaces the CRDs of crds/ that exist and the release made, with
+	// the chart's; a stored version in use is never removed.
+	CRDsCreateReplace = "CreateReplace"
+)
+
+// CRDs is a watch's crds field: the policy for the chart's crds/ directory, which Helm
+// installs with the first revision and never upgrades. Either policy applies only where
+// allowClusterScoped names CustomResourceDefinition.
+type CRDs struct {
+	// Install is Create (default, Helm's) or Skip.
+	Install string `json:"install,omitempty"`
+	// Upgrade is Skip (default, Helm's), Create or CreateReplace.
+	Upgrade string `json:"upgrade,omitempty"`
+}
+
+// What driftDetection.mode may say.
+const (
+	// DriftEnabled restores drift (the default): fields the release set that someone changed,
+	// and objects someone deleted.
+	DriftEnabled = "enabled"
+	// DriftWarn reports drift in the Drifted condition and an Event, and restores nothing.
+	DriftWarn = "warn"
+	// DriftDisabled neither restores nor reports drift; readiness is still watched.
+	DriftDisabled = "disabled"
+)
+
+// DriftDetection is a watch's driftDetection field.
+type DriftDetection struct {
+	// Mode is enabled (default), warn or disabled.
+	Mode string `json:"mode,omitempty"`
+	// Ignore lists fields that are neither restored nor reported, on the objects they target.
+	Ignore []DriftIgnore `json:"ignore,omitempty"`
+}
+
+// DriftIgnore is one rule of driftDetection.ignore.
+type DriftIgnore struct {
+	// Paths are JSON pointers (RFC 6901) into the objects, such as /spec/replicas.
+	Paths []string `json:"paths"`
+	// Target selects the objects the rule applies to (unset: every object of the release).
+	Target *DriftTarget `json:"target,omitempty"`
+}
+
+// DriftTarget selects objects of a release, as Flux's (kustomize's) selector does: every field
+// that is set must match; name and namespace are regular expressions of the whole value.
+type DriftTarget struct {
+	Group              string `json:"group,omitempty"`
+	Version            string `json:"version,omitempty"`
+	Kind               string `json:"kind,omitempty"`
+	Name               string `json:"name,omitempty"`
+	Namespace          string `json:"namespace,omitempty"`
+	LabelSelector      string `json:"labelSelector,omitempty"`
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+
+	// Set by Load.
+	name, namespace     *regexp.Regexp
+	labels, annotations labels.Selector
+}
+
+// Upgrade is a watch's upgrade field.
+type Upgrade struct {
+	// Force replaces (deletes and creates) the objects whose update the API server refuses
+	// because it changes an immutable field, within the one upgrade: one new revision.
+	Force bool `json:"force,omitempty"`
+}
+
+// Remediation is a watch's remediation field.
+type Remediation struct {
+	// Retries is how often a failed install or upgrade of the same (chart, values) is tried
+	// again, with exponential back-off, before it is held back and Stalled (default 0).
+	Retries int `json:"retries,omitempty"`
+}
+
+// MaxRetries bounds remediation.retries: each retry is an install or upgrade, with its own
+// revision, and the back-off doubles between them.
+const MaxRetries = 10
+
+func (w *Watch) checkPolicies() error {
+	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkRemediation} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Watch) checkCRDs() error {
+	c := w.CRDs
+	if c == nil {
+		return nil
+	}
+	switch c.Install {
+	case "", CRDsCreate, CRDsSkip:
+	default:
+		return fmt.Errorf("crds.install: %q must be %s or %s", c.Install, CRDsCreate, CRDsSkip)
+	}
+	switch c.Upgrade {
+	case "", CRDsSkip:
+	case CRDsCreate, CRDsCreateReplace:
+		if !w.allowsCRDs() {
+			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch allows them", c.Upgrade)
+		}
+	default:
+		return fmt.Errorf("crds.upgrade: %q must be %s, %s or %s", c.Upgrade, CRDsSkip, CRDsCreate, CRDsCreateReplace)
+	}
+	return nil
+}
+
+// allowsCRDs reports whether allowClusterScoped names CustomResourceDefinition.
+func (w *Watch) allowsCRDs() bool {
+	gk := helm.CRDKind.GroupKind()
+	return slices.Contains(w.AllowClusterScoped, gk.Kind) || slices.Contains(w.AllowClusterScoped, gk.Kind+"."+gk.Group)
+}
+
+// CRDPolicy is what an install and an upgrade do with the chart's crds/.
+func (w *Watch) CRDPolicy() helm.CRDPolicy {
+	p := helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}
+	if c := w.CRDs; c != nil {
+		if c.Install == CRDsSkip {
+			p.Install = helm.CRDsSkip
+		}
+		switch c.Upgrade {
+		case CRDsCreate:
+			p.Upgrade = helm.CRDsCreate
+		case CRDsCreateReplace:
+			p.Upgrade = helm.CRDsCreateReplace
+		}
+	}
+	return p
+}
+
+func (w *Watch) checkDrift() error {
+	d := w.DriftDetection
+	if d == nil {
+		return nil
+	}
+	switch d.Mode {
+	case "", DriftEnabled, DriftWarn, DriftDisabled:
+	default:
+		return fmt.Errorf("driftDetection.mode: %q must be %s, %s or %s", d.Mode, DriftEnabled, DriftWarn, DriftDisabled)
+	}
+	for i := range d.Ignore {
+		if err := d.Ignore[i].complete(); err != nil {
+			return fmt.Errorf("driftDetection.ignore[%d].%w", i, err)
+		}
+	}
+	return nil
+}
+
+func (r *DriftIgnore) complete() error {
+	if len(r.Paths) == 0 {
+		return errors.New("paths: at least one JSON pointer such as /spec/replicas")
+	}
+	for j, p := range r.Paths {
+		if err := helm.CheckPointer(p); err != nil {
+			return fmt.Errorf("paths[%d]: %w", j, err)
+		}
+	}
+	t := r.Target
+	if t == nil {
+		return nil
+	}
+	var err error
+	if t.name, err = wholeRegexp(t.Name); err != nil {
+		return fmt.Errorf("target.name: %w", err)
+	}
+	if t.namespace, err = wholeRegexp(t.Namespace); err != nil {
+		return fmt.Errorf("target.namespace: %w", err)
+	}
+	if t.labels, err = labels.Parse(t.LabelSelector); err != nil {
+		return fmt.Errorf("target.labelSelector: %w", err)
+	}
+	if t.annotations, err = labels.Parse(t.AnnotationSelector); err != nil {
+		return fmt.Errorf("target.annotationSelector: %w", err)
+	}
+	return nil
+}
+
+// wholeRegexp compiles expr to match a whole value (nil: expr is empty, anything matches).
+func wholeRegexp(expr string) (*regexp.Regexp, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	return regexp.Compile("^(?:" + expr + ")$")
+}
+
+// matches reports whether the target selects obj (a nil target selects everything).
+func (t *DriftTarget) matches(obj *unstructured.Unstructured) bool {
+	if t == nil {
+		return true
+	}
+	gvk := obj.GroupVersionKind()
+	switch {
+	case t.Group != "" && t.Group != gvk.Group, t.Version != "" && t.Version != gvk.Version, t.Kind != "" && t.Kind != gvk.Kind:
+		return false
+	case t.name != nil && !t.name.MatchString(obj.GetName()), t.namespace != nil && !t.namespace.MatchString(obj.GetNamespace()):
+		return false
+	case t.labels != nil && !t.labels.Matches(labels.Set(obj.GetLabels())):
+		return false
+	}
+	return t.annotations == nil || t.annotations.Matches(labels.Set(obj.GetAnnotations()))
+}
+
+// DriftMode is driftDetection.mode, or its default.
+func (w *Watch) DriftMode() string {
+	if w.DriftDetection == nil || w.DriftDetection.Mode == "" {
+		return DriftEnabled
+	}
+	return w.DriftDetection.Mode
+}
+
+// DriftIgnored are the JSON pointers of obj that drift detection neither restores nor
+// reports (nil: none).
+func (w *Watch) DriftIgnored(obj *unstructured.Unstructured) []string {
+	if w.DriftDetection == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range w.DriftDetection.Ignore {
+		if r.Target.matches(obj) {
+			out = append(out, r.Paths...)
+		}
+	}
+	return out
+}
+
+// Forces reports whether an upgrade replaces the objects it cannot update.
+func (w *Watch) Forces() bool { return w.Upgrade != nil && w.Upgrade.Force }
+
+func (w *Watch) checkRemediation() error {
+	if r := w.Remediation; r != nil && (r.Retries < 0 || r.Retries > MaxRetries) {
+		return fmt.Errorf("remediation.retries: %d must be between 0 and %d", r.Retries, MaxRetries)
+	}
+	return nil
+}
+
+// Retries is remediation.retries (0: a failure is held back at once).
+func (w *Watch) Retries() int {
+	if w.Remediation == nil {
+		return 0
+	}
+	return w.Remediation.Retries
+}

@@ -1,0 +1,85 @@
+package watches
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+func parseOne(t *testing.T, entry string) (*Watch, error) {
+	t.Helper()
+	ws, err := Parse([]byte("- {group: a.io, version: v1, kind: A, chart: c, "+entry+"}"), "/base", func(string) (string, bool) { return "", false })
+	if err != nil {
+		return nil, err
+	}
+	return ws[0], nil
+}
+
+// Each policy field is validated, and its error names the field.
+func TestPoliciesInvalid(t *testing.T) {
+	t.Parallel()
+	for entry, want := range map[string]string{
+		"crds: {install: CreateReplace}":                                             `crds.install: "CreateReplace" must be Create or Skip`,
+		"crds: {upgrade: Replace}":                                                   `crds.upgrade: "Replace" must be`,
+		"crds: {upgrade: CreateReplace}":                                             "crds.upgrade: CreateReplace needs allowClusterScoped to name CustomResourceDefinition",
+		"driftDetection: {mode: none}":                                               `driftDetection.mode: "none" must be enabled, warn or disabled`,
+		"driftDetection: {ignore: [{paths: [spec/replicas]}]}":                       "driftDetection.ignore[0].paths[0]: \"spec/replicas\" is not a JSON pointer",
+		"driftDetection: {ignore: [{}]}":                                             "driftDetection.ignore[0].paths: at least one",
+		"driftDetection: {ignore: [{paths: [/a], target: {name: '('}}]}":             "driftDetection.ignore[0].target.name:",
+		"driftDetection: {ignore: [{paths: [/a], target: {labelSelector: 'a in'}}]}": "driftDetection.ignore[0].target.labelSelector:",
+		"remediation: {retries: -1}":                                                 "remediation.retries: -1 must be between 0 and 10",
+		"remediation: {retries: 11}":                                                 "remediation.retries: 11 must be between 0 and 10",
+		"upgrade: {force: maybe}":                                                    "upgrade.force",
+	} {
+		_, err := parseOne(t, entry)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to say %q", entry, err, want)
+		}
+	}
+}
+
+// The defaults are Helm's and today's: crds/ created on install and skipped on upgrade, drift
+// restored with nothing ignored, no force, no retries.
+func TestPolicyDefaultsAndTargets(t *testing.T) {
+	t.Parallel()
+	w, err := parseOne(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}) || w.DriftMode() != DriftEnabled || w.Forces() || w.Retries() != 0 {
+		t.Fatalf("defaults: %+v %s %v %d", w.CRDPolicy(), w.DriftMode(), w.Forces(), w.Retries())
+	}
+	w, err = parseOne(t, `allowClusterScoped: [CustomResourceDefinition], crds: {install: Skip, upgrade: CreateReplace}, upgrade: {force: true}, remediation: {retries: 3},
+  driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas], target: {kind: Deployment, name: 'web-.*', labelSelector: 'tier=front'}}, {paths: [/metadata/annotations/x]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsSkip, Upgrade: helm.CRDsCreateReplace}) || w.DriftMode() != DriftWarn || !w.Forces() || w.Retries() != 3 {
+		t.Fatalf("set: %+v %s %v %d", w.CRDPolicy(), w.DriftMode(), w.Forces(), w.Retries())
+	}
+	obj := func(kind, name string, labels map[string]string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apps/v1")
+		u.SetKind(kind)
+		u.SetName(name)
+		u.SetLabels(labels)
+		return u
+	}
+	for _, tc := range []struct {
+		obj  *unstructured.Unstructured
+		want []string
+	}{
+		{obj("Deployment", "web-1", map[string]string{"tier": "front"}), []string{"/spec/replicas", "/metadata/annotations/x"}},
+		{obj("Deployment", "web-1", nil), []string{"/metadata/annotations/x"}},
+		{obj("Deployment", "xweb-1", map[string]string{"tier": "front"}), []string{"/metadata/annotations/x"}},
+		{obj("StatefulSet", "web-1", map[string]string{"tier": "front"}), []string{"/metadata/annotations/x"}},
+	} {
+		if got := w.DriftIgnored(tc.obj); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %s %v: ignored %v, want %v", tc.obj.GetKind(), tc.obj.GetName(), tc.obj.GetLabels(), got, tc.want)
+		}
+	}
+}
