@@ -3,11 +3,11 @@ package helm
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -157,14 +157,14 @@ func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]s
 			return nil, fmt.Errorf("crds/%s: %w", f.Filename, err)
 		}
 		for _, crd := range objs {
-			what, err := applyCRD(h, crd, mode, owner)
+			changed, what, err := applyCRD(h, crd, mode, owner)
 			if err != nil {
 				return did, err
 			}
 			if what != "" {
-				did = append(did, what+" "+crd.GetName())
+				did = append(did, what)
 			}
-			if strings.HasPrefix(what, "created") || strings.HasPrefix(what, "replaced") {
+			if changed {
 				applied = append(applied, crd.GetName())
 			}
 		}
@@ -177,8 +177,10 @@ func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]s
 	return did, nil
 }
 
-// applyCRD creates or replaces one CRD as mode says, and says what it did ("": nothing).
-func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, owner string) (string, error) {
+// applyCRD creates or replaces one CRD as mode says. It reports whether the CRD changed, and
+// what it did ("created x", "replaced x", "left x: why"; "": nothing to say).
+func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, owner string) (bool, string, error) {
+	name := crd.GetName()
 	if owner != "" {
 		ann := crd.GetAnnotations()
 		if ann == nil {
@@ -187,34 +189,39 @@ func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, 
 		ann[AnnotationOwner] = owner
 		crd.SetAnnotations(ann)
 	}
-	obj, err := h.Get("", crd.GetName())
+	obj, err := h.Get("", name)
 	if apierrors.IsNotFound(err) {
 		if _, err := h.Create("", false, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("creating CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+			return false, "", fmt.Errorf("creating CustomResourceDefinition %s of crds/: %w", name, err)
 		}
-		return "created", nil
+		return true, "created " + name, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+		return false, "", fmt.Errorf("reading CustomResourceDefinition %s of crds/: %w", name, err)
 	}
 	if mode != CRDsCreateReplace {
-		return "", nil
+		return false, "", nil
 	}
 	live, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return "", fmt.Errorf("reading CustomResourceDefinition %s: unexpected %T", crd.GetName(), obj)
+		return false, "", fmt.Errorf("reading CustomResourceDefinition %s: unexpected %T", name, obj)
 	}
 	if why := notMadeBy(live.GetAnnotations(), owner); owner != "" && why != "" {
-		return "left (" + why + ")", nil
+		return false, "left " + name + ": " + why, nil
 	}
 	if v := removedStoredVersion(live, crd); v != "" {
-		return "", &CRDVersionError{CRD: crd.GetName(), Version: v}
+		return false, "", &CRDVersionError{CRD: name, Version: v}
 	}
 	crd.SetResourceVersion(live.GetResourceVersion())
-	if _, err := h.Replace("", crd.GetName(), false, crd); err != nil {
-		return "", fmt.Errorf("replacing CustomResourceDefinition %s of crds/: %w", crd.GetName(), err)
+	out, err := h.Replace("", name, false, crd)
+	if err != nil {
+		return false, "", fmt.Errorf("replacing CustomResourceDefinition %s of crds/: %w", name, err)
 	}
-	return "replaced", nil
+	// The API server keeps the resourceVersion of an update that changes nothing.
+	if m, err := meta.Accessor(out); err == nil && m.GetResourceVersion() == live.GetResourceVersion() {
+		return false, "", nil
+	}
+	return true, "replaced " + name, nil
 }
 
 // removedStoredVersion is a version of live's status.storedVersions that crd does not have
