@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -159,22 +158,6 @@ func TestImmutableField(t *testing.T) {
 	}
 }
 
-// quota refuses every ConfigMap in ns: the day2 chart's install fails on it. It returns once
-// the API server's admission enforces it (its quota lister, or a lookup it cached for 30s
-// before the quota existed, can lag): a dry-run create of a ConfigMap is refused.
-func quota(t *testing.T, ns string) *corev1.ResourceQuota {
-	t.Helper()
-	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")}}}
-	create(t, q)
-	crtest.Eventually(t, "the quota enforced", timeout, func(ctx context.Context) (bool, error) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-probe"}}
-		err := k8s.Create(ctx, probe, client.DryRunAll)
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), nil
-	})
-	return q
-}
-
 func failures(u *unstructured.Unstructured) int64 {
 	n, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "failed", "failures")
 	return n
@@ -192,7 +175,7 @@ func TestRetries(t *testing.T) {
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "retries-")
 	failedBefore := installs(t, "RetryProbe", "failed")
-	q := quota(t, ns)
+	q := crtest.NoConfigMaps(t, k8s, ns)
 	create(t, crtest.NewCR(retryProbeGVK, ns, "r", map[string]any{}))
 	crtest.Eventually(t, "two failed installs", timeout, func(ctx context.Context) (bool, error) {
 		u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "r")
@@ -224,7 +207,7 @@ func TestRetries(t *testing.T) {
 	}
 
 	// retries 0: held back on the first failure, and not tried again by a later pass.
-	q = quota(t, ns)
+	q = crtest.NoConfigMaps(t, k8s, ns)
 	create(t, crtest.NewCR(day2ProbeGVK, ns, "z", map[string]any{}))
 	u = crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "z", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
 	if failures(u) != 1 {

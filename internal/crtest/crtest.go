@@ -10,7 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -144,4 +146,22 @@ func Metric(t testing.TB, name string, labels map[string]string) float64 {
 		}
 	}
 	return total
+}
+
+// NoConfigMaps creates a ResourceQuota that refuses every ConfigMap in ns, and returns once
+// the API server's admission enforces it (a dry-run create of a ConfigMap is refused): its
+// quota lister, or a lookup it cached for 30 s before the quota existed, can lag behind.
+func NoConfigMaps(t testing.TB, c client.Client, ns string) *corev1.ResourceQuota {
+	t.Helper()
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")}}}
+	if err := c.Create(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, "the quota enforced", time.Minute, func(ctx context.Context) (bool, error) {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-probe"}}
+		err := c.Create(ctx, probe, client.DryRunAll)
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), nil
+	})
+	return q
 }

@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 		Scheme: controllers.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml"),
-				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml"), filepath.Join(root, "controllers/testdata/crds/testprobe.yaml")}
+				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml"), filepath.Join(root, "controllers/testdata/crds/testprobe.yaml"),
+				filepath.Join(root, "controllers/testdata/crds/retryprobe.yaml")}
 		},
 		Setup: setup,
 	}))
@@ -61,9 +62,11 @@ func setup(e *crtest.Env) (func() error, error) {
 	chart := filepath.Join(e.Root, "internal/bench/testdata/charts/web")
 	box := filepath.Join(e.Root, "controllers/testdata/charts/tenantbox")
 	tested := filepath.Join(e.Root, "controllers/testdata/charts/tested")
+	day2 := filepath.Join(e.Root, "controllers/testdata/charts/day2")
 	if err := os.WriteFile(watches, []byte("- {group: bench.rudder.dev, version: v1, kind: Web, chart: "+chart+"}\n"+
 		"- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: "+box+"}\n"+
-		"- {group: test.rudder.dev, version: v1, kind: TestProbe, chart: "+tested+", test: {enable: true}}\n"), 0o644); err != nil {
+		"- {group: test.rudder.dev, version: v1, kind: TestProbe, chart: "+tested+", test: {enable: true}}\n"+
+		"- {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: "+day2+", remediation: {retries: 2}}\n"), 0o644); err != nil {
 		return nil, err
 	}
 	return func() error { return os.RemoveAll(tmp) }, nil
