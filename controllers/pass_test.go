@@ -30,6 +30,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -1038,4 +1039,41 @@ func TestPassInSyncWritesNothing(t *testing.T) {
 func unauthorized(resource, name string) error {
 	return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name,
 		fmt.Errorf(`User "system:serviceaccount:ns:rudder" cannot create resource %q in API group "" in the namespace "ns"`, resource))
+}
+
+// remediation.retries: a failed install is tried again once each back-off (5s, then 10s) has
+// passed, never before, and held back after retries+1 failures; reconcile-at tries it once
+// more, counted on; reset-at starts the count again.
+func TestPassRetries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{watch: "  remediation: {retries: 2}\n"})
+	h.helm.installErr, h.helm.stores = errors.New("quota exceeded"), true
+	step := func(what string, wait time.Duration, wantInstall bool, wantFailures int64, wantStalled metav1.ConditionStatus) {
+		t.Helper()
+		h.clock.Step(wait)
+		h.helm.Calls()
+		_, _ = h.pass()
+		if got := slices.Contains(h.helm.Calls(), "Install"); got != wantInstall {
+			t.Fatalf("%s: installed %v, want %v", what, got, wantInstall)
+		}
+		n, _, _ := unstructured.NestedInt64(h.cr().Object, "status", "release", "failed", "failures")
+		stalled := meta.FindStatusCondition(rstatus.ConditionsOf(h.cr()), rstatus.TypeStalled)
+		if n != wantFailures || stalled == nil || stalled.Status != wantStalled {
+			t.Fatalf("%s: %d failures, Stalled %+v; want %d, %s", what, n, stalled, wantFailures, wantStalled)
+		}
+	}
+	step("the first failure", 0, true, 1, metav1.ConditionFalse)
+	step("before its back-off", 4*time.Second, false, 1, metav1.ConditionFalse)
+	step("after 5s", time.Second, true, 2, metav1.ConditionFalse)
+	step("before the next back-off", 9*time.Second, false, 2, metav1.ConditionFalse)
+	step("after 10s", time.Second, true, 3, metav1.ConditionTrue)
+	step("out of retries", time.Hour, false, 3, metav1.ConditionTrue)
+	crtest.Update(t, h.c, unitGVK, "ns", "w", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{AnnotationReconcileAt: "1"})
+	})
+	step("reconcile-at", 0, true, 4, metav1.ConditionTrue)
+	crtest.Update(t, h.c, unitGVK, "ns", "w", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{AnnotationReconcileAt: "1", AnnotationResetAt: "a"})
+	})
+	step("reset-at", 0, true, 1, metav1.ConditionFalse)
 }
