@@ -142,6 +142,11 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 			"  # view, edit and admin: every holder of those gains them.\n")
 	}
 	writeAllowed(&b, "allowAggregationLabels", s.aggregates)
+	if s.crdsDir {
+		b.WriteString("  # The chart's crds/ are installed with the release and, as Helm does, never changed after;\n" +
+			"  # to apply a new chart version's CRDs on upgrade (a stored version is never dropped):\n" +
+			"  # crds: {upgrade: CreateReplace}\n")
+	}
 	return b.String()
 }
 

@@ -149,3 +149,35 @@ func TestScaffoldWarnsOfWideRules(t *testing.T) {
 		t.Errorf("role.yaml lacks the copied rule:\n%s", role)
 	}
 }
+
+// A chart with crds/: the watches entry allows the CRDs and says that crds.upgrade
+// CreateReplace applies a new version's on upgrade; with that line uncommented it loads.
+func TestScaffoldCRDsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"chart/Chart.yaml":        "apiVersion: v2\nname: gears\nversion: 0.1.0\n",
+		"chart/crds/gear.yaml":    "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gears.example.com}\nspec: {group: example.com, names: {kind: Gear, plural: gears}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n",
+		"chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+	})
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"scaffold", "--chart", filepath.Join(dir, "chart"), "--group", "example.com", "--version", "v1", "--kind", "GearApp", "--output", out}
+	if code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+		t.Fatalf("scaffold: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	entry, err := os.ReadFile(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(entry), "  # crds: {upgrade: CreateReplace}\n") {
+		t.Fatalf("watches.yaml does not mention crds.upgrade:\n%s", entry)
+	}
+	on := strings.Replace(string(entry), "  # crds: {upgrade: CreateReplace}\n", "  crds: {upgrade: CreateReplace}\n", 1)
+	ws, err := watches.Parse([]byte(on), dir, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, on)
+	}
+	if got := ws[0].CRDPolicy().Upgrade; got != "CreateReplace" {
+		t.Fatalf("crds.upgrade %q", got)
+	}
+}

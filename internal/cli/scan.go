@@ -70,6 +70,8 @@ type chartScan struct {
 	aggregates map[string]*sourced // allowAggregationLabels entries
 	lookups    []sourcedRule
 	warnings   []string
+	// crdsDir: the chart has a crds/ directory (Helm installs it and never upgrades it).
+	crdsDir bool
 }
 
 // sourcedRule is a rule of the kind's role and where it came from.
@@ -114,6 +116,7 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		rendered = append(rendered, renderedVariant{v.how, objs})
 	}
 	for _, crd := range ch.CRDObjects() {
+		s.crdsDir = true
 		for _, o := range splitObjects(string(crd.File.Data)) {
 			s.learnCRD(o)
 		}
