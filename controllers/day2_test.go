@@ -109,17 +109,21 @@ func TestDriftWarn(t *testing.T) {
 
 // TestImmutableField: an upgrade that changes a Deployment's selector is rolled back without
 // upgrade.force, its condition naming the field and the option; with force the Deployment is
-// replaced in one new revision, with one Event.
+// replaced in one new revision, with one Event, and so is a StatefulSet whose
+// volumeClaimTemplates change (the API server's other refusal of an update).
 func TestImmutableField(t *testing.T) {
 	crtest.NeedsCluster(t)
 	t.Parallel()
 	ns := crtest.NewNamespace(t, k8s, "immutable-")
-	for _, gvk := range []schema.GroupVersionKind{day2ProbeGVK, forceProbeGVK} {
-		create(t, crtest.NewCR(gvk, ns, strings.ToLower(gvk.Kind), map[string]any{}))
-	}
+	create(t, crtest.NewCR(day2ProbeGVK, ns, "day2probe", map[string]any{}))
+	create(t, crtest.NewCR(forceProbeGVK, ns, "forceprobe", map[string]any{}))
+	create(t, crtest.NewCR(forceProbeGVK, ns, "forcests", map[string]any{"statefulSet": true}))
 	crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "day2probe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
-	crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "forceprobe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	for _, name := range []string{"forceprobe", "forcests"} {
+		crtest.WaitCondition(t, k8s, forceProbeGVK, ns, name, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	}
 	oldUID := deployment(t, ns, "forceprobe").UID
+	oldSTS := statefulSet(t, ns, "forcests").UID
 
 	patch(t, day2ProbeGVK, ns, "day2probe", `{"spec":{"tier":"b"}}`)
 	u := crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "day2probe", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
@@ -131,31 +135,57 @@ func TestImmutableField(t *testing.T) {
 	}
 
 	patch(t, forceProbeGVK, ns, "forceprobe", `{"spec":{"tier":"b"}}`)
-	u = crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "forceprobe", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
-	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
-		t.Fatalf("revision %d after the forced upgrade, want 2", rev)
+	patch(t, forceProbeGVK, ns, "forcests", `{"spec":{"storage":"2Gi"}}`)
+	for _, name := range []string{"forceprobe", "forcests"} {
+		u = crtest.WaitCondition(t, k8s, forceProbeGVK, ns, name, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+		if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
+			t.Fatalf("%s: revision %d after the forced upgrade, want 2", name, rev)
+		}
 	}
 	dep := deployment(t, ns, "forceprobe")
 	if dep.UID == oldUID || dep.Spec.Selector.MatchLabels["tier"] != "b" {
 		t.Fatalf("Deployment not replaced: uid %s (was %s), selector %v", dep.UID, oldUID, dep.Spec.Selector.MatchLabels)
 	}
-	crtest.WaitEvent(t, k8s, ns, "forceprobe", rstatus.ReasonReplaced, "Deployment/"+ns+"/forceprobe", "immutable")
+	sts := statefulSet(t, ns, "forcests")
+	if got := sts.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String(); sts.UID == oldSTS || got != "2Gi" {
+		t.Fatalf("StatefulSet not replaced: uid %s (was %s), storage %s", sts.UID, oldSTS, got)
+	}
+	// One Event per object replaced: the objects whose update needed no replacing (the
+	// ConfigMaps, forcests's Deployment) have none.
+	for name, obj := range map[string]string{"forceprobe": "Deployment/" + ns + "/forceprobe", "forcests": "StatefulSet/" + ns + "/forcests"} {
+		crtest.WaitEvent(t, k8s, ns, name, rstatus.ReasonReplaced, obj, "immutable")
+		if n := replacedEvents(t, ns, name); n != 1 {
+			t.Fatalf("%s: %d Replaced events, want 1", name, n)
+		}
+	}
+}
+
+func statefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
+	t.Helper()
+	var sts appsv1.StatefulSet
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &sts); err != nil {
+		t.Fatal(err)
+	}
+	return &sts
+}
+
+// replacedEvents counts the Replaced Events of the CR name.
+func replacedEvents(t *testing.T, ns, name string) int {
+	t.Helper()
 	var evs corev1.EventList
 	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	replaced := 0
+	n := 0
 	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == "forceprobe" && e.Reason == rstatus.ReasonReplaced {
-			replaced += max(int(e.Count), 1)
+		if e.InvolvedObject.Name == name && e.Reason == rstatus.ReasonReplaced {
+			n += max(int(e.Count), 1)
 			if e.Series != nil {
-				replaced += int(e.Series.Count) - 1
+				n += int(e.Series.Count) - 1
 			}
 		}
 	}
-	if replaced != 1 {
-		t.Fatalf("%d Replaced events, want 1 (the ConfigMap needed no replacing)", replaced)
-	}
+	return n
 }
 
 func failures(u *unstructured.Unstructured) int64 {
