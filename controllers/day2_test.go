@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -157,6 +158,36 @@ func TestImmutableField(t *testing.T) {
 		if n := replacedEvents(t, ns, name); n != 1 {
 			t.Fatalf("%s: %d Replaced events, want 1", name, n)
 		}
+	}
+}
+
+// TestForceNeverDeletesWhatCannotBeCreated: with the namespace at its quota of Deployments,
+// the API server would refuse the Deployment as a new object, so upgrade.force does not
+// delete it: the upgrade fails and is rolled back, the Deployment stays, and the condition
+// says why.
+func TestForceNeverDeletesWhatCannotBeCreated(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "force-quota-")
+	create(t, crtest.NewCR(forceProbeGVK, ns, "fq", map[string]any{}))
+	crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "fq", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	before := deployment(t, ns, "fq")
+	probe := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-probe"}, Spec: *before.Spec.DeepCopy()}
+	crtest.Quota(t, k8s, ns, corev1.ResourceList{"count/deployments.apps": resource.MustParse("1")}, probe)
+
+	patch(t, forceProbeGVK, ns, "fq", `{"spec":{"tier":"b"}}`)
+	u := crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "fq", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
+	msg := crtest.Condition(u, rstatus.TypeReleased).Message
+	for _, want := range []string{"not replacing Deployment/" + ns + "/fq", "exceeded quota", "rolled back to revision 1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Released does not say %q: %s", want, msg)
+		}
+	}
+	if after := deployment(t, ns, "fq"); after.UID != before.UID {
+		t.Fatalf("the Deployment was deleted (uid %s, was %s)", after.UID, before.UID)
+	}
+	if n := replacedEvents(t, ns, "fq"); n != 0 {
+		t.Fatalf("%d Replaced events", n)
 	}
 }
 

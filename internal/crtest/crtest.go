@@ -148,19 +148,24 @@ func Metric(t testing.TB, name string, labels map[string]string) float64 {
 	return total
 }
 
-// NoConfigMaps creates a ResourceQuota that refuses every ConfigMap in ns, and returns once
-// the API server's admission enforces it (a dry-run create of a ConfigMap is refused): its
-// quota lister, or a lookup it cached for 30 s before the quota existed, can lag behind.
+// NoConfigMaps creates a ResourceQuota that refuses every ConfigMap in ns (see Quota).
 func NoConfigMaps(t testing.TB, c client.Client, ns string) *corev1.ResourceQuota {
 	t.Helper()
-	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-configmaps"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("0")}}}
+	return Quota(t, c, ns, corev1.ResourceList{"count/configmaps": resource.MustParse("0")},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-probe"}})
+}
+
+// Quota creates a ResourceQuota of hard in ns, and returns once the API server's admission
+// enforces it: a dry-run create of probe (a valid object the quota refuses) is refused. Its
+// quota lister, or a lookup it cached for 30 s before the quota existed, can lag behind.
+func Quota(t testing.TB, c client.Client, ns string, hard corev1.ResourceList, probe client.Object) *corev1.ResourceQuota {
+	t.Helper()
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
 	if err := c.Create(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
 	Eventually(t, "the quota enforced", time.Minute, func(ctx context.Context) (bool, error) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-probe"}}
-		err := c.Create(ctx, probe, client.DryRunAll)
+		err := c.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), nil
 	})
 	return q

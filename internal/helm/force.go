@@ -10,7 +10,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,14 +29,20 @@ import (
 // revision, and only for the objects that need it: each is asked with a server-side dry run
 // of the patch Helm sent.
 
-// forbiddenUpdate is the API server's message for a spec it refuses to update other than in
-// a few fields (a StatefulSet's).
-const forbiddenUpdate = "Forbidden: updates to"
+// The API server's words for an update it refuses whatever the new value: "field is
+// immutable" (a Deployment's selector, a Job's template, a Service's clusterIP), "spec is
+// immutable after creation" (a PersistentVolumeClaim's), "Forbidden: updates to statefulset
+// spec for fields other than ..." (a StatefulSet's volumeClaimTemplates).
+const (
+	immutable       = "immutable"
+	forbiddenUpdate = "Forbidden: updates to"
+)
 
-// ImmutableField reports whether err (an action's, whose text Helm joins) says that the API
-// server refused an update because it changes an immutable field.
+// ImmutableField reports whether err (an action's, whose text Helm joins) may say that the
+// API server refused an update because it changes an immutable field. Which objects it was
+// about, if any, the dry runs of replaceImmutable tell.
 func ImmutableField(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), apivalidation.FieldImmutableErrorMsg) || strings.Contains(err.Error(), forbiddenUpdate))
+	return err != nil && (strings.Contains(err.Error(), immutable) || strings.Contains(err.Error(), forbiddenUpdate))
 }
 
 // Update is Helm's. With force, when Helm's update failed on an immutable field, the objects
@@ -75,6 +80,11 @@ func (k *kubeClient) replaceImmutable(original, target kube.ResourceList) ([]str
 		}
 		if !immutable {
 			continue
+		}
+		// Never delete what could not be created again: the object as the target has it must
+		// pass the API server's validation and admission as a new one.
+		if err := creatable(info); err != nil {
+			return replaced, err
 		}
 		if err := k.recreate(h, info); err != nil {
 			return replaced, err
@@ -140,6 +150,17 @@ func updatePatch(orig, target, current runtime.Object) ([]byte, types.PatchType,
 	return patch, pt, nil
 }
 
+// creatable asks the API server, with a dry run, whether the object of info would be created:
+// validation and admission run before the store finds the name taken, so AlreadyExists says
+// yes.
+func creatable(info *resource.Info) error {
+	_, err := resource.NewHelper(info.Client, info.Mapping).DryRun(true).Create(info.Namespace, true, info.Object.DeepCopyObject())
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return fmt.Errorf("not replacing %s: the API server would not create it as the chart has it either: %w", describeInfo(info), err)
+}
+
 // isImmutableStatus reports whether err is the API server's refusal of an update as changing
 // an immutable field.
 func isImmutableStatus(err error) bool {
@@ -149,7 +170,7 @@ func isImmutableStatus(err error) bool {
 	}
 	if d := se.Status().Details; d != nil {
 		for _, c := range d.Causes {
-			if c.Type == metav1.CauseType(field.ErrorTypeForbidden) || strings.Contains(c.Message, apivalidation.FieldImmutableErrorMsg) {
+			if c.Type == metav1.CauseType(field.ErrorTypeForbidden) || strings.Contains(c.Message, immutable) {
 				return true
 			}
 		}
