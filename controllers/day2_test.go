@@ -191,6 +191,29 @@ func TestForceNeverDeletesWhatCannotBeCreated(t *testing.T) {
 	}
 }
 
+// TestForcedUpgradeRolledBack: a forced upgrade replaces the Deployment, then fails on
+// another object; its rollback replaces the Deployment back (its selector is immutable both
+// ways), so the release returns to revision 1's objects.
+func TestForcedUpgradeRolledBack(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "force-rollback-")
+	create(t, crtest.NewCR(forceProbeGVK, ns, "fr", map[string]any{}))
+	crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "fr", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	first := deployment(t, ns, "fr").UID
+
+	patch(t, forceProbeGVK, ns, "fr", `{"spec":{"tier":"b","badKey":"bad key"}}`)
+	u := crtest.WaitCondition(t, k8s, forceProbeGVK, ns, "fr", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
+	if c := crtest.Condition(u, rstatus.TypeReleased); c.Reason != rstatus.ReasonRolledBack || !strings.Contains(c.Message, "bad key") {
+		t.Fatalf("Released %s: %s", c.Reason, c.Message)
+	}
+	dep := deployment(t, ns, "fr")
+	if dep.Spec.Selector.MatchLabels["tier"] != "a" || dep.UID == first {
+		t.Fatalf("Deployment after the rollback: selector %v, uid %s (first %s): want revision 1's selector, replaced back",
+			dep.Spec.Selector.MatchLabels, dep.UID, first)
+	}
+}
+
 func statefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
 	t.Helper()
 	var sts appsv1.StatefulSet

@@ -136,14 +136,14 @@ func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Rel
 	return rel, err
 }
 
-func (f *fakeHelm) Rollback(s helm.Scope, name string, to, maxHistory int, desc string) error {
-	if err := f.call("Rollback", " %d", to); err != nil {
+func (f *fakeHelm) Rollback(s helm.Scope, req helm.RollbackRequest) error {
+	if err := f.call("Rollback", " %d", req.To); err != nil {
 		return err
 	}
 	if f.rollbackErr != nil {
 		return f.rollbackErr
 	}
-	return f.Memory.Rollback(s, name, to, maxHistory, desc)
+	return f.Memory.Rollback(s, req)
 }
 
 func (f *fakeHelm) Uninstall(s helm.Scope, name, desc string) error {

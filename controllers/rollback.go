@@ -40,7 +40,7 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, a.to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
+	if err := p.rollbackTo(a.to, desc); err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
 			notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}},
@@ -69,6 +69,13 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message}}
 	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}
 	return res
+}
+
+// rollbackTo rolls the release back to revision to, as a new revision described by desc; with
+// the watch's upgrade.force, objects a forced upgrade replaced are replaced back.
+func (p *pass) rollbackTo(to int, desc string) error {
+	return p.r.opts.Helm.Rollback(p.scope, helm.RollbackRequest{Name: p.relName, To: to, MaxHistory: p.r.opts.Watch.HistoryLimit(),
+		Description: desc, Force: p.r.opts.Watch.Forces()})
 }
 
 // requestRollback acts on a new value of the rollback-to annotation: a rollback to that
@@ -102,7 +109,7 @@ func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
 			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	if err := p.r.opts.Helm.Rollback(p.scope, p.relName, to, p.r.opts.Watch.HistoryLimit(), desc); err != nil {
+	if err := p.rollbackTo(to, desc); err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		if isTransient(err) {
 			// This value is tried again.

@@ -253,22 +253,34 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	return rel, r.result(err)
 }
 
-// Rollback returns a release to revision toRevision, as a new revision described by
-// description (Helm's "Rollback to N" when empty). The target's manifest and hooks are checked
-// against the scope before anything is stored or applied: the watch's confinement may be
-// stricter than when that revision was made. The new revision is marked as rudder's rollback
-// (LabelRollbackRevision).
-func (c *Client) Rollback(s Scope, name string, toRevision, maxHistory int, description string) error {
-	r, err := c.begin(s, storing{manifest: true, description: description, rollback: true})
+// RollbackRequest is a rollback of release Name to revision To.
+type RollbackRequest struct {
+	Name       string
+	To         int
+	MaxHistory int
+	// Description describes the new revision (Helm's "Rollback to N" when empty).
+	Description string
+	// Force replaces the objects whose update the API server refuses as immutable, as an
+	// upgrade with Request.Force does: the rollback of a forced upgrade changes them back.
+	Force bool
+}
+
+// Rollback returns a release to revision req.To, as a new revision. The target's manifest and
+// hooks are checked against the scope before anything is stored or applied: the watch's
+// confinement may be stricter than when that revision was made. The new revision is marked
+// as rudder's rollback (LabelRollbackRevision).
+func (c *Client) Rollback(s Scope, req RollbackRequest) error {
+	r, err := c.begin(s, storing{manifest: true, description: req.Description, rollback: true})
 	if err != nil {
 		return err
 	}
+	r.kube.force, r.kube.timeout = req.Force, s.Limits.Timeout()
 	rb := action.NewRollback(r.conf)
 	rb.Timeout = s.Limits.Timeout()
-	rb.Version = toRevision
-	rb.MaxHistory = maxHistory
-	err = rb.Run(name)
-	r.settle(name, err)
+	rb.Version = req.To
+	rb.MaxHistory = req.MaxHistory
+	err = rb.Run(req.Name)
+	r.settle(req.Name, err)
 	return r.result(err)
 }
 

@@ -149,12 +149,12 @@ func (m *Memory) made(req *Request, err error) error {
 	return err
 }
 
-func (m *Memory) Rollback(s Scope, name string, toRevision, maxHistory int, description string) error {
+func (m *Memory) Rollback(s Scope, req RollbackRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rb := action.NewRollback(m.config(s.Namespace, storing{description: description, rollback: true}))
-	rb.Version, rb.MaxHistory = toRevision, maxHistory
-	return rb.Run(name)
+	rb := action.NewRollback(m.config(s.Namespace, storing{description: req.Description, rollback: true}))
+	rb.Version, rb.MaxHistory = req.To, req.MaxHistory
+	return rb.Run(req.Name)
 }
 
 func (m *Memory) Uninstall(s Scope, name, description string) error {
