@@ -193,7 +193,7 @@ func TestForceNeverDeletesWhatCannotBeCreated(t *testing.T) {
 
 // TestForcedUpgradeRolledBack: a forced upgrade replaces the Deployment, then fails on
 // another object; its rollback replaces the Deployment back (its selector is immutable both
-// ways), so the release returns to revision 1's objects.
+// ways), with an Event, so the release returns to revision 1's objects.
 func TestForcedUpgradeRolledBack(t *testing.T) {
 	crtest.NeedsCluster(t)
 	t.Parallel()
@@ -212,6 +212,7 @@ func TestForcedUpgradeRolledBack(t *testing.T) {
 		t.Fatalf("Deployment after the rollback: selector %v, uid %s (first %s): want revision 1's selector, replaced back",
 			dep.Spec.Selector.MatchLabels, dep.UID, first)
 	}
+	crtest.WaitEvent(t, k8s, ns, "fr", rstatus.ReasonReplaced, "Deployment/"+ns+"/fr", "in the rollback to revision 1")
 }
 
 func statefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {

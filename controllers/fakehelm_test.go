@@ -136,7 +136,7 @@ func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Rel
 	return rel, err
 }
 
-func (f *fakeHelm) Rollback(s helm.Scope, req helm.RollbackRequest) error {
+func (f *fakeHelm) Rollback(s helm.Scope, req *helm.RollbackRequest) error {
 	if err := f.call("Rollback", " %d", req.To); err != nil {
 		return err
 	}

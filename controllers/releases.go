@@ -43,7 +43,7 @@ type Releases interface {
 	// returns helm.ErrNameInUse and writes nothing.
 	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
-	Rollback(s helm.Scope, req helm.RollbackRequest) error
+	Rollback(s helm.Scope, req *helm.RollbackRequest) error
 	Uninstall(s helm.Scope, name, description string) error
 	// Unlock marks a pending revision failed.
 	Unlock(s helm.Scope, rel *release.Release) error

@@ -40,10 +40,12 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	if err := p.rollbackTo(a.to, desc); err != nil {
+	replaced, err := p.rollbackTo(a.to, desc)
+	if err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
-			notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback", fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}},
+			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
+				fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}),
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
@@ -57,7 +59,7 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
 	if forbidden {
-		res.reason = rstatus.ReasonForbidden
+		res.reason, res.notes = rstatus.ReasonForbidden, replaced
 		return res
 	}
 	res.reason = reason
@@ -66,16 +68,24 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 	} else {
 		res.message += "; not retried until the spec or the chart changes"
 	}
-	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message}}
+	res.notes = append(replaced, note{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message})
 	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}
 	return res
 }
 
 // rollbackTo rolls the release back to revision to, as a new revision described by desc; with
-// the watch's upgrade.force, objects a forced upgrade replaced are replaced back.
-func (p *pass) rollbackTo(to int, desc string) error {
-	return p.r.opts.Helm.Rollback(p.scope, helm.RollbackRequest{Name: p.relName, To: to, MaxHistory: p.r.opts.Watch.HistoryLimit(),
-		Description: desc, Force: p.r.opts.Watch.Forces()})
+// the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
+// are the Events that say so.
+func (p *pass) rollbackTo(to int, desc string) ([]note, error) {
+	req := &helm.RollbackRequest{Name: p.relName, To: to, MaxHistory: p.r.opts.Watch.HistoryLimit(),
+		Description: desc, Force: p.r.opts.Watch.Forces()}
+	err := p.r.opts.Helm.Rollback(p.scope, req)
+	notes := make([]note, 0, len(req.Replaced))
+	for _, obj := range req.Replaced {
+		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
+			fmt.Sprintf("replaced %s (deleted and created) in the rollback to revision %d: its update changes an immutable field (upgrade.force)", obj, to)})
+	}
+	return notes, err
 }
 
 // requestRollback acts on a new value of the rollback-to annotation: a rollback to that
@@ -109,17 +119,21 @@ func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
 			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	if err := p.rollbackTo(to, desc); err != nil {
+	replaced, err := p.rollbackTo(to, desc)
+	if err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		if isTransient(err) {
 			// This value is tried again.
-			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err)}
+			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced,
+				err: fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err)}
 		}
-		return refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err))
+		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err))
+		res.notes = append(replaced, res.notes...)
+		return res
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
 	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
-	res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg}}
+	res.notes = append(replaced, note{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg})
 	res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}}
 	// The release changed under the observation: the pass reads it again, and decides as for
 	// any rollback (the newest revision, not made from the spec).

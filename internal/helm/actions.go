@@ -263,13 +263,16 @@ type RollbackRequest struct {
 	// Force replaces the objects whose update the API server refuses as immutable, as an
 	// upgrade with Request.Force does: the rollback of a forced upgrade changes them back.
 	Force bool
+
+	// Replaced is filled in by Rollback: the objects Force replaced.
+	Replaced []string
 }
 
 // Rollback returns a release to revision req.To, as a new revision. The target's manifest and
 // hooks are checked against the scope before anything is stored or applied: the watch's
 // confinement may be stricter than when that revision was made. The new revision is marked
 // as rudder's rollback (LabelRollbackRevision).
-func (c *Client) Rollback(s Scope, req RollbackRequest) error {
+func (c *Client) Rollback(s Scope, req *RollbackRequest) error {
 	r, err := c.begin(s, storing{manifest: true, description: req.Description, rollback: true})
 	if err != nil {
 		return err
@@ -280,6 +283,7 @@ func (c *Client) Rollback(s Scope, req RollbackRequest) error {
 	rb.Version = req.To
 	rb.MaxHistory = req.MaxHistory
 	err = rb.Run(req.Name)
+	req.Replaced = r.kube.replaced
 	r.settle(req.Name, err)
 	return r.result(err)
 }

@@ -149,7 +149,7 @@ func (m *Memory) made(req *Request, err error) error {
 	return err
 }
 
-func (m *Memory) Rollback(s Scope, req RollbackRequest) error {
+func (m *Memory) Rollback(s Scope, req *RollbackRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rb := action.NewRollback(m.config(s.Namespace, storing{description: req.Description, rollback: true}))
