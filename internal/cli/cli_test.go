@@ -226,3 +226,35 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+// rudder lint: a chart with crds/ on a watch that does not allow them fails (the install
+// would); a crds policy for a chart without crds/ is a warning; crds.install Skip is fine.
+func TestLintCRDPolicy(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"gears/Chart.yaml":         "apiVersion: v2\nname: gears\nversion: 0.1.0\n",
+		"gears/values.schema.json": "{}\n",
+		"gears/crds/gear.yaml":     "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gears.example.com}\nspec: {group: example.com, names: {kind: Gear, plural: gears}, scope: Namespaced, versions: [{name: v1, served: true, storage: true}]}\n",
+		"gears/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"plain/Chart.yaml":         "apiVersion: v2\nname: plain\nversion: 0.1.0\n",
+		"plain/values.schema.json": "{}\n",
+		"plain/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"refused.yaml":             "- {group: t.io, version: v1, kind: G, chart: gears}\n",
+		"skipped.yaml":             "- {group: t.io, version: v1, kind: G, chart: gears, crds: {install: Skip}}\n",
+		"pointless.yaml":           "- {group: t.io, version: v1, kind: P, chart: plain, crds: {install: Skip}}\n",
+	})
+	lint := func(file string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), []string{"lint", "--watches-file", filepath.Join(dir, file)}, Env{Stdout: &out, Stderr: &errOut})
+		return code, out.String()
+	}
+	if code, out := lint("refused.yaml"); code == 0 || !strings.Contains(out, "error: G.t.io/v1: the chart has crds/") {
+		t.Errorf("refused: exit %d:\n%s", code, out)
+	}
+	if code, out := lint("skipped.yaml"); code != 0 || strings.Contains(out, "crds") {
+		t.Errorf("skipped: exit %d:\n%s", code, out)
+	}
+	if code, out := lint("pointless.yaml"); code != 0 || !strings.Contains(out, "warning: P.t.io/v1: crds: the chart has no crds/") {
+		t.Errorf("pointless: exit %d:\n%s", code, out)
+	}
+}

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -43,6 +45,7 @@ func Lint(ctx context.Context, args []string, env Env) error {
 	}
 	seen := map[string]bool{}
 	for _, w := range ws {
+		lintCRDPolicy(*wf, w, report)
 		path := w.ChartPath()
 		if seen[path] {
 			continue
@@ -69,6 +72,23 @@ func Lint(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	return summary(stdout, errs, warnings)
+}
+
+// lintCRDPolicy checks a watch's crds policy against its chart's crds/ (of the chart and its
+// subcharts): an install fails on crds/ the watch does not allow, and a policy for a chart
+// without crds/ does nothing.
+func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, msg string)) {
+	ch, err := loader.Load(w.ChartPath())
+	if err != nil {
+		return // lintChart says why
+	}
+	crds, p := len(ch.CRDObjects()) > 0, w.CRDPolicy()
+	switch {
+	case crds && p.Install == helm.CRDsCreate && !w.AllowsCRDs():
+		report(file, "error", fmt.Sprintf("%s: the chart has crds/, which its install applies (crds.install: Create) only where allowClusterScoped names CustomResourceDefinition: allow it, or set crds.install: Skip", w))
+	case !crds && w.CRDs != nil:
+		report(file, "warning", fmt.Sprintf("%s: crds: the chart has no crds/ (of its own or its subcharts'): the policy does nothing", w))
+	}
 }
 
 func lintChart(path string, report func(file, severity, msg string)) {

@@ -120,7 +120,7 @@ func (w *Watch) checkCRDs() error {
 	switch c.Upgrade {
 	case "", CRDsSkip:
 	case CRDsCreate, CRDsCreateReplace:
-		if !w.allowsCRDs() {
+		if !w.AllowsCRDs() {
 			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch allows them", c.Upgrade)
 		}
 	default:
@@ -129,8 +129,8 @@ func (w *Watch) checkCRDs() error {
 	return nil
 }
 
-// allowsCRDs reports whether allowClusterScoped names CustomResourceDefinition.
-func (w *Watch) allowsCRDs() bool {
+// AllowsCRDs reports whether allowClusterScoped names CustomResourceDefinition.
+func (w *Watch) AllowsCRDs() bool {
 	gk := helm.CRDKind.GroupKind()
 	return slices.Contains(w.AllowClusterScoped, gk.Kind) || slices.Contains(w.AllowClusterScoped, gk.Kind+"."+gk.Group)
 }
