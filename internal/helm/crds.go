@@ -86,19 +86,29 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 	ann[helmReleaseName] = k.post.release
 	ann[helmReleaseNamespace] = k.getter.namespace
 	crd.SetAnnotations(ann)
-	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
+	h, err := k.crdHelper()
 	if err != nil {
 		return err
 	}
-	client, err := k.restClient(CRDKind.GroupVersion())
-	if err != nil {
-		return err
-	}
-	_, err = resource.NewHelper(client, mapping).Create("", false, crd)
+	_, err = h.Create("", false, crd)
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
 	return err
+}
+
+// crdHelper is the helper of CustomResourceDefinitions, with the action's client (its identity
+// and guard).
+func (k *kubeClient) crdHelper() (*resource.Helper, error) {
+	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
+	if err != nil {
+		return nil, err
+	}
+	client, err := k.restClient(CRDKind.GroupVersion())
+	if err != nil {
+		return nil, err
+	}
+	return resource.NewHelper(client, mapping), nil
 }
 
 // CRDMode is what an action does with the CustomResourceDefinitions of a chart's crds/.
@@ -141,15 +151,10 @@ func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]s
 	if mode == CRDsSkip || mode == "" {
 		return nil, nil
 	}
-	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
+	h, err := k.crdHelper()
 	if err != nil {
 		return nil, err
 	}
-	client, err := k.restClient(CRDKind.GroupVersion())
-	if err != nil {
-		return nil, err
-	}
-	h := resource.NewHelper(client, mapping)
 	var did, applied []string
 	for _, f := range ch.CRDObjects() {
 		objs, err := ParseManifest(string(f.File.Data), "", k.getter.mapper)

@@ -2,7 +2,6 @@ package helm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,15 +10,9 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
-	"k8s.io/apimachinery/pkg/util/mergepatch"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // An upgrade with upgrade.force replaces the objects whose update the API server refuses as
@@ -104,50 +97,13 @@ func refusedAsImmutable(h *resource.Helper, orig, info *resource.Info) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("reading %s: %w", describeInfo(info), err)
 	}
-	patch, pt, err := updatePatch(orig.Object, info.Object, current)
+	patch, pt, err := threeWayPatch(orig.Object, info.Object, current)
 	if err != nil || patch == nil {
 		return false, err
 	}
 	// A helper of its own: DryRun sets the helper it is called on.
 	_, err = resource.NewHelper(info.Client, info.Mapping).DryRun(true).Patch(info.Namespace, info.Name, pt, patch, nil)
 	return isImmutableStatus(err), nil
-}
-
-// updatePatch is the patch Helm's update sends: a three-way strategic merge for built-in kinds,
-// else a three-way JSON merge patch (nil: nothing to change).
-func updatePatch(orig, target, current runtime.Object) ([]byte, types.PatchType, error) {
-	old, err := json.Marshal(orig)
-	if err != nil {
-		return nil, "", err
-	}
-	desired, err := json.Marshal(target)
-	if err != nil {
-		return nil, "", err
-	}
-	live, err := json.Marshal(current)
-	if err != nil {
-		return nil, "", err
-	}
-	var patch []byte
-	pt := types.MergePatchType
-	if typed, terr := scheme.Scheme.New(target.GetObjectKind().GroupVersionKind()); terr == nil {
-		meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
-		if err != nil {
-			return nil, "", err
-		}
-		pt = types.StrategicMergePatchType
-		patch, err = strategicpatch.CreateThreeWayMergePatch(old, desired, live, meta, true)
-		if err != nil {
-			return nil, "", err
-		}
-	} else if patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(old, desired, live,
-		mergepatch.RequireKeyUnchanged("apiVersion"), mergepatch.RequireKeyUnchanged("kind")); err != nil {
-		return nil, "", err
-	}
-	if s := strings.TrimSpace(string(patch)); s == "" || s == "{}" {
-		return nil, "", nil
-	}
-	return patch, pt, nil
 }
 
 // creatable asks the API server, with a dry run, whether the object of info would be created:

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/jsonmergepatch"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
@@ -157,7 +158,7 @@ func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client
 			continue
 		}
 		desired := d.desired(want)
-		patch, pt, err := threeWayPatch(desired, cur)
+		patch, pt, err := threeWayPatch(desired, desired, cur)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
 			continue
@@ -183,30 +184,38 @@ func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client
 	return restored, drifted, errors.Join(errs...)
 }
 
-// threeWayPatch returns nil when the live object already has every field the manifest sets.
-func threeWayPatch(want, cur *unstructured.Unstructured) ([]byte, types.PatchType, error) {
-	desired, err := json.Marshal(want.Object)
+// threeWayPatch is the patch that takes cur to desired, given orig as what was applied last,
+// as Helm's update and kubectl apply make it: a three-way strategic merge for built-in kinds,
+// else a three-way JSON merge patch. It is nil when there is nothing to change. Drift
+// re-apply passes the manifest as both orig and desired: then it restores every field the
+// manifest sets and leaves the fields others added.
+func threeWayPatch(orig, desired, cur runtime.Object) ([]byte, types.PatchType, error) {
+	old, err := json.Marshal(orig)
 	if err != nil {
 		return nil, "", err
 	}
-	current, err := json.Marshal(cur.Object)
+	want, err := json.Marshal(desired)
+	if err != nil {
+		return nil, "", err
+	}
+	current, err := json.Marshal(cur)
 	if err != nil {
 		return nil, "", err
 	}
 	var patch []byte
 	pt := types.StrategicMergePatchType
-	if typed, err := scheme.Scheme.New(want.GroupVersionKind()); err == nil {
+	if typed, err := scheme.Scheme.New(desired.GetObjectKind().GroupVersionKind()); err == nil {
 		meta, err := strategicpatch.NewPatchMetaFromStruct(typed)
 		if err != nil {
 			return nil, "", err
 		}
-		patch, err = strategicpatch.CreateThreeWayMergePatch(desired, desired, current, meta, true)
+		patch, err = strategicpatch.CreateThreeWayMergePatch(old, want, current, meta, true)
 		if err != nil {
 			return nil, "", err
 		}
 	} else {
 		pt = types.MergePatchType
-		patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(desired, desired, current,
+		patch, err = jsonmergepatch.CreateThreeWayJSONMergePatch(old, want, current,
 			mergepatch.RequireKeyUnchanged("apiVersion"), mergepatch.RequireKeyUnchanged("kind"))
 		if err != nil {
 			return nil, "", err
