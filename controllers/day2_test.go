@@ -227,25 +227,7 @@ func statefulSet(t *testing.T, ns, name string) *appsv1.StatefulSet {
 // replacedEvents counts the Replaced Events of the CR name.
 func replacedEvents(t *testing.T, ns, name string) int {
 	t.Helper()
-	var evs corev1.EventList
-	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == name && e.Reason == rstatus.ReasonReplaced {
-			n += max(int(e.Count), 1)
-			if e.Series != nil {
-				n += int(e.Series.Count) - 1
-			}
-		}
-	}
-	return n
-}
-
-func failures(u *unstructured.Unstructured) int64 {
-	n, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "failed", "failures")
-	return n
+	return crtest.CountEvents(t, k8s, ns, name, rstatus.ReasonReplaced)
 }
 
 func installs(t *testing.T, kind, result string) float64 {
@@ -264,7 +246,7 @@ func TestRetries(t *testing.T) {
 	create(t, crtest.NewCR(retryProbeGVK, ns, "r", map[string]any{}))
 	crtest.Eventually(t, "two failed installs", timeout, func(ctx context.Context) (bool, error) {
 		u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "r")
-		return err == nil && failures(u) >= 2, err
+		return err == nil && crtest.Failures(u) >= 2, err
 	})
 	u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "r")
 	if err != nil {
@@ -295,8 +277,8 @@ func TestRetries(t *testing.T) {
 	q = crtest.NoConfigMaps(t, k8s, ns)
 	create(t, crtest.NewCR(day2ProbeGVK, ns, "z", map[string]any{}))
 	u = crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "z", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
-	if failures(u) != 1 {
-		t.Fatalf("failures %d, want 1", failures(u))
+	if crtest.Failures(u) != 1 {
+		t.Fatalf("failures %d, want 1", crtest.Failures(u))
 	}
 	before, okBefore := installs(t, "Day2Probe", "failed"), installs(t, "Day2Probe", "ok")
 	if err := k8s.Delete(ctx, q); err != nil {

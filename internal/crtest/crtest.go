@@ -89,22 +89,51 @@ func WaitEvent(t testing.TB, c client.Reader, ns, object, reason string, contain
 		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
-	events:
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Name != object || e.Reason != reason {
-				continue
+			if eventMatches(e, object, reason, contains) {
+				note = e.Message
+				return true, nil
 			}
-			for _, s := range contains {
-				if !strings.Contains(e.Message, s) {
-					continue events
-				}
-			}
-			note = e.Message
-			return true, nil
 		}
 		return false, nil
 	})
 	return note
+}
+
+// CountEvents counts the occurrences (an Event's count, and those of its series) of the
+// Events on the object named object in ns, with reason, whose note contains every one of
+// contains.
+func CountEvents(t testing.TB, c client.Reader, ns, object, reason string, contains ...string) int {
+	t.Helper()
+	var evs corev1.EventList
+	if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if !eventMatches(e, object, reason, contains) {
+			continue
+		}
+		n += max(int(e.Count), 1)
+		if e.Series != nil {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n
+}
+
+// eventMatches reports whether e is on the object named object, with reason, and its note
+// contains every one of contains.
+func eventMatches(e corev1.Event, object, reason string, contains []string) bool {
+	if e.InvolvedObject.Name != object || e.Reason != reason {
+		return false
+	}
+	for _, s := range contains {
+		if !strings.Contains(e.Message, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // Metric sums, over controller-runtime's registry, the samples of a counter or gauge (or the sample
@@ -169,4 +198,11 @@ func Quota(t testing.TB, c client.Client, ns string, hard corev1.ResourceList, p
 		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), nil
 	})
 	return q
+}
+
+// Failures is status.release.failed.failures of a CR: how often its (chart, values) failed in
+// a row (0: none held back).
+func Failures(u *unstructured.Unstructured) int64 {
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "failed", "failures")
+	return n
 }

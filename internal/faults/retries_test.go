@@ -4,22 +4,14 @@ import (
 	"context"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
 )
 
 var retryProbeGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "RetryProbe"}
-
-func failures(u *unstructured.Unstructured) int64 {
-	n, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "failed", "failures")
-	return n
-}
 
 // TestSIGKILLDuringARetry: rudder is killed while a failed install (a ResourceQuota refuses
 // it) waits for its retry (remediation.retries 2). The next process neither forgets the
@@ -35,30 +27,21 @@ func TestSIGKILLDuringARetry(t *testing.T) {
 	}
 	crtest.Eventually(t, "the first failure counted", timeout, func(ctx context.Context) (bool, error) {
 		u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "q")
-		return err == nil && failures(u) >= 1, err
+		return err == nil && crtest.Failures(u) >= 1, err
 	})
 	r.kill()
 	u, err := crtest.Get(ctx, k8s, retryProbeGVK, ns, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
-	killedAt := failures(u)
+	killedAt := crtest.Failures(u)
 
 	start(t, "rudder-1")
 	u = crtest.WaitCondition(t, k8s, retryProbeGVK, ns, "q", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
-	if n := failures(u); n != 3 {
+	if n := crtest.Failures(u); n != 3 {
 		t.Fatalf("held back after %d failures (%d when the first process was killed), want 3", n, killedAt)
 	}
-	var evs corev1.EventList
-	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	tries := 0
-	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == "q" && e.Reason == rstatus.ReasonInstallFailed {
-			tries += max(int(e.Count), 1)
-		}
-	}
+	tries := crtest.CountEvents(t, k8s, ns, "q", rstatus.ReasonInstallFailed)
 	if tries != 3 {
 		t.Fatalf("%d failed installs across the two processes, want 3 (the first process had counted %d)", tries, killedAt)
 	}

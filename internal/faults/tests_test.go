@@ -2,7 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,16 +62,7 @@ func TestSIGKILLBetweenUpgradeAndTests(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slow-checks"}, &again); err != nil || again.UID != pod.UID {
 		t.Fatalf("revision 2's tests ran again (%v)", err)
 	}
-	var evs corev1.EventList
-	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	runs := 0
-	for _, e := range evs.Items {
-		if e.InvolvedObject.Name == "slow" && e.Reason == rstatus.ReasonTestSucceeded && strings.Contains(e.Message, "revision 2") {
-			runs += max(int(e.Count), 1)
-		}
-	}
+	runs := crtest.CountEvents(t, k8s, ns, "slow", rstatus.ReasonTestSucceeded, "revision 2")
 	if runs != 1 {
 		t.Fatalf("revision 2's tests reported %d times, want once", runs)
 	}
