@@ -1,6 +1,7 @@
 package watches
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -16,25 +17,15 @@ import (
 // drift is restored, whether objects an upgrade cannot update are replaced, and how often a
 // failed release is retried. Flux's helm-controller has each, and they keep its names.
 
-// What crds.install and crds.upgrade may say (Flux's names and meaning).
-const (
-	// CRDsSkip leaves the chart's crds/ alone.
-	CRDsSkip = "Skip"
-	// CRDsCreate creates the CRDs of crds/ that do not exist, and leaves those that do.
-	CRDsCreate = "Create"
-	// CRDsCreateReplace also replaces the CRDs of crds/ that exist and the release made, with
-	// the chart's; a stored version in use is never removed.
-	CRDsCreateReplace = "CreateReplace"
-)
-
 // CRDs is a watch's crds field: the policy for the chart's crds/ directory, which Helm
-// installs with the first revision and never upgrades. Either policy applies only where
-// allowClusterScoped names CustomResourceDefinition.
+// installs with the first revision and never upgrades, in Flux's words (helm.CRDsSkip,
+// CRDsCreate, CRDsCreateReplace). Either policy applies only where allowClusterScoped names
+// CustomResourceDefinition.
 type CRDs struct {
 	// Install is Create (default, Helm's) or Skip.
-	Install string `json:"install,omitempty"`
+	Install helm.CRDMode `json:"install,omitempty"`
 	// Upgrade is Skip (default, Helm's), Create or CreateReplace.
-	Upgrade string `json:"upgrade,omitempty"`
+	Upgrade helm.CRDMode `json:"upgrade,omitempty"`
 }
 
 // What driftDetection.mode may say.
@@ -113,18 +104,18 @@ func (w *Watch) checkCRDs() error {
 		return nil
 	}
 	switch c.Install {
-	case "", CRDsCreate, CRDsSkip:
+	case "", helm.CRDsCreate, helm.CRDsSkip:
 	default:
-		return fmt.Errorf("crds.install: %q must be %s or %s", c.Install, CRDsCreate, CRDsSkip)
+		return fmt.Errorf("crds.install: %q must be %s or %s", c.Install, helm.CRDsCreate, helm.CRDsSkip)
 	}
 	switch c.Upgrade {
-	case "", CRDsSkip:
-	case CRDsCreate, CRDsCreateReplace:
+	case "", helm.CRDsSkip:
+	case helm.CRDsCreate, helm.CRDsCreateReplace:
 		if !w.AllowsCRDs() {
 			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch allows them", c.Upgrade)
 		}
 	default:
-		return fmt.Errorf("crds.upgrade: %q must be %s, %s or %s", c.Upgrade, CRDsSkip, CRDsCreate, CRDsCreateReplace)
+		return fmt.Errorf("crds.upgrade: %q must be %s, %s or %s", c.Upgrade, helm.CRDsSkip, helm.CRDsCreate, helm.CRDsCreateReplace)
 	}
 	return nil
 }
@@ -137,19 +128,11 @@ func (w *Watch) AllowsCRDs() bool {
 
 // CRDPolicy is what an install and an upgrade do with the chart's crds/.
 func (w *Watch) CRDPolicy() helm.CRDPolicy {
-	p := helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}
-	if c := w.CRDs; c != nil {
-		if c.Install == CRDsSkip {
-			p.Install = helm.CRDsSkip
-		}
-		switch c.Upgrade {
-		case CRDsCreate:
-			p.Upgrade = helm.CRDsCreate
-		case CRDsCreateReplace:
-			p.Upgrade = helm.CRDsCreateReplace
-		}
+	var c CRDs
+	if w.CRDs != nil {
+		c = *w.CRDs
 	}
-	return p
+	return helm.CRDPolicy{Install: cmp.Or(c.Install, helm.CRDsCreate), Upgrade: cmp.Or(c.Upgrade, helm.CRDsSkip)}
 }
 
 func (w *Watch) checkDrift() error {
