@@ -11,13 +11,41 @@ import (
 	"time"
 
 	uzap "go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
+	"github.com/rudder-operator/rudder/internal/render"
 )
+
+// defaultRenderReserve is what rudder itself needs of its container's memory by default: a
+// few thousand CRs' caches and release records (docs/bench.md).
+const defaultRenderReserve = 256 << 20
+
+// quantityFlag is a flag of bytes written as a Kubernetes quantity ("512Mi").
+type quantityFlag struct{ bytes int64 }
+
+func (q *quantityFlag) String() string {
+	if q == nil || q.bytes == 0 {
+		return ""
+	}
+	return resource.NewQuantity(q.bytes, resource.BinarySI).String()
+}
+
+func (q *quantityFlag) Set(s string) error {
+	v, err := resource.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	if v.Sign() < 0 {
+		return fmt.Errorf("%s is negative", s)
+	}
+	q.bytes = v.Value()
+	return nil
+}
 
 func main() {
 	args := os.Args[1:]
@@ -39,6 +67,8 @@ func runManager(args []string) {
 		opts        controllers.ManagerOptions
 		namespaces  string
 		compression bool
+		budget      quantityFlag
+		reserve     = quantityFlag{bytes: defaultRenderReserve}
 	)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
 	flag.StringVar(&namespaces, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch; empty watches all.")
@@ -57,6 +87,8 @@ func runManager(args []string) {
 	flag.BoolVar(&opts.ChartReload, "chart-reload", true, "Watch chart directories with fsnotify and roll changes out live.")
 	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
+	flag.Var(&budget, "render-memory-budget", "Memory the renders running at once may hold together (e.g. 1Gi); a render whose renderMemory does not fit waits its turn. Default: the container's memory limit less --render-memory-reserve; no budget without a limit.")
+	flag.Var(&reserve, "render-memory-reserve", "Memory of the container's limit left to rudder itself when the render budget is derived from it (about 100Mi plus 70Ki per CR).")
 	zapOpts := zap.Options{ZapOpts: []uzap.Option{uzap.WrapCore(cli.LazyFields)}}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.CommandLine.Usage = func() {
@@ -72,6 +104,13 @@ func runManager(args []string) {
 			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
 		}
 	}
+	opts.RenderMemoryBudget = budget.bytes
+	if budget.bytes == 0 {
+		if limit, ok := render.MemoryLimit(); ok {
+			opts.RenderMemoryBudget = render.Budget(limit, reserve.bytes)
+		}
+	}
+	log.Info("render memory", "budget", opts.RenderMemoryBudget, "reserve", reserve.bytes)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")

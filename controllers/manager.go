@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +69,9 @@ type ManagerOptions struct {
 
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
+	// RenderMemoryBudget bounds the sum of the memory bounds of the renders running at once
+	// (render.Options.MemoryBudget; 0: none but each render's own).
+	RenderMemoryBudget int64
 
 	// DefaultServiceAccount is impersonated, in each CR's namespace, for the releases of
 	// watches that name no serviceAccountName ("" = rudder's own identity).
@@ -133,7 +135,12 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		return nil, nil, err
 	}
 	carried := selectorKeys(shard)
-	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(), Log: ctrl.Log})
+	pool, err := renderPool(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
+		Renderer: pool, Log: ctrl.Log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,20 +385,4 @@ func stripCR(in any) (any, error) {
 		}
 	}
 	return stripManagedFields(in)
-}
-
-// stripManagedFields drops managedFields from what the caches keep: nothing reads them, and
-// not keeping them saves memory and the copying of every cached read. It is
-// cache.TransformStripManagedFields without the round trip through the typed form that
-// Unstructured.GetManagedFields makes (a JSON marshal per watch event).
-func stripManagedFields(in any) (any, error) {
-	switch o := in.(type) {
-	case *unstructured.Unstructured:
-		if md, ok := o.Object["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-		}
-	case metav1.Object:
-		o.SetManagedFields(nil)
-	}
-	return in, nil
 }

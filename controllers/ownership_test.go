@@ -276,11 +276,11 @@ func TestRenderThatRecursesIsBounded(t *testing.T) {
 	if err := k8s.Create(ctx, crtest.NewCR(tenantBoxGVK, ns, "recurse", map[string]any{"extraManifest": "{{ tpl .Values.extraManifest . }}"})); err != nil {
 		t.Fatal(err)
 	}
-	stalledOn(t, tenantBoxGVK, ns, "recurse", "renderMemory is 536870912", "stopped")
+	stalledOn(t, tenantBoxGVK, ns, "recurse", "renderMemory is 268435456", "stopped")
 	if err := k8s.Create(ctx, crtest.NewCR(tenantBoxGVK, ns, "alloc", map[string]any{"replicaCount": 300000000, "perReplicaService": true})); err != nil {
 		t.Fatal(err)
 	}
-	stalledOn(t, tenantBoxGVK, ns, "alloc", "renderMemory is 536870912")
+	stalledOn(t, tenantBoxGVK, ns, "alloc", "renderMemory is 268435456")
 	otherTenantIsServed(t, tenantBoxGVK, 30*time.Second)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // ControllerName is the controller (and metrics) name of a watch: kind.group-version, lowercase.
@@ -314,4 +316,29 @@ func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
 	}
 	r.states[key] = state
 	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
+}
+
+// renderPool is the pool the releases render on: the process's shared one, or one of its own
+// under opts' memory budget.
+func renderPool(opts ManagerOptions) (*render.Pool, error) {
+	if opts.RenderMemoryBudget == 0 {
+		return render.Default()
+	}
+	return render.NewPool(render.Options{MemoryBudget: opts.RenderMemoryBudget})
+}
+
+// stripManagedFields drops managedFields from what the caches keep: nothing reads them, and
+// not keeping them saves memory and the copying of every cached read. It is
+// cache.TransformStripManagedFields without the round trip through the typed form that
+// Unstructured.GetManagedFields makes (a JSON marshal per watch event).
+func stripManagedFields(in any) (any, error) {
+	switch o := in.(type) {
+	case *unstructured.Unstructured:
+		if md, ok := o.Object["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+		}
+	case metav1.Object:
+		o.SetManagedFields(nil)
+	}
+	return in, nil
 }

@@ -26,7 +26,7 @@ import (
 // The defaults of the render limits.
 const (
 	DefaultRenderTimeout = 30 * time.Second
-	DefaultRenderMemory  = 512 << 20
+	DefaultRenderMemory  = 256 << 20
 )
 
 // The names of the render limits, as watches.yaml's limits field spells them.
@@ -77,6 +77,8 @@ func exceeded(e *render.ExceededError, limits Limits) error {
 		return &LimitError{Limit: LimitRenderTimeout, Max: limits.renderLimits().Timeout.String(), What: e.What}
 	case render.BoundMemory, render.BoundStack:
 		return limitError(LimitRenderMemory, limits.renderLimits().Memory, e.What)
+	case render.BoundBudget:
+		return limitError(LimitRenderMemory, limits.renderLimits().Memory, e.What+" (rudder's --render-memory-budget)")
 	case render.BoundOutput:
 		return limitError(LimitManifestBytes, limits.manifestBytes(), e.What+" (twice maxManifestBytes, for the manifest and the hooks)")
 	}

@@ -9,8 +9,12 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Options configure a Pool. Zero fields take the defaults.
@@ -19,6 +23,11 @@ type Options struct {
 	Workers int
 	// Executable is the worker binary (default: this process's).
 	Executable string
+	// MemoryBudget bounds the sum of the memory bounds of the renders that run at once (0: no
+	// bound but each render's own): a render whose bound does not fit waits its turn, in
+	// order. Set it to what the pod's memory limit leaves beside rudder itself (see
+	// MemoryLimit).
+	MemoryBudget int64
 }
 
 // Pool renders on worker processes, started when first needed and kept for the next render.
@@ -26,6 +35,11 @@ type Options struct {
 type Pool struct {
 	exe   string
 	slots chan struct{}
+	// budget holds the memory bounds of the renders under way (nil: no budget); budgetBytes
+	// is its size.
+	budget      *semaphore.Weighted
+	budgetBytes int64
+	waiting     atomic.Int32
 	// share is how many renders of one namespace run at once: a namespace whose renders all
 	// run to their timeout leaves the others a worker.
 	share int
@@ -52,6 +66,9 @@ func NewPool(opts Options) (*Pool, error) {
 	}
 	sweepSocketDirs()
 	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), rendering: map[string]int{}}
+	if opts.MemoryBudget > 0 {
+		p.budget, p.budgetBytes = semaphore.NewWeighted(opts.MemoryBudget), opts.MemoryBudget
+	}
 	p.turn = sync.NewCond(&p.mu)
 	return p, nil
 }
@@ -84,12 +101,15 @@ const (
 	BoundMemory  = "renderMemory"
 	BoundStack   = "stack"
 	BoundOutput  = "output"
+	// BoundBudget: the render's memory bound is larger than the pool's whole budget, so it
+	// can never run.
+	BoundBudget = "budget"
 )
 
 // ExceededError: a render went past one of its bounds, and was stopped.
 type ExceededError struct {
-	// Bound is one of BoundTimeout, BoundMemory, BoundStack and BoundOutput; Max its value
-	// (bytes, or nanoseconds for the timeout).
+	// Bound is one of BoundTimeout, BoundMemory, BoundStack, BoundOutput and BoundBudget; Max
+	// its value (bytes, or nanoseconds for the timeout).
 	Bound string
 	Max   int64
 	What  string
@@ -106,11 +126,26 @@ type Upstream struct {
 
 // Render runs job on a worker. A render the worker cannot finish within limits is stopped and
 // returned as an *ExceededError; a template's own failure as an error with Helm's words.
+// Before it starts, a render waits for its namespace's share, for its memory bound to fit the
+// budget, and for a worker.
 func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream) (*Result, error) {
+	if p.budget != nil && limits.Memory > p.budgetBytes {
+		return nil, &ExceededError{Bound: BoundBudget, Max: p.budgetBytes,
+			What: fmt.Sprintf("the render's memory bound of %d bytes is more than the %d bytes all renders may hold at once (the pod's memory limit less rudder's own)", limits.Memory, p.budgetBytes)}
+	}
 	if err := p.enter(ctx, job.Options.Namespace); err != nil {
 		return nil, err
 	}
 	defer p.leave(job.Options.Namespace)
+	if p.budget != nil && limits.Memory > 0 {
+		p.waiting.Add(1)
+		err := p.budget.Acquire(ctx, limits.Memory)
+		p.waiting.Add(-1)
+		if err != nil {
+			return nil, err
+		}
+		defer p.budget.Release(limits.Memory)
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -125,6 +160,7 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 		return nil, err
 	}
 	job.MemoryBytes = limits.Memory
+	job.MaxFrame = maxFrame(job)
 	w.upstream.Store(up)
 	defer w.upstream.Store(nil)
 	res, err := w.run(ctx, job, limits)
@@ -137,10 +173,39 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 		return nil, errors.New(res.Error)
 	}
 	if res.OutputBytes > 0 {
-		return nil, &ExceededError{Bound: BoundOutput, Max: job.MaxBytes,
-			What: fmt.Sprintf("the render wrote %d bytes, over the %d the release may render", res.OutputBytes, job.MaxBytes)}
+		what := fmt.Sprintf("the render wrote %d bytes, over the %d the release may render", res.OutputBytes, job.MaxBytes)
+		if res.Parsed {
+			what = fmt.Sprintf("the render's YAML parses to %d bytes (its aliases expand), over the %d the release may render", res.OutputBytes, job.MaxBytes)
+		}
+		return nil, &ExceededError{Bound: BoundOutput, Max: job.MaxBytes, What: what}
 	}
 	return res, nil
+}
+
+// WaitingForMemory is how many renders wait for their memory bound to fit the budget.
+func (p *Pool) WaitingForMemory() int { return int(p.waiting.Load()) }
+
+// maxFrame is the largest Result a worker may send for job: its output bound, as JSON escapes
+// it (a newline or a quote takes two bytes), and the chart's own crds/, which the Result
+// carries back.
+func maxFrame(job *Job) int64 {
+	if job.MaxBytes <= 0 {
+		return maxJobFrame
+	}
+	crds := int64(0)
+	var walk func(*Tree)
+	walk = func(t *Tree) {
+		for _, f := range t.Files {
+			if strings.HasPrefix(f.Name, "crds/") {
+				crds += int64(len(f.Data)) + int64(len(f.Name))
+			}
+		}
+		for _, d := range t.Dependencies {
+			walk(d)
+		}
+	}
+	walk(job.Chart)
+	return 2*(job.MaxBytes+crds) + 1<<20
 }
 
 // enter waits until namespace ns has fewer than its share of renders under way.

@@ -1,8 +1,11 @@
 package render
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +125,116 @@ func TestRenderShareIsPerNamespace(t *testing.T) {
 	}
 	<-done
 	<-done
+}
+
+// TestRenderOutputIsBoundedInTheWorker: what a render returns costs rudder's process no more
+// than its bound. YAML aliases that would expand past MaxBytes when Helm parses the manifest
+// are refused in the worker; a template's error is cut to a few KiB there; the same aliases
+// within the bound, and text that only looks like them, pass unchanged.
+func TestRenderOutputIsBoundedInTheWorker(t *testing.T) {
+	pool, err := NewPool(Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{Timeout: time.Minute, Memory: 256 << 20}
+	// A 100 KB scalar anchored once and aliased 2,000 times: 200 MB once parsed.
+	bomb := "a: &x {{ repeat 100000 \"x\" }}\nb: [{{ range until 2000 }}*x, {{ end }}*x]\n"
+	j := job(bomb, nil)
+	j.MaxBytes = 4 << 20
+	_, err = pool.Render(context.Background(), j, limits, nil)
+	var ee *ExceededError
+	if !errors.As(err, &ee) || ee.Bound != BoundOutput || !strings.Contains(ee.What, "aliases expand") {
+		t.Fatalf("got %v, want the output bound, for what the aliases expand to", err)
+	}
+
+	small := "a: &x [1, 2]\nb: *x\nc: \"* and & in text\"\n"
+	j = job(small, nil)
+	res, err := pool.Render(context.Background(), j, limits, nil)
+	if err != nil || res.Files["t/templates/t.yaml"] != small {
+		t.Fatalf("aliases within the bound: got %v, %v; want the text unchanged", res, err)
+	}
+
+	_, err = pool.Render(context.Background(), job(`{{ fail (repeat 10000000 "e") }}`, nil), limits, nil)
+	if err == nil || len(err.Error()) > 2*maxErrorBytes || !strings.Contains(err.Error(), "bytes cut") || !strings.Contains(err.Error(), "t/templates/t.yaml") {
+		t.Fatalf("got an error of %d bytes, want it cut to about %d, naming the template", len(fmt.Sprint(err)), maxErrorBytes)
+	}
+}
+
+// TestRenderFrameIsBounded: the parent reads no more of a worker's answer than the job's
+// output may take; a worker that sends more is stopped, and the pool renders on.
+func TestRenderFrameIsBounded(t *testing.T) {
+	var out bytes.Buffer
+	if err := writeResult(&out, &Result{Files: map[string]string{"a": strings.Repeat("x", 1<<20)}}, 64<<10); err != nil {
+		t.Fatal(err)
+	}
+	var res Result
+	if err := readFrame(bufio.NewReader(&out), &res, 64<<10); err != nil || res.OutputBytes <= 1<<20 || res.Files != nil {
+		t.Fatalf("the worker's answer over its frame: got %+v, %v; want only its size", res, err)
+	}
+	out.Reset()
+	if err := writeFrame(&out, &Result{Error: strings.Repeat("e", 1<<20)}); err != nil {
+		t.Fatal(err)
+	}
+	var fe *FrameError
+	if err := readFrame(bufio.NewReader(&out), &res, 64<<10); !errors.As(err, &fe) || fe.Size <= 1<<20 {
+		t.Fatalf("got %v, want the frame refused before it is read", err)
+	}
+}
+
+// TestRenderMemoryBudget: renders whose bounds do not fit the budget together wait, in
+// order; a render whose bound is over the whole budget is refused, naming it.
+func TestRenderMemoryBudget(t *testing.T) {
+	pool, err := NewPool(Options{Workers: 4, MemoryBudget: 300 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pool.Render(context.Background(), job(`ok`, nil), Limits{Timeout: time.Minute, Memory: 400 << 20}, nil)
+	var ee *ExceededError
+	if !errors.As(err, &ee) || ee.Bound != BoundBudget {
+		t.Fatalf("got %v, want the budget named", err)
+	}
+	// Two renders of 200 MiB bounds cannot run together in 300 MiB: the second waits for the
+	// first (which spins until it is cancelled), and runs once it ends.
+	limits := Limits{Timeout: time.Minute, Memory: 200 << 20}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := pool.Render(ctx, job(`{{ range until 30000 }}{{ range until 30000 }}{{ end }}{{ end }}`, nil), limits, nil)
+		first <- err
+	}()
+	waitFor(t, "the first render to hold its memory", func() bool {
+		if pool.budget.TryAcquire(101 << 20) {
+			pool.budget.Release(101 << 20)
+			return false
+		}
+		return true
+	})
+	second := make(chan error, 1)
+	go func() {
+		quick := job(`ok`, nil)
+		quick.Options.Namespace = "other"
+		_, err := pool.Render(context.Background(), quick, limits, nil)
+		second <- err
+	}()
+	waitFor(t, "the second render to wait for memory", func() bool { return pool.WaitingForMemory() == 1 })
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first render: got %v, want it cancelled", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the second render, once the first ended: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test, naming what it waited for, after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // worker is one render process and the socket its lookups come back on.
@@ -47,9 +49,11 @@ func start(exe string) (*worker, error) {
 		return nil, err
 	}
 	w := &worker{dir: dir, stderr: &tail{}, exited: make(chan struct{})}
+	// The worker holds at most lookupConns connections; the listener serves no more than
+	// that, and closes those idle for lookupIdle, whatever the worker does.
 	w.srv = &http.Server{Handler: &httputil.ReverseProxy{Rewrite: w.rewrite, Transport: roundTripperFunc(w.roundTrip)},
-		ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = w.srv.Serve(ln) }()
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: lookupIdle}
+	go func() { _ = w.srv.Serve(netutil.LimitListener(ln, lookupConns)) }()
 
 	resultsR, resultsW, err := os.Pipe()
 	if err != nil {
@@ -93,7 +97,7 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 	done := make(chan answer, 1)
 	go func() {
 		res := &Result{}
-		err := readFrame(w.out, res)
+		err := readFrame(w.out, res, job.MaxFrame)
 		done <- answer{res, err}
 	}()
 	if err := writeFrame(w.in, job); err != nil {
@@ -103,11 +107,18 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 	}
 	timer := time.NewTimer(limits.Timeout)
 	defer timer.Stop()
-	ticker := time.NewTicker(20 * time.Millisecond)
+	ticker := time.NewTicker(10 * time.Millisecond)
 	defer ticker.Stop()
 	for {
 		select {
 		case a := <-done:
+			var fe *FrameError
+			if errors.As(a.err, &fe) {
+				// The worker wrote more than it may: the rest of the frame is never read.
+				w.kill()
+				return nil, &ExceededError{Bound: BoundOutput, Max: job.MaxBytes,
+					What: fmt.Sprintf("the render sent %d bytes, over the %d its output may take", fe.Size, fe.Max)}
+			}
 			if a.err != nil {
 				return nil, w.died(a.err, limits)
 			}
@@ -118,7 +129,7 @@ func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, err
 			return nil, &ExceededError{Bound: BoundTimeout, Max: int64(limits.Timeout),
 				What: fmt.Sprintf("the render ran past %s and was stopped (a template that loops without end?)", limits.Timeout)}
 		case <-ticker.C:
-			if rss := w.rss(); limits.Memory > 0 && rss > limits.Memory+limits.Memory/4 {
+			if rss := w.rss(); limits.Memory > 0 && rss > limits.Memory {
 				w.kill()
 				<-done
 				return nil, memoryExceeded(limits.Memory)

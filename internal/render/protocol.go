@@ -24,9 +24,13 @@ type Job struct {
 	// Lookups: a template's lookup reaches the API server (through the parent); otherwise it
 	// finds nothing, as in `helm template`.
 	Lookups bool
-	// MaxBytes bounds the rendered output; MemoryBytes the worker's memory while it renders.
+	// MaxBytes bounds the rendered output, both as text and as what Helm parses it to (see
+	// output.go); MemoryBytes the worker's memory while it renders.
 	MaxBytes    int64
 	MemoryBytes int64
+	// MaxFrame bounds the Result as it is sent back (set by Pool.Render): the parent reads no
+	// more than that of it.
+	MaxFrame int64
 }
 
 // Result is what a render made: Helm's engine output, file by file (keyed as the engine keys
@@ -38,8 +42,10 @@ type Result struct {
 	// Error is the render's own error (a template that fails), as Helm words it.
 	Error string
 	// OutputBytes, when set, is the size of an output over the job's MaxBytes (then Files is
-	// empty).
+	// empty); Parsed says that it is the size of what Helm parses the output to, which YAML
+	// aliases made larger than the text.
 	OutputBytes int64
+	Parsed      bool
 }
 
 // Tree is a chart with its dependencies, which chart.Chart's JSON leaves out.
@@ -162,8 +168,9 @@ func untyped(v any) (any, error) {
 	return v, nil
 }
 
-// maxFrame bounds one message between the parent and a worker.
-const maxFrame = 512 << 20
+// maxJobFrame bounds a Job as a worker reads it (the parent is trusted; the bound is against a
+// broken pipe).
+const maxJobFrame = 512 << 20
 
 // writeFrame writes v as one length-prefixed JSON message.
 func writeFrame(w io.Writer, v any) error {
@@ -171,24 +178,36 @@ func writeFrame(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeBytes(w, b)
+}
+
+func writeBytes(w io.Writer, b []byte) error {
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
 	if _, err := w.Write(n[:]); err != nil {
 		return err
 	}
-	_, err = w.Write(b)
+	_, err := w.Write(b)
 	return err
 }
 
-// readFrame reads one message written by writeFrame into v.
-func readFrame(r *bufio.Reader, v any) error {
+// FrameError: a message was larger than its reader accepts; nothing of it was read.
+type FrameError struct{ Size, Max int64 }
+
+func (e *FrameError) Error() string {
+	return fmt.Sprintf("render: a message of %d bytes is over the %d limit", e.Size, e.Max)
+}
+
+// readFrame reads one message written by writeFrame into v, refusing one over max bytes before
+// it reads it.
+func readFrame(r *bufio.Reader, v any, max int64) error {
 	var n [4]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
 		return err
 	}
-	size := binary.BigEndian.Uint32(n[:])
-	if size > maxFrame {
-		return fmt.Errorf("render: a message of %d bytes is over the %d limit", size, maxFrame)
+	size := int64(binary.BigEndian.Uint32(n[:]))
+	if size > max {
+		return &FrameError{Size: size, Max: max}
 	}
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {

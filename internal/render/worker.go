@@ -3,10 +3,12 @@ package render
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -45,34 +47,46 @@ func init() {
 // returns when in closes.
 func serve(in io.Reader, out io.Writer, socket string) int {
 	debug.SetMaxStack(workerStack)
-	var limit atomic.Int64
-	go watch(&limit)
+	m := &monitor{kick: make(chan struct{}, 1)}
+	go m.watch()
+	lookups := lookupConfig(socket)
 	r := bufio.NewReader(in)
 	for {
 		var job Job
-		if err := readFrame(r, &job); err != nil {
+		if err := readFrame(r, &job, maxJobFrame); err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
 			}
 			fmt.Fprintln(os.Stderr, "rudder render worker:", err)
 			return 1
 		}
-		limit.Store(job.MemoryBytes)
-		if job.MemoryBytes > 0 {
-			debug.SetMemoryLimit(job.MemoryBytes)
-		}
-		res := renderJob(&job, socket)
-		limit.Store(0)
+		m.begin(job.MemoryBytes)
+		res := renderJob(&job, lookups)
+		m.end()
 		if inUse() > retainAfterRender {
 			// A big render: give its memory back now, so that the next render's bound is
 			// measured from a small heap.
 			debug.FreeOSMemory()
 		}
-		if err := writeFrame(out, res); err != nil {
+		if err := writeResult(out, res, job.MaxFrame); err != nil {
 			fmt.Fprintln(os.Stderr, "rudder render worker:", err)
 			return 1
 		}
 	}
+}
+
+// writeResult writes res, or, when it is larger than maxFrame, what says so.
+func writeResult(out io.Writer, res *Result, maxFrame int64) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	if maxFrame > 0 && int64(len(b)) > maxFrame {
+		if b, err = json.Marshal(&Result{OutputBytes: int64(len(b))}); err != nil {
+			return err
+		}
+	}
+	return writeBytes(out, b)
 }
 
 // retainAfterRender is how much memory a worker keeps between renders before it returns it.
@@ -85,48 +99,78 @@ func inUse() int64 {
 	return int64(samples[0].Value.Uint64() - samples[1].Value.Uint64())
 }
 
-// watch ends the worker when its memory passes the bound of the render it runs (the parent
+// monitor ends the worker when its memory passes the bound of the render it runs (the parent
 // also kills it, from outside, when its resident memory does), or when its parent is gone.
-func watch(limit *atomic.Int64) {
+// It looks every watchEvery while a render runs, and only every parentEvery between renders:
+// an idle worker costs no CPU.
+type monitor struct {
+	limit atomic.Int64
+	kick  chan struct{}
+}
+
+const watchEvery, parentEvery = 5 * time.Millisecond, time.Second
+
+// begin starts watching a render bounded to limit bytes (0: unbounded).
+func (m *monitor) begin(limit int64) {
+	if limit > 0 {
+		// The runtime collects harder as it nears the bound, well before the watch ends it.
+		debug.SetMemoryLimit(limit - limit/8)
+	}
+	m.limit.Store(limit)
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *monitor) end() { m.limit.Store(0) }
+
+func (m *monitor) watch() {
 	parent := os.Getppid()
-	for i := 0; ; i++ {
-		time.Sleep(5 * time.Millisecond)
-		if l := limit.Load(); l > 0 {
+	t := time.NewTimer(parentEvery)
+	for {
+		select {
+		case <-m.kick:
+		case <-t.C:
+		}
+		if os.Getppid() != parent {
+			os.Exit(0)
+		}
+		for l := m.limit.Load(); l > 0; l = m.limit.Load() {
 			if used := inUse(); used > l {
 				fmt.Fprintf(os.Stderr, "rudder render: memory bound exceeded: %d bytes in use, the bound is %d\n", used, l)
 				os.Exit(exitMemory)
 			}
+			time.Sleep(watchEvery)
 		}
-		if i%100 == 0 && os.Getppid() != parent {
-			os.Exit(0)
-		}
+		t.Reset(parentEvery)
 	}
 }
 
 // renderJob renders as Helm's install and upgrade do before they render: dependencies
 // processed (conditions, tags, import-values), values coalesced and validated against the
-// charts' schemas, then the engine.
-func renderJob(job *Job, socket string) *Result {
+// charts' schemas, then the engine. Its output is then bounded (output.go).
+func renderJob(job *Job, lookups *rest.Config) *Result {
 	ch := job.Chart.Chart()
 	vals := map[string]any(job.Values)
 	if vals == nil {
 		vals = map[string]any{}
 	}
 	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
-		return &Result{Error: err.Error()}
+		return &Result{Error: cutError(err.Error())}
 	}
 	rv, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, job.Options, job.Caps, false)
 	if err != nil {
-		return &Result{Error: err.Error()}
+		return &Result{Error: cutError(err.Error())}
 	}
 	var files map[string]string
 	if job.Lookups {
-		files, err = engine.New(lookupConfig(socket)).Render(ch, rv)
+		files, err = engine.New(lookups).Render(ch, rv)
 	} else {
 		files, err = engine.Render(ch, rv)
 	}
 	if err != nil {
-		return &Result{Error: err.Error()}
+		return &Result{Error: cutError(err.Error())}
 	}
 	size := int64(0)
 	for _, f := range files {
@@ -135,6 +179,15 @@ func renderJob(job *Job, socket string) *Result {
 	if job.MaxBytes > 0 && size > job.MaxBytes {
 		return &Result{OutputBytes: size}
 	}
+	if job.MaxBytes > 0 {
+		parsed, err := parsedSize(files, job.MaxBytes)
+		if err != nil {
+			return &Result{Error: cutError(err.Error())}
+		}
+		if parsed > job.MaxBytes {
+			return &Result{OutputBytes: parsed, Parsed: true}
+		}
+	}
 	res := &Result{Files: files}
 	for _, crd := range ch.CRDObjects() {
 		res.CRDs = append(res.CRDs, &chart.File{Name: crd.Filename, Data: crd.File.Data})
@@ -142,14 +195,26 @@ func renderJob(job *Job, socket string) *Result {
 	return res
 }
 
-// lookupConfig is the configuration the engine's lookups use: the parent, on the socket.
+// lookupConfig is the configuration the engine's lookups use: the parent, on the socket, over
+// one transport, so that every lookup of every render reuses its connections (client-go makes
+// a new transport for each client of a config with a Dial of its own, and Helm makes clients
+// per lookup).
 func lookupConfig(socket string) *rest.Config {
-	return &rest.Config{
-		Host: "http://rudder-render",
-		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
-		QPS: -1,
+		MaxIdleConnsPerHost: lookupConns,
+		MaxConnsPerHost:     lookupConns,
+		IdleConnTimeout:     lookupIdle,
 	}
+	return &rest.Config{Host: "http://rudder-render", Transport: tr, QPS: -1}
 }
+
+// lookupConns is how many connections a worker's lookups hold to the parent; lookupIdle how
+// long one stays open unused. The parent serves no more than that per worker.
+const (
+	lookupConns = 2
+	lookupIdle  = 30 * time.Second
+)
