@@ -37,11 +37,11 @@ type compatCase struct {
 	drift func(t *testing.T, ns, release string)
 }
 
-// compatCases are the public charts of ../shared/charts and the suite's own, each written the
+// compatCases are the public charts of config/testdata/public and the suite's own, each written the
 // way public charts are. RUDDER_COMPAT_CHART adds the user's chart (hack/chart-compat.sh), with
 // RUDDER_COMPAT_ARGS as more scaffold flags.
 func compatCases(t *testing.T) []compatCase {
-	shared := filepath.Join(root, "..", "shared", "charts")
+	shared := filepath.Join(root, "config", "testdata", "public")
 	cases := []compatCase{
 		{kind: "Grafana", chart: filepath.Join(shared, "grafana")},
 		{kind: "IngressNginx", chart: filepath.Join(shared, "ingress-nginx")},
@@ -56,7 +56,7 @@ func compatCases(t *testing.T) []compatCase {
 	}
 	for _, c := range cases {
 		if _, err := os.Stat(filepath.Join(c.chart, "Chart.yaml")); err != nil {
-			t.Fatalf("chart %s: %v (the public charts are in ../shared/charts beside the checkout)", c.chart, err)
+			t.Fatalf("chart %s: %v (the public charts are in config/testdata/public)", c.chart, err)
 		}
 	}
 	return cases
@@ -119,7 +119,11 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 
 	// 4. No new revision while idle.
 	crtest.Passes(t, k8s, gvk, ns, name, 2)
-	history := crtest.History(t, cluster, ns, name)
+	release, err := ws[0].ReleaseNameOf(crtest.MustGet(t, k8s, gvk, ns, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := crtest.History(t, cluster, ns, release)
 	if len(history) != 1 {
 		t.Fatalf("idle passes made revisions: history has %d, want 1", len(history))
 	}
@@ -131,7 +135,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 	}
 
 	if tc.drift != nil {
-		tc.drift(t, ns, name)
+		tc.drift(t, ns, release)
 	}
 
 	// 5. A chart edit makes exactly one new revision.
@@ -146,7 +150,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 		return rev == 2 && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == u.GetGeneration(), nil
 	})
 	crtest.Passes(t, k8s, gvk, ns, name, 2)
-	if history := crtest.History(t, cluster, ns, name); len(history) != 2 {
+	if history := crtest.History(t, cluster, ns, release); len(history) != 2 {
 		t.Fatalf("a chart edit: history has %d revisions, want 2", len(history))
 	}
 

@@ -88,8 +88,11 @@ func TestLookupOutsideTheNamespaceIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
-	for _, where := range []string{ns, victim} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: where, Name: "source"}, StringData: map[string]string{"password": "in-" + where}}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source"}, StringData: map[string]string{"password": "in-" + ns}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: victim, Name: "source"}, StringData: map[string]string{"password": "in-" + victim}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, StringData: map[string]string{"password": "other-" + ns}},
+	} {
 		if err := k8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -100,14 +103,16 @@ func TestLookupOutsideTheNamespaceIsRefused(t *testing.T) {
 	stalledOn(t, lookupProbeGVK, ns, "steal", `get Secret "source" in namespace "`+victim+`"`)
 	noConfigMaps(t, ns)
 
-	// A lookup of the own namespace reads, and one that finds nothing gives an empty map.
-	if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, "own", map[string]any{"from": map[string]any{"name": "source"}})); err != nil {
-		t.Fatal(err)
+	// A lookup of the own namespace reads what the watch's allowReads names (Secret/source);
+	// one that finds nothing gives an empty map, and so does one of a Secret the release did
+	// not make and the watch does not name (with an Event that says so).
+	for name, from := range map[string]string{"own": "source", "none": "missing", "withheld": "other"} {
+		if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, name, map[string]any{"from": map[string]any{"name": from}})); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := k8s.Create(ctx, crtest.NewCR(lookupProbeGVK, ns, "none", map[string]any{"from": map[string]any{"name": "missing"}})); err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string]string{"own": `"password":"` + b64("in-"+ns) + `"`, "none": "{}"} {
+	crtest.WaitEvent(t, k8s, ns, "withheld", "LookupWithheld", "Secret "+ns+"/other")
+	for name, want := range map[string]string{"own": `"password":"` + b64("in-"+ns) + `"`, "none": "{}", "withheld": "{}"} {
 		crtest.WaitCondition(t, k8s, lookupProbeGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
 		var cm corev1.ConfigMap
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {

@@ -36,12 +36,12 @@ func (install) run(ctx context.Context, p *pass, obs observed) result {
 	case err != nil:
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "failed").Inc()
 		res := p.releaseFailed("Install", "installing", rstatus.ReasonInstallFailed, err)
-		res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
+		res.notes = append(append(pre, requestNotes(req)...), res.notes...)
 		return res
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "ok").Inc()
 	res := p.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description))
-	res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
+	res.notes = append(append(pre, requestNotes(req)...), res.notes...)
 	return res
 }
 

@@ -76,7 +76,11 @@ func (p *pass) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
 		return nil, stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	contents, err := p.r.opts.Sources.Read(ctx, p.scope, srcs, reader{p.r, p.key})
+	var unclaimed *watches.UnclaimedError
 	switch {
+	case errors.As(err, &unclaimed):
+		// Its watch wakes the CR when the source is annotated.
+		return nil, stalled(rstatus.ReasonValuesFromUnclaimed, err.Error()+"; nothing is released until it does")
 	case helm.IsForbidden(err):
 		o := &outcome{}
 		o.endOn(p.forbidden("ReadValues", err.Error()))

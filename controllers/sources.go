@@ -75,6 +75,10 @@ func (s *Sources) Read(ctx context.Context, scope helm.Scope, srcs []watches.Sou
 			s.setRead(rdr, ids)
 			return nil, fmt.Errorf("reading %s as %s: %w", src, userOf(id.user), err)
 		}
+		if m, ok := obj.(metav1.Object); ok && src.For != "" && !watches.Claims(m.GetAnnotations()[watches.AnnotationValuesFor], src.For) {
+			s.setRead(rdr, ids)
+			return nil, &watches.UnclaimedError{Source: src}
+		}
 		out[i] = contentOf(obj, src.Key)
 	}
 	s.setRead(rdr, ids)
@@ -167,7 +171,12 @@ func (s *Sources) watch(id sourceID) (*sourceWatch, kubernetes.Interface, error)
 	_ = w.informer.SetTransform(func(o any) (any, error) {
 		if m, ok := o.(metav1.Object); ok {
 			m.SetManagedFields(nil)
+			// Of the annotations, only the claim of AnnotationValuesFor is read.
+			claim, claimed := m.GetAnnotations()[watches.AnnotationValuesFor]
 			m.SetAnnotations(nil)
+			if claimed {
+				m.SetAnnotations(map[string]string{watches.AnnotationValuesFor: claim})
+			}
 		}
 		return o, nil
 	})

@@ -116,7 +116,7 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: HookProbe, chart: hookescape}
 - {group: test.rudder.dev, version: v1, kind: CRDProbe, chart: crdchart}
 - {group: test.rudder.dev, version: v1, kind: CRDAllowed, chart: crdchart, allowClusterScoped: [CustomResourceDefinition]}
-- {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape}
+- {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape, allowReads: [Secret/source]}
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 - {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
 - {group: test.rudder.dev, version: v1, kind: TenantBox, chart: tenantbox}

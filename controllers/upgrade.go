@@ -38,14 +38,20 @@ func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actUpgrade, "failed").Inc()
 		res = p.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)
 	}
-	res.notes = append(append(pre, crdsNotes(req)...), res.notes...)
+	res.notes = append(append(pre, requestNotes(req)...), res.notes...)
 	return res
 }
 
-// crdsNotes are the Events of what an install or upgrade did with the chart's crds/.
-func crdsNotes(req *helm.Request) []note {
-	if len(req.CRDsApplied) == 0 {
-		return nil
+// requestNotes are the Events of what an install or upgrade did with the chart's crds/, and of
+// what its render's lookups were not let read.
+func requestNotes(req *helm.Request) []note {
+	var out []note
+	if len(req.CRDsApplied) > 0 {
+		out = append(out, note{corev1.EventTypeNormal, rstatus.ReasonCRDsApplied, "CRDs", "crds/: " + strings.Join(req.CRDsApplied, ", ")})
 	}
-	return []note{{corev1.EventTypeNormal, rstatus.ReasonCRDsApplied, "CRDs", "crds/: " + strings.Join(req.CRDsApplied, ", ")}}
+	if len(req.Withheld) > 0 {
+		out = append(out, note{corev1.EventTypeWarning, rstatus.ReasonLookupWithheld, "Lookup",
+			"the render's lookups read as not found: " + strings.Join(req.Withheld, "; ")})
+	}
+	return out
 }

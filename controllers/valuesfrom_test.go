@@ -19,6 +19,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 var (
@@ -53,7 +54,7 @@ func TestValuesFrom(t *testing.T) {
 	wantRevisions(t, ns, "v", 2)
 
 	// The optional ConfigMap, once it exists, goes on top of the Secret.
-	opt := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v-opt"}, Data: map[string]string{"values.yaml": "replicas: 2\n"}}
+	opt := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v-opt", Annotations: claims("v-opt")}, Data: map[string]string{"values.yaml": "replicas: 2\n"}}
 	create(t, opt)
 	waitReplicas(t, ns, "v", 2)
 	wantRevisions(t, ns, "v", 3)
@@ -87,6 +88,23 @@ func TestValuesFrom(t *testing.T) {
 		t.Fatalf("the condition does not name the field: %s", msg)
 	}
 
+	// A CR named after a Secret not meant for it (the CR author picks the name, so the
+	// Secret) gets none of it until the Secret says it is meant for that CR.
+	payments := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "payments-db"},
+		Data: map[string][]byte{"values.yaml": []byte("message: payments-password\n")}}
+	create(t, payments)
+	create(t, crtest.NewCR(valuesProbeGVK, ns, "payments", map[string]any{}))
+	u = crtest.WaitCondition(t, k8s, valuesProbeGVK, ns, "payments", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonValuesFromUnclaimed, timeout)
+	if msg := crtest.Condition(u, rstatus.TypeStalled).Message; !strings.Contains(msg, "ValuesProbe.test.rudder.dev/payments") || strings.Contains(msg, "payments-password") {
+		t.Fatalf("the condition does not name the CR the Secret must claim (or shows its value): %s", msg)
+	}
+	if h := crtest.History(t, cluster, ns, "payments"); len(h) != 0 {
+		t.Fatalf("a release of an unclaimed source: %s", describe(h))
+	}
+	payments.Annotations = claims("payments-db")
+	update(t, payments)
+	crtest.WaitCondition(t, k8s, valuesProbeGVK, ns, "payments", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+
 	// Secret values are in the release's values (a Secret of Helm's), never in what anyone
 	// may read of the CR.
 	var evs corev1.EventList
@@ -94,7 +112,7 @@ func TestValuesFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
-		if strings.Contains(e.Message, "via-target") || strings.Contains(e.Message, "arrived") {
+		if strings.Contains(e.Message, "via-target") || strings.Contains(e.Message, "arrived") || strings.Contains(e.Message, "payments-password") {
 			t.Fatalf("an Event shows a Secret's value: %s", e.Message)
 		}
 	}
@@ -169,7 +187,19 @@ func TestValuesFromAsTenant(t *testing.T) {
 }
 
 func secret(ns, name, key, content string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{key: []byte(content)}}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: claims(name)},
+		Data: map[string][]byte{key: []byte(content)}}
+}
+
+// claims says that a source named "<cr>-…" is meant for the CRs of that name of the
+// valuesFrom test kinds, whose watches name their sources after the CR.
+func claims(name string) map[string]string {
+	cr, _, _ := strings.Cut(name, "-")
+	var refs []string
+	for _, gvk := range []schema.GroupVersionKind{valuesProbeGVK, valuesTenantGVK, valuesGizmoGVK} {
+		refs = append(refs, gvk.Kind+"."+gvk.Group+"/"+cr)
+	}
+	return map[string]string{watches.AnnotationValuesFor: strings.Join(refs, ",")}
 }
 
 func create(t *testing.T, o client.Object) {

@@ -87,8 +87,14 @@ const (
 	ReasonReplaced = "Replaced"
 	// ReasonCRDsApplied: an upgrade created or replaced CustomResourceDefinitions of the
 	// chart's crds/ (crds.upgrade), named in the Event.
-	ReasonCRDsApplied   = "CRDsApplied"
-	ReasonValuesInvalid = "ValuesInvalid"
+	ReasonCRDsApplied = "CRDsApplied"
+	// ReasonLookupWithheld: a render's lookups read objects the release did not make, which
+	// the watch's allowReads does not name, as not found (named in a Warning Event).
+	ReasonLookupWithheld = "LookupWithheld"
+	// ReasonValuesFromUnclaimed: a valuesFrom source whose name comes from the CR does not say
+	// it is meant for the CR (annotation rudder.dev/values-for); nothing is released.
+	ReasonValuesFromUnclaimed = "ValuesFromUnclaimed"
+	ReasonValuesInvalid       = "ValuesInvalid"
 	// ReasonValuesFromMissing: a valuesFrom source that is not optional is missing (its
 	// object or its key); nothing is released until it exists.
 	ReasonValuesFromMissing   = "ValuesFromMissing"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -46,6 +47,7 @@ func Lint(ctx context.Context, args []string, env Env) error {
 	seen := map[string]bool{}
 	for _, w := range ws {
 		lintCRDPolicy(*wf, w, report)
+		lintReleaseName(*wf, w, report)
 		path := w.ChartPath()
 		if seen[path] {
 			continue
@@ -89,6 +91,25 @@ func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, ms
 	case !crds && w.CRDs != nil:
 		report(file, "warning", fmt.Sprintf("%s: crds: the chart has no crds/ (of its own or its subcharts'): the policy does nothing", w))
 	}
+}
+
+// lintReleaseName warns of a watch whose chart names cluster-scoped objects after the
+// release, while its releaseName leaves the CR's namespace out: the first CR of a name takes
+// them, and a CR of that name in any other namespace is refused for good.
+func lintReleaseName(file string, w *watches.Watch, report func(file, severity, msg string)) {
+	if len(w.AllowClusterScoped) == 0 || strings.Contains(w.ReleaseName, ".metadata.namespace") {
+		return
+	}
+	ch, err := loader.Load(w.ChartPath())
+	if err != nil {
+		return // lintChart says why
+	}
+	s, err := scanChart(ch, w.GroupVersionKind(), nil)
+	if err != nil || len(s.clusterNamed) == 0 {
+		return
+	}
+	report(file, "warning", fmt.Sprintf("%s: the chart names cluster-scoped objects after the release (%s), and releaseName leaves the CR's namespace out: "+
+		"a CR of the same name in another namespace finds them taken; set releaseName: %q", w, strings.Join(sortedKeys(s.clusterNamed), ", "), NamespacedReleaseName))
 }
 
 func lintChart(path string, report func(file, severity, msg string)) {

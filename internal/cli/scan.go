@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,8 +69,15 @@ type chartScan struct {
 	cluster    map[string]*sourced // allowClusterScoped entries
 	namespaces map[string]*sourced // allowedNamespaces entries
 	aggregates map[string]*sourced // allowAggregationLabels entries
-	lookups    []sourcedRule
-	warnings   []string
+	// serviceAccounts and subjects are the identities the chart hands out that it does not
+	// make: allowServiceAccounts entries, and allowSubjects entries as YAML flow mappings.
+	serviceAccounts map[string]*sourced
+	subjects        map[string]*sourced
+	// clusterNamed are the cluster-scoped objects named after the release: two CRs of one
+	// name in two namespaces would contend for them.
+	clusterNamed map[string]*sourced
+	lookups      []sourcedRule
+	warnings     []string
 	// crdsDir: the chart has a crds/ directory (Helm installs it and never upgrades it).
 	crdsDir bool
 }
@@ -86,9 +94,11 @@ type sourcedRule struct {
 func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]any) (*chartScan, error) {
 	s := &chartScan{mapper: helm.StaticMapper(), crds: map[schema.GroupKind]kindUse{}, kinds: map[schema.GroupKind]*kindUse{},
 		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
-		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{}}
+		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{},
+		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}}
 	scope := helm.Scope{Confinement: helm.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
-		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}, Owner: helm.Owner{GVK: owner}}
+		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"},
+		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: helm.Owner{GVK: owner}}
 	caps := chartutil.DefaultCapabilities.Copy()
 	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
 		caps.KubeVersion = *kv
@@ -107,6 +117,9 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 			}
 			fmt.Fprintf(os.Stderr, "rudder scaffold: not rendered with %s: %v\n", v.how, err)
 			continue
+		}
+		if err := s.addIdentities(rel, v.how); err != nil {
+			return nil, err
 		}
 		var objs []*unstructured.Unstructured
 		objs = append(objs, splitObjects(rel.Manifest)...)
@@ -199,6 +212,9 @@ func (s *chartScan) add(o *unstructured.Unstructured, how string) {
 	switch {
 	case !u.namespaced:
 		s.addCluster(gvk, what, byDefault)
+		if strings.Contains(o.GetName(), scanRelease) {
+			addSourced(s.clusterNamed, describeObject(o), how, byDefault)
+		}
 	case o.GetNamespace() != "" && o.GetNamespace() != scanNamespace:
 		addSourced(s.namespaces, o.GetNamespace(), what, byDefault)
 	}
@@ -256,6 +272,26 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 			}
 		}
 	}
+}
+
+// addIdentities records the identities a render hands out that it does not make.
+func (s *chartScan) addIdentities(rel *release.Release, how string) error {
+	needs, err := helm.NeededIdentities(scanNamespace, rel)
+	if err != nil {
+		return err
+	}
+	byDefault := how == "defaults"
+	for _, sa := range needs.ServiceAccounts {
+		addSourced(s.serviceAccounts, sa, "Pods run as it, or a token or binding names it ("+how+")", byDefault)
+	}
+	for _, sub := range needs.Subjects {
+		key := fmt.Sprintf("{kind: %s, name: %s}", sub.Kind, quoteYAML(sub.Name))
+		if sub.Namespace != "" {
+			key = fmt.Sprintf("{kind: %s, name: %s, namespace: %s}", sub.Kind, quoteYAML(sub.Name), quoteYAML(sub.Namespace))
+		}
+		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
+	}
+	return nil
 }
 
 // fixedNames are the names that do not depend on the release's name.

@@ -1,7 +1,6 @@
 package helm
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -101,7 +100,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 		}
 	}
 	if crds || hasHooks(req.Chart) {
-		if err := c.precheck(req); err != nil {
+		if err := c.precheck(ctx, req); err != nil {
 			return nil, err
 		}
 	}
@@ -109,6 +108,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	if err != nil {
 		return nil, err
 	}
+	r.kube.ctx = ctx
 	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}
@@ -127,6 +127,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	rel, err := in.RunWithContext(ctx, rendered, req.Values)
+	err = r.heldBy(ctx, c.mapper, err)
 	r.made(req, rel, err)
 	if err = installResult(r.result(err)); errors.Is(err, ErrNameInUse) {
 		return nil, err
@@ -161,10 +162,10 @@ func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
 // has rendered, and creates crds/ before it renders. Only a violation counts: a render that
 // needs the cluster fails again, and says why, in the action. Charts without hooks or crds/
 // need no second render: their manifest is checked by the post-renderer, before any request.
-func (c *Client) precheck(req *Request) error {
-	_, err := c.Render(req)
+func (c *Client) precheck(ctx context.Context, req *Request) error {
+	_, err := c.renderOffline(ctx, req)
 	var ce *ConfinementError
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) || ctx.Err() != nil {
 		return err
 	}
 	return nil
@@ -173,20 +174,29 @@ func (c *Client) precheck(req *Request) error {
 // Render renders a release as Install would, without the cluster: lookups find nothing, and
 // the capabilities are the cluster's when the Client has read them, else Helm's defaults.
 func (c *Client) Render(req *Request) (*release.Release, error) {
+	return c.renderOffline(context.Background(), req)
+}
+
+func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
 	c.mu.Lock()
 	caps := c.caps
 	c.mu.Unlock()
-	return renderOffline(c.pool, req, c.mapper, caps)
+	return renderOffline(ctx, c.pool, req, c.mapper, caps)
 }
 
 // renderFor renders the chart of an install or upgrade of run r on a worker, with the
 // cluster's capabilities and the run's lookups.
 func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chartutil.ReleaseOptions) (*chart.Chart, error) {
-	up, err := c.upstream(r)
+	up, lk, err := c.upstream(r)
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderChart(ctx, c.pool, req, opts, r.conf.Capabilities, up)
+	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up)
+	over, withheld := lk.outcome()
+	req.Withheld = withheld
+	if over {
+		return nil, limitError(LimitLookups, int64(req.Scope.Limits.lookups()), "the render makes more lookups than that")
+	}
 	if err != nil {
 		return nil, r.result(err)
 	}
@@ -213,7 +223,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 		}
 	}
 	if hasHooks(req.Chart) {
-		if err := c.precheck(req); err != nil {
+		if err := c.precheck(ctx, req); err != nil {
 			return nil, err
 		}
 	}
@@ -229,6 +239,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	if err != nil {
 		return nil, err
 	}
+	r.kube.ctx = ctx
 	if err := c.applyCRDs(r, req, mode); err != nil {
 		return nil, err
 	}
@@ -377,18 +388,3 @@ func (c *Client) httpClient(s Scope) (*http.Client, error) {
 
 // hookAnnotation is what marks a template's object as a Helm hook.
 var hookAnnotation = []byte("helm.sh/hook")
-
-// hasHooks reports whether any template of the chart or its subcharts can render a hook.
-func hasHooks(ch *chart.Chart) bool {
-	for _, t := range ch.Templates {
-		if bytes.Contains(t.Data, hookAnnotation) {
-			return true
-		}
-	}
-	for _, d := range ch.Dependencies() {
-		if hasHooks(d) {
-			return true
-		}
-	}
-	return false
-}

@@ -334,17 +334,17 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 	if err != nil {
 		return nil, err
 	}
-	return renderOffline(pool, req, mapper, caps)
+	return renderOffline(context.Background(), pool, req, mapper, caps)
 }
 
-func renderOffline(pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
+func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
 	// The capabilities a client-only install renders with.
 	rc := chartutil.DefaultCapabilities.Copy()
 	if caps != nil {
 		rc.KubeVersion = caps.KubeVersion
 		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
 	}
-	rendered, err := renderChart(context.Background(), pool, req,
+	rendered, err := renderChart(ctx, pool, mapper, req,
 		chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,6 +45,13 @@ type Confinement struct {
 	// AllowAggregationLabels are the aggregation labels (rbac.authorization.k8s.io/aggregate-to-*
 	// and the like) a Role or ClusterRole of the release may carry or aggregate by.
 	AllowAggregationLabels []string
+	// AllowReads are what a render's lookups may read beyond what the release made: "Kind",
+	// "Kind.group", "Kind/name" or "Kind.group/name" (see lookups.go).
+	AllowReads []string
+	// AllowServiceAccounts and AllowSubjects are the identities, beyond the release's own, it
+	// may hand out (see identity.go).
+	AllowServiceAccounts []string
+	AllowSubjects        []rbacv1.Subject
 }
 
 // AllowsNamespace reports whether namespaced objects of ns are within reach.
@@ -274,18 +282,23 @@ func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte
 func (c Confinement) checkHooks(s *scoper, hooks []*release.Hook) ([]Violation, error) {
 	var out []Violation
 	for _, h := range hooks {
-		events := make([]string, len(h.Events))
-		for i, e := range h.Events {
-			events[i] = e.String()
-		}
-		sort.Strings(events)
-		vs, err := c.checkStream(s, SourceHook, strings.Join(events, ","), []byte(h.Manifest))
+		vs, err := c.checkStream(s, SourceHook, hookEvents(h), []byte(h.Manifest))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, vs...)
 	}
 	return out, nil
+}
+
+// hookEvents are the events of a hook, as a violation names them ("post-delete,pre-install").
+func hookEvents(h *release.Hook) string {
+	events := make([]string, len(h.Events))
+	for i, e := range h.Events {
+		events[i] = e.String()
+	}
+	sort.Strings(events)
+	return strings.Join(events, ",")
 }
 
 // checkCRDs checks a chart's crds/ (of the chart and its subcharts), which Helm installs before

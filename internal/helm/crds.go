@@ -54,7 +54,7 @@ func (k *kubeClient) createOwnCRDs(manifest string) error {
 		if err := k.createCRD(crd); err != nil {
 			return fmt.Errorf("creating CustomResourceDefinition %q before the objects of its kind %s: %w", crd.GetName(), gk, err)
 		}
-		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(k.context(), 200*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
 			return k.serves(gk), nil
 		})
 		if err != nil {
@@ -175,7 +175,7 @@ func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]s
 		}
 	}
 	for _, name := range applied {
-		if err := waitEstablished(h, name); err != nil {
+		if err := waitEstablished(k.context(), h, name); err != nil {
 			return did, err
 		}
 	}
@@ -252,8 +252,8 @@ func removedStoredVersion(live, crd *unstructured.Unstructured) string {
 
 // waitEstablished waits until the API server has established the CRD name (serves its
 // versions as the new spec has them).
-func waitEstablished(h *resource.Helper, name string) error {
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
+func waitEstablished(ctx context.Context, h *resource.Helper, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
 		obj, err := h.Get("", name)
 		if err != nil {
 			return false, nil //nolint:nilerr // looked at again until the timeout

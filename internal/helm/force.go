@@ -141,7 +141,7 @@ func (k *kubeClient) recreate(h *resource.Helper, info *resource.Info) error {
 	if _, err := h.DeleteWithOptions(info.Namespace, info.Name, &metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s to replace it: %w", describeInfo(info), err)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, k.timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(k.context(), 100*time.Millisecond, k.timeout, true, func(context.Context) (bool, error) {
 		_, err := h.Get(info.Namespace, info.Name)
 		return apierrors.IsNotFound(err), nil
 	})

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"strings"
 	"time"
@@ -37,6 +38,16 @@ type kubeClient struct {
 	force    bool
 	timeout  time.Duration
 	replaced []string
+	// ctx is the action's: its waits (a CRD served, an object deleted) end with it.
+	ctx context.Context
+}
+
+// context is the action's context (Helm's KubeClient methods take none).
+func (k *kubeClient) context() context.Context {
+	if k.ctx == nil {
+		return context.Background()
+	}
+	return k.ctx
 }
 
 func (*kubeClient) IsReachable() error { return nil }

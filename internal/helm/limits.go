@@ -26,6 +26,9 @@ type Limits struct {
 	// DefaultRenderTimeout and DefaultRenderMemory), which runs out of process (render.go).
 	RenderTimeout time.Duration
 	RenderMemory  int64
+	// MaxLookups is the most lookups one render makes (default DefaultMaxLookups; see
+	// lookups.go).
+	MaxLookups int
 }
 
 // The defaults of Limits.

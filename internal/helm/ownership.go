@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v2"
@@ -304,4 +305,33 @@ func writeYAML(out *bytes.Buffer, obj map[string]any) error {
 
 func gvrOf(info *apirequest.RequestInfo) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+}
+
+// helmCannotImport is in the error Helm's install returns when an object it would create
+// exists and is not the release's (action.existingResourceConflict), which it says only as
+// text.
+const helmCannotImport = "exists and cannot be imported into the current release"
+
+// heldBy adds to err, an install's failure on objects that exist, which CR's release holds
+// each cluster-scoped one: charts name them after the release, so a CR of the same name in
+// another namespace finds them taken, and its author must learn by whom.
+func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) error {
+	if err == nil || !strings.Contains(err.Error(), helmCannotImport) || r.kube.post == nil {
+		return err
+	}
+	var cluster []*unstructured.Unstructured
+	for _, id := range r.kube.post.identities {
+		if id.GetNamespace() == "" {
+			cluster = append(cluster, id)
+		}
+	}
+	_, vs, verr := r.ownedObjects(ctx, mapper, cluster)
+	if verr != nil || len(vs) == 0 {
+		return err
+	}
+	held := make([]string, len(vs))
+	for i, v := range vs {
+		held[i] = v.Kind + " " + strconv.Quote(v.Name) + ": " + v.Why
+	}
+	return fmt.Errorf("%w; held by another release (a releaseName with the CR's namespace keeps each CR's own): %s", err, strings.Join(held, "; "))
 }

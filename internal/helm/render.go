@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rudder-operator/rudder/internal/render"
 )
@@ -46,10 +50,10 @@ func (l Limits) renderLimits() render.Limits {
 	return rl
 }
 
-// renderChart renders req's chart on a worker, as Helm would render it with opts and caps, and
-// returns the chart to give Helm's action. up, when set, is where the render's lookups go;
-// without it they find nothing.
-func renderChart(ctx context.Context, pool *render.Pool, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
+// renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
+// checks what it made (checkRendered), and returns the chart to give Helm's action. up, when
+// set, is where the render's lookups go; without it they find nothing.
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
 		Lookups: up != nil, MaxBytes: 2 * limits.manifestBytes()}
@@ -61,6 +65,9 @@ func renderChart(ctx context.Context, pool *render.Pool, req *Request, opts char
 	case err != nil:
 		return nil, err
 	}
+	if err := req.Scope.checkRendered(mapper, req.Chart, res.Files, caps); err != nil {
+		return nil, err
+	}
 	// What Helm's action does to the chart it is given (dependencies processed, import-values
 	// merged) it does to the rendered one, which has none: do it to the chart the release
 	// record keeps.
@@ -68,6 +75,49 @@ func renderChart(ctx context.Context, pool *render.Pool, req *Request, opts char
 		return nil, err
 	}
 	return renderedChart(req.Chart, res), nil
+}
+
+// checkRendered checks what a render made before anything of it is applied, and before Helm's
+// action sees it (which creates the CRDs of templates/ while it builds the manifest, before
+// it stores the revision): the hooks against the confinement and the rules, and the manifest
+// and hooks together against the identity rules (identity.go). The manifest's objects are
+// checked against the confinement by the post-renderer, which marks them. What Helm cannot
+// sort is left to Helm's action, which says why in its words.
+func (c Confinement) checkRendered(mapper meta.RESTMapper, ch *chart.Chart, files map[string]string, caps *chartutil.Capabilities) error {
+	manifests := make(map[string]string, len(files))
+	for k, v := range files {
+		if !strings.HasSuffix(k, "NOTES.txt") {
+			manifests[k] = v
+		}
+	}
+	hooks, sorted, err := releaseutil.SortManifests(manifests, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil
+	}
+	s := newScoper(mapper, ch)
+	streams := make([]identityStream, 0, len(sorted)+len(hooks))
+	for _, m := range sorted {
+		_ = eachObject([]byte(m.Content), func(o *unstructured.Unstructured) error {
+			s.learn(o.Object)
+			return nil
+		})
+		streams = append(streams, identityStream{src: SourceManifest, text: m.Content})
+	}
+	vs, err := c.checkHooks(s, hooks)
+	if err != nil {
+		return err
+	}
+	for _, h := range hooks {
+		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
+	}
+	iv, err := c.checkIdentities(streams)
+	if err != nil {
+		return err
+	}
+	if vs = append(vs, iv...); len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
 }
 
 // exceeded is the LimitError of a render stopped at a bound.
@@ -113,11 +163,28 @@ func escapeTemplate(text string) string {
 	return strings.ReplaceAll(text, "{{", "{{`{{`}}")
 }
 
-// upstream is where the lookups of a render for run r go: through r's guard, as r's identity.
-func (c *Client) upstream(r *run) (*render.Upstream, error) {
+// upstream is where the lookups of a render for run r go: held to the read rule (lookups.go),
+// then through r's guard, as r's identity.
+func (c *Client) upstream(r *run) (*render.Upstream, *lookups, error) {
 	hc, err := c.httpClient(r.scope)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &render.Upstream{URL: c.server, Transport: r.guard.wrap(hc.Transport)}, nil
+	l := &lookups{g: r.guard, max: r.scope.Limits.lookups()}
+	return &render.Upstream{URL: c.server, Transport: l.wrap(r.guard.wrap(hc.Transport))}, l, nil
+}
+
+// hasHooks reports whether any template of the chart or its subcharts can render a hook.
+func hasHooks(ch *chart.Chart) bool {
+	for _, t := range ch.Templates {
+		if bytes.Contains(t.Data, hookAnnotation) {
+			return true
+		}
+	}
+	for _, d := range ch.Dependencies() {
+		if hasHooks(d) {
+			return true
+		}
+	}
+	return false
 }

@@ -57,6 +57,9 @@ type Request struct {
 	// in by an Install or Upgrade: what it did with crds/, one line per CRD.
 	Replaced    []string
 	CRDsApplied []string
+	// Withheld is filled in by an Install or Upgrade: what its render's lookups read as not
+	// found because the release may not read it (see lookups.go).
+	Withheld []string
 
 	// Objects is filled in by a successful Install or Upgrade: the identities of the new
 	// revision's objects, as ParseIdentities would find them in its manifest, known from the

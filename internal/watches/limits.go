@@ -21,7 +21,7 @@ type Limits struct {
 	// ActionTimeout is how long one Helm action may wait for its hooks (default 5m, Helm's).
 	ActionTimeout *metav1.Duration `json:"actionTimeout,omitempty"`
 	// RenderTimeout and RenderMemory bound one render of the chart, which runs in a worker
-	// process (default 30s and 512Mi): a template that loops, recurses or allocates without
+	// process (default 30s and 256Mi): a template that loops, recurses or allocates without
 	// end fails its CR, and nothing else.
 	RenderTimeout *metav1.Duration   `json:"renderTimeout,omitempty"`
 	RenderMemory  *resource.Quantity `json:"renderMemory,omitempty"`
@@ -29,6 +29,8 @@ type Limits struct {
 	// hold in Helm actions at once (default: the workers, maxConcurrentReconciles); the other
 	// CRs of that namespace wait their turn without holding a worker.
 	MaxActionsPerNamespace int `json:"maxActionsPerNamespace,omitempty"`
+	// MaxLookups is the most lookups one render may make (default 100).
+	MaxLookups int `json:"maxLookups,omitempty"`
 }
 
 func (l *Limits) check() error {
@@ -45,6 +47,8 @@ func (l *Limits) check() error {
 		return fmt.Errorf("limits.renderTimeout: %s must be positive", l.RenderTimeout.Duration)
 	case l.RenderMemory != nil && l.RenderMemory.Value() < 64<<20:
 		return fmt.Errorf("limits.renderMemory: %s is below the 64Mi a render worker needs", l.RenderMemory)
+	case l.MaxLookups < 0:
+		return fmt.Errorf("limits.maxLookups: %d must not be negative", l.MaxLookups)
 	case l.MaxActionsPerNamespace < 0:
 		return fmt.Errorf("limits.maxActionsPerNamespace: %d must not be negative", l.MaxActionsPerNamespace)
 	}
@@ -56,7 +60,7 @@ func (l *Limits) helm() helm.Limits {
 	if l == nil {
 		return helm.Limits{}
 	}
-	out := helm.Limits{MaxObjects: l.MaxObjects}
+	out := helm.Limits{MaxObjects: l.MaxObjects, MaxLookups: l.MaxLookups}
 	if l.MaxManifestBytes != nil {
 		out.MaxManifestBytes = l.MaxManifestBytes.Value()
 	}

@@ -69,7 +69,8 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 	}
 	return helm.Scope{
 		Confinement: helm.Confinement{Namespace: obj.GetNamespace(), AllowedNamespaces: w.AllowedNamespaces,
-			AllowClusterScoped: w.AllowClusterScoped, AllowAggregationLabels: w.AllowAggregationLabels},
+			AllowClusterScoped: w.AllowClusterScoped, AllowAggregationLabels: w.AllowAggregationLabels,
+			AllowReads: w.AllowReads, AllowServiceAccounts: w.AllowServiceAccounts, AllowSubjects: w.AllowSubjects},
 		ServiceAccount: sa,
 		Owner:          helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),

@@ -45,6 +45,47 @@ type Source struct {
 	Optional                               bool
 	// Field names the entry in messages: valuesFrom[i].
 	Field string
+	// For, when set, is the CR as the source must name it in its AnnotationValuesFor: the
+	// source's name comes from the CR, which its author chooses, so the source is read only
+	// when it says it is meant for that CR. A fixed name is the platform team's choice, and
+	// needs no such claim.
+	For string
+}
+
+// AnnotationValuesFor, on a Secret or ConfigMap, names the CRs whose valuesFrom may read it
+// when the source's name comes from the CR: comma-separated "Kind.group/name" (for the core
+// group, "Kind/name"), as in `kubectl get`, for example
+// "Application.apps.sunstrider.cn/payments".
+const AnnotationValuesFor = "rudder.dev/values-for"
+
+// Claims reports whether a source whose AnnotationValuesFor is annotation is meant for the CR
+// named ref.
+func Claims(annotation, ref string) bool {
+	for c := range strings.SplitSeq(annotation, ",") {
+		if strings.TrimSpace(c) == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// UnclaimedError: a source whose name comes from the CR does not name the CR in its
+// AnnotationValuesFor; nothing of it was read.
+type UnclaimedError struct{ Source Source }
+
+func (e *UnclaimedError) Error() string {
+	return fmt.Sprintf("%s: its name comes from the CR, and its annotation %s does not name %s: a source named after a CR is read only when it says it is meant for that CR",
+		e.Source, AnnotationValuesFor, e.Source.For)
+}
+
+// crRef is obj as AnnotationValuesFor names it.
+func crRef(obj *unstructured.Unstructured) string {
+	gvk := obj.GroupVersionKind()
+	kind := gvk.Kind
+	if gvk.Group != "" {
+		kind += "." + gvk.Group
+	}
+	return kind + "/" + obj.GetName()
 }
 
 // String names the source in messages (never its content).
@@ -96,8 +137,12 @@ func (w *Watch) SourcesOf(obj *unstructured.Unstructured) ([]Source, error) {
 		if key == "" {
 			key = DefaultValuesKey
 		}
-		out = append(out, Source{Kind: v.Kind, Namespace: obj.GetNamespace(), Name: name, Key: key, TargetPath: v.TargetPath,
-			Optional: v.Optional, Field: field})
+		src := Source{Kind: v.Kind, Namespace: obj.GetNamespace(), Name: name, Key: key, TargetPath: v.TargetPath,
+			Optional: v.Optional, Field: field}
+		if strings.Contains(v.Name, "{{") {
+			src.For = crRef(obj)
+		}
+		out = append(out, src)
 	}
 	return out, nil
 }

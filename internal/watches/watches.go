@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Masterminds/sprig/v3"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,6 +61,11 @@ type Watch struct {
 	// and the like) a Role or ClusterRole the chart renders may carry or aggregate by; without
 	// it such a role is refused, since it would add rules to roles others hold.
 	AllowAggregationLabels []string `json:"allowAggregationLabels,omitempty"`
+	// AllowReads, AllowServiceAccounts and AllowSubjects widen what a release may read and
+	// which identities it may hand out (see identity.go).
+	AllowReads           []string         `json:"allowReads,omitempty"`
+	AllowServiceAccounts []string         `json:"allowServiceAccounts,omitempty"`
+	AllowSubjects        []rbacv1.Subject `json:"allowSubjects,omitempty"`
 	// Limits bound each release of the watch (see helm.Limits for the defaults).
 	Limits *Limits `json:"limits,omitempty"`
 	// Test runs the chart's test hooks after each install or upgrade (see Test).
@@ -262,7 +268,7 @@ func (w *Watch) checkTenancy() error {
 			return fmt.Errorf("serviceAccountName: %q: %s", w.ServiceAccountName, strings.Join(errs, "; "))
 		}
 	}
-	return nil
+	return w.checkIdentities()
 }
 
 func (w *Watch) completeTemplates(lookupEnv func(string) (string, bool)) error {

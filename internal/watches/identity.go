@@ -1,0 +1,47 @@
+package watches
+
+import (
+	"fmt"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// What a release may read and which identities it may hand out, beyond its own (the platform
+// team's to widen, per watch; helm.Confinement holds every release to them):
+//
+//   - allowReads: what a render's lookups may read that the release did not make: "Kind",
+//     "Kind.group", "Kind/name" or "Kind.group/name" (for example "ConfigMap/shared-ca", or
+//     "CustomResourceDefinition" for a chart that checks for another's CRDs).
+//   - allowServiceAccounts: ServiceAccounts of the CR's namespace, besides "default" and those
+//     the release makes, that its Pods (and the pod templates of workloads) may run as, that
+//     a token Secret may be made for, and that its bindings may name — for example one the
+//     platform team provides.
+//   - allowSubjects: other subjects (users, groups, ServiceAccounts of other namespaces) its
+//     RoleBindings and ClusterRoleBindings may name.
+
+func (w *Watch) checkIdentities() error {
+	for i, r := range w.AllowReads {
+		kind, name, named := strings.Cut(r, "/")
+		if kind == "" || (named && name == "") || strings.ContainsAny(kind, " *") {
+			return fmt.Errorf("allowReads[%d]: %q is not Kind, Kind.group, Kind/name or Kind.group/name", i, r)
+		}
+	}
+	for i, sa := range w.AllowServiceAccounts {
+		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 {
+			return fmt.Errorf("allowServiceAccounts[%d]: %q: %s", i, sa, strings.Join(errs, "; "))
+		}
+	}
+	for i, s := range w.AllowSubjects {
+		switch {
+		case s.Kind != rbacv1.UserKind && s.Kind != rbacv1.GroupKind && s.Kind != rbacv1.ServiceAccountKind:
+			return fmt.Errorf("allowSubjects[%d].kind: %q is not User, Group or ServiceAccount", i, s.Kind)
+		case s.Name == "":
+			return fmt.Errorf("allowSubjects[%d].name: empty", i)
+		case s.Kind == rbacv1.ServiceAccountKind && s.Namespace == "":
+			return fmt.Errorf("allowSubjects[%d].namespace: a ServiceAccount subject names its namespace (those of the CR's namespace go in allowServiceAccounts)", i)
+		}
+	}
+	return nil
+}
