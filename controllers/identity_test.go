@@ -10,41 +10,19 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
+var crdBoxGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDBox"}
+
 // crAuthor is a client of a user who may do anything with TenantBoxes and ConfigMaps of ns,
-// and nothing else: a CR author as the security model has them.
+// and nothing else.
 func crAuthor(t *testing.T, ns string) client.Client {
-	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cr-author"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{tenantBoxGVK.Group}, Resources: []string{"tenantboxes"}, Verbs: []string{"*"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cr-author"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cr-author"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "mallory"}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := k8s.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory"}
-	c, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s corev1.Secret
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "anything"}, &s); err == nil || !strings.Contains(err.Error(), "forbidden") {
-		t.Fatalf("the CR author may read Secrets: %v", err)
-	}
-	return c
+	return crtest.Author(t, k8s, cluster.Config, ns, tenantBoxGVK.Group, "tenantboxes")
 }
 
 // TestLookupsReadOnlyWhatTheReleaseMade: a CR author who may not read Secrets has a chart copy
@@ -175,4 +153,32 @@ func TestClusterScopedNameNamesItsHolder(t *testing.T) {
 	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, holder) {
 		t.Fatalf("the condition does not name the CR holding the ClusterRole (%s): %s", holder, msg)
 	}
+}
+
+// TestNothingIsCreatedBeforeTheChecks: a CRD rendered in templates/ with a CR of it (which
+// rudder creates first, so that Helm can build the CR) and, from values, a hook outside the
+// CR's namespace, in a chart whose own templates have no hook (so no check runs before the
+// render). The hook is refused before anything is created: the CRD does not exist.
+func TestNothingIsCreatedBeforeTheChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, victim := crtest.NewNamespace(t, k8s, "t-"), crtest.NewNamespace(t, k8s, "t-")
+	group := ns + ".box.rudder.dev"
+	crd := map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "sprockets." + group},
+		"spec": map[string]any{"group": group, "scope": "Namespaced",
+			"names": map[string]any{"kind": "Sprocket", "listKind": "SprocketList", "plural": "sprockets", "singular": "sprocket"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}}
+	cr := map[string]any{"apiVersion": group + "/v1", "kind": "Sprocket", "metadata": map[string]any{"name": "s"}}
+	hook := map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "escape", "namespace": victim, "annotations": map[string]any{"helm.sh/hook": "pre-install"}}}
+	if err := k8s.Create(ctx, crtest.NewCR(crdBoxGVK, ns, "order", map[string]any{"extraObjects": []any{crd, cr, hook}})); err != nil {
+		t.Fatal(err)
+	}
+	stalledOn(t, crdBoxGVK, ns, "order", `hook (pre-install) ConfigMap "escape" in namespace "`+victim+`"`)
+	crdObj := &unstructured.Unstructured{}
+	crdObj.SetGroupVersionKind(helm.CRDKind)
+	absent(t, client.ObjectKey{Name: "sprockets." + group}, crdObj)
+	noConfigMaps(t, victim)
 }

@@ -122,6 +122,7 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: TenantBox, chart: tenantbox}
 - {group: test.rudder.dev, version: v1, kind: WedgeBox, chart: tenantbox, limits: {actionTimeout: 3m}}
 - {group: test.rudder.dev, version: v1, kind: RoleBox, chart: tenantbox, allowClusterScoped: [ClusterRole]}
+- {group: test.rudder.dev, version: v1, kind: CRDBox, chart: extras, allowClusterScoped: [CustomResourceDefinition]}
 - {group: test.rudder.dev, version: v1, kind: TestProbe, chart: tested, test: {enable: true}}
 - {group: test.rudder.dev, version: v1, kind: TestRollback, chart: tested, test: {enable: true, onFailure: rollback, timeout: 1m}}
 - group: test.rudder.dev

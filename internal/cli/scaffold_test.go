@@ -181,3 +181,56 @@ func TestScaffoldCRDsDirectory(t *testing.T) {
 		t.Fatalf("crds.upgrade %q", got)
 	}
 }
+
+// TestScaffoldIdentitiesAndReleaseName: a chart whose defaults run a Deployment as a
+// ServiceAccount it does not make, bind a group, and name a ClusterRole after the release gets
+// a watches entry that allows the two identities and names the release after the CR's
+// namespace too; the entry loads, and rudder lint warns of the same watch without that
+// releaseName.
+func TestScaffoldIdentitiesAndReleaseName(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"chart/Chart.yaml":         "apiVersion: v2\nname: reader\nversion: 0.1.0\n",
+		"chart/values.schema.json": "{}\n",
+		"chart/templates/all.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: '{{ .Release.Name }}-reader'}\nrules: []\n---\n" +
+			"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: r}\nspec: {selector: {matchLabels: {a: b}}, template: {metadata: {labels: {a: b}}, spec: {serviceAccountName: platform, containers: [{name: c, image: i}]}}}\n---\n" +
+			"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: r}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: view}\nsubjects: [{kind: Group, name: devs, apiGroup: rbac.authorization.k8s.io}]\n",
+	})
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"scaffold", "--chart", filepath.Join(dir, "chart"), "--group", "example.com", "--version", "v1", "--kind", "Reader", "--output", out}
+	if code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+		t.Fatalf("scaffold: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	entry, err := os.ReadFile(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  releaseName: '" + NamespacedReleaseName + "'\n", "  allowServiceAccounts:\n  - platform # ", "  allowSubjects:\n  - {kind: Group, name: devs} # "} {
+		if !strings.Contains(string(entry), want) {
+			t.Errorf("watches.yaml lacks %q:\n%s", want, entry)
+		}
+	}
+	ws, err := watches.Parse(entry, dir, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, entry)
+	}
+	if w := ws[0]; len(w.AllowServiceAccounts) != 1 || len(w.AllowSubjects) != 1 || w.AllowSubjects[0].Kind != "Group" {
+		t.Fatalf("the entry loads as %+v", w)
+	}
+
+	lint := func(entry string) string {
+		file := filepath.Join(dir, "lint.yaml")
+		writeFiles(t, dir, map[string]string{"lint.yaml": entry})
+		var out, errOut bytes.Buffer
+		Run(context.Background(), []string{"lint", "--watches-file", file}, Env{Stdout: &out, Stderr: &errOut})
+		return out.String()
+	}
+	const plain = "- {group: example.com, version: v1, kind: Reader, chart: chart, allowClusterScoped: [ClusterRole], allowServiceAccounts: [platform], allowSubjects: [{kind: Group, name: devs}]"
+	if out := lint(plain + "}\n"); !strings.Contains(out, "warning: Reader.example.com/v1: the chart names cluster-scoped objects after the release") {
+		t.Errorf("lint without releaseName:\n%s", out)
+	}
+	if out := lint(plain + ", releaseName: '" + NamespacedReleaseName + "'}\n"); strings.Contains(out, "cluster-scoped objects after the release") {
+		t.Errorf("lint with releaseName:\n%s", out)
+	}
+}

@@ -48,8 +48,9 @@ func TestBoundsHoldInRuddersProcess(t *testing.T) {
 	// The alias list is written out here: 2,000 aliases of the anchor.
 	attacks["aliases"] = struct{ manifest, limit string }{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: bomb}\ndata:\n  a: &x \"{{ repeat 4000000 \"x\" }}\"\n" +
 		"  b: [" + strings.Repeat("*x, ", 1999) + "*x]\n", "maxManifestBytes"}
+	author := crtest.Author(t, k8s, cluster.Config, ns, tenantBoxGVK.Group, "tenantboxes")
 	for name, a := range attacks {
-		if err := k8s.Create(ctx, crtest.NewCR(tenantBoxGVK, ns, name, map[string]any{"extraManifest": a.manifest})); err != nil {
+		if err := author.Create(ctx, crtest.NewCR(tenantBoxGVK, ns, name, map[string]any{"extraManifest": a.manifest})); err != nil {
 			t.Fatal(err)
 		}
 	}

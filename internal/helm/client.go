@@ -265,6 +265,13 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 		if err := s.CheckRelease(c.mapper, rel, st.chart, st.manifest); err != nil {
 			return err
 		}
+		if st.manifest {
+			// A rollback's target was made under the watch as it was: its identities are
+			// checked as the watch is now (an install's and an upgrade's were, after the render).
+			if err := s.CheckIdentities(rel); err != nil {
+				return err
+			}
+		}
 		return r.checkHookOwners(context.Background(), c.mapper, scoper, rel)
 	}}
 	store := storage.Init(r.records)

@@ -7,7 +7,10 @@
 // Confinement is one check (confine.go) applied wherever Helm would act: the post-rendered
 // manifest, every hook and the chart's crds/ before an action's first write (checkedDriver,
 // Install's precheck), uninstall and drift re-apply, and a guard on every request an action
-// makes (guard.go), which is also what confines a template's lookup.
+// makes (guard.go), which is also what confines a template's lookup. Beyond where it acts, a
+// release reads through lookups only what it made or its watch allows (lookups.go), and hands
+// out no identity its watch did not name (identity.go); both are checked on the render's
+// output before Helm's action sees it (checkRendered).
 //
 // It knows nothing of controller-runtime's manager or of CR status: the reconciler in
 // controllers/ maps its results and errors to conditions.

@@ -105,6 +105,19 @@ func (c Confinement) checkIdentitiesWith(streams []identityStream, needs *Identi
 	return out, nil
 }
 
+// CheckIdentities checks a stored revision (its manifest and hooks) against the identity
+// rules: what a rollback to it would apply.
+func (c Confinement) CheckIdentities(rel *release.Release) error {
+	vs, err := c.checkIdentities(releaseStreams(rel))
+	if err != nil {
+		return err
+	}
+	if len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
+}
+
 // identityStream is one manifest of a release: its text and where it comes from.
 type identityStream struct {
 	src  Source

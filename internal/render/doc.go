@@ -7,7 +7,10 @@
 // worker processes (this binary, re-executed) renders, one render at a time each, and the
 // parent kills a worker that runs past its time, grows past its memory, or dies (a stack
 // overflow), and reports which bound it hit. What one CR's render can cost is one worker for
-// that long; every other CR, and rudder itself, is served on.
+// that long; every other CR, and rudder itself, is served on. What a render returns is bounded
+// in the worker too (output.go), so that nothing of it costs rudder's process more than the
+// render's output bound; and the renders running at once hold a memory budget (Options), so
+// that the workers together fit the pod.
 //
 // A worker holds no credentials. A template's lookup reaches the API server through the
 // parent, over a socket the parent serves per worker, with the identity and the guard of the

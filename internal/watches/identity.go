@@ -17,7 +17,7 @@ import (
 //   - allowServiceAccounts: ServiceAccounts of the CR's namespace, besides "default" and those
 //     the release makes, that its Pods (and the pod templates of workloads) may run as, that
 //     a token Secret may be made for, and that its bindings may name — for example one the
-//     platform team provides.
+//     platform team provides; "*" allows any ServiceAccount of the namespace.
 //   - allowSubjects: other subjects (users, groups, ServiceAccounts of other namespaces) its
 //     RoleBindings and ClusterRoleBindings may name.
 
@@ -29,7 +29,7 @@ func (w *Watch) checkIdentities() error {
 		}
 	}
 	for i, sa := range w.AllowServiceAccounts {
-		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 {
+		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 && sa != "*" {
 			return fmt.Errorf("allowServiceAccounts[%d]: %q: %s", i, sa, strings.Join(errs, "; "))
 		}
 	}

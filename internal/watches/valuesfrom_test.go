@@ -27,9 +27,17 @@ func TestValuesFrom(t *testing.T) {
 	cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"db": map[string]any{"host": "from-spec"}}}}
 	cr.SetName("x")
 	cr.SetNamespace("ns")
+	cr.SetGroupVersionKind(w.GroupVersionKind())
 	srcs, err := w.SourcesOf(cr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A name from the CR must be claimed by the source for that CR; a fixed one needs no claim.
+	if got := []string{srcs[0].For, srcs[1].For}; !reflect.DeepEqual(got, []string{"A.a.io/x", ""}) {
+		t.Fatalf("claims wanted %q", got)
+	}
+	if !Claims("B.a.io/x, A.a.io/x", "A.a.io/x") || Claims("A.a.io/xy", "A.a.io/x") {
+		t.Fatal("Claims reads the annotation wrong")
 	}
 	if got := []string{srcs[0].Name, srcs[0].Key, srcs[1].Name, srcs[1].Key, srcs[2].Namespace}; !reflect.DeepEqual(got, []string{"x-db", "values.yaml", "shared", "extra.yaml", "ns"}) {
 		t.Fatalf("sources %v", got)

@@ -131,3 +131,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestIdentityFields: allowReads, allowServiceAccounts and allowSubjects load as written, and a
+// malformed entry is an error naming the field.
+func TestIdentityFields(t *testing.T) {
+	ok := "- {group: a.io, version: v1, kind: K, chart: c, allowReads: [ConfigMap, Secret/shared-ca, CustomResourceDefinition.apiextensions.k8s.io], " +
+		"allowServiceAccounts: [platform, '*'], allowSubjects: [{kind: Group, name: devs}, {kind: ServiceAccount, name: ci, namespace: tools}]}\n"
+	if _, err := Parse([]byte(ok), "/base", env(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for entry, field := range map[string]string{
+		"allowReads: [Secret/]":                             "allowReads[0]",
+		"allowServiceAccounts: [Not_A_Name]":                "allowServiceAccounts[0]",
+		"allowSubjects: [{kind: Team, name: x}]":            "allowSubjects[0].kind",
+		"allowSubjects: [{kind: ServiceAccount, name: ci}]": "allowSubjects[0].namespace",
+		"allowSubjects: [{kind: User}]":                     "allowSubjects[0].name",
+		"limits: {maxLookups: -1}":                          "limits.maxLookups",
+	} {
+		_, err := Parse([]byte("- {group: a.io, version: v1, kind: K, chart: c, "+entry+"}\n"), "/base", env(nil))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: got %v, want an error naming %s", entry, err, field)
+		}
+	}
+}
