@@ -351,7 +351,8 @@ func chartSource(mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) 
 	})
 	for _, w := range ws {
 		if err := charts.Add(w.ChartPath()); err != nil {
-			return nil, fmt.Errorf("watch %s: %w", w, err)
+			// Not fatal: the other kinds are served, and this one as soon as its chart loads.
+			ctrl.Log.WithName("setup").Error(err, "the watch's chart does not load; its kind is unserved until it does (its CRs are Stalled, reason ChartInvalid)", "watch", w.String())
 		}
 	}
 	if opts.ChartReload || opts.ChartRescan > 0 {

@@ -34,6 +34,10 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	// Chart: always the last good snapshot; a broken chart on disk is reported, never used.
 	cs, _ := p.r.opts.Charts.Get(p.r.opts.Watch.ChartPath())
 	p.snap, p.chartErr = cs.Current, cs.Err
+	if p.snap == nil {
+		// Its load is retried with every change on disk (and each rescan), which wakes the CR.
+		return stalled(rstatus.ReasonChartInvalid, fmt.Sprintf("the watch's chart has not loaded, so nothing is released: %v", cs.Err))
+	}
 
 	var err error
 	if p.relName, err = p.r.releaseName(p.obj); err != nil {

@@ -115,8 +115,9 @@ func (s *Source) setPending(paths map[string]time.Time) {
 	}
 }
 
-// Add loads a chart directory. The first load must succeed: a chart that never loaded has no
-// snapshot to serve, and starting with it would only fail every CR of its kind.
+// Add loads a chart directory. A chart that fails its first load is kept without a snapshot,
+// and the error returned: its kind has nothing to serve until the chart loads (its CRs say
+// why), while every other chart is served; a fix on disk is picked up as any edit is.
 func (s *Source) Add(path string) error {
 	path = filepath.Clean(path)
 	s.mu.Lock()
@@ -126,13 +127,8 @@ func (s *Source) Add(path string) error {
 	}
 	s.charts[path] = &entry{path: path}
 	s.mu.Unlock()
-	if _, err := s.Reload(path); err != nil {
-		s.mu.Lock()
-		delete(s.charts, path)
-		s.mu.Unlock()
-		return err
-	}
-	return nil
+	_, err := s.Reload(path)
+	return err
 }
 
 // Get returns the state of a chart added before.

@@ -33,6 +33,7 @@ var (
 	k8s     client.Client
 	binary  string // bin/rudder built from this checkout
 	watches string // watches.yaml for the Web kind (the bench chart: a Deployment and a Service)
+	root    string // the repository
 	webGVK  = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
 
@@ -50,7 +51,7 @@ func TestMain(m *testing.M) {
 
 // setup builds bin/rudder from this checkout and writes the Web watch.
 func setup(e *crtest.Env) (func() error, error) {
-	cluster, k8s = e.Cluster, e.Client
+	cluster, k8s, root = e.Cluster, e.Client, e.Root
 	tmp, err := os.MkdirTemp("", "rudder-faults-")
 	if err != nil {
 		return nil, err
