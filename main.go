@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	uzap "go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
@@ -20,6 +21,32 @@ import (
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/render"
 )
+
+// stopBound is the longest rudder takes to exit once told to stop (SIGTERM, SIGINT), in every
+// state of the manager: its graceful shutdown, and a few seconds to exit. A manager that has
+// not returned by then (controller-runtime's start can wait on a runnable that never says it
+// is ready, spinning, once its context is cancelled) is not waited for: the process exits.
+const stopBound = controllers.GracefulShutdown + 5*time.Second
+
+// boundStop exits the process stopBound after it was told to stop, unless it has exited.
+func boundStop(log logr.Logger) {
+	time.AfterFunc(stopBound, func() {
+		log.Info("rudder did not stop within its bound; exiting", "bound", stopBound.String())
+		os.Exit(1)
+	})
+}
+
+// renderBudget is --render-memory-budget, else what the container's memory limit leaves
+// beside reserve (0, none, without a limit).
+func renderBudget(budget, reserve int64) int64 {
+	if budget > 0 {
+		return budget
+	}
+	if limit, ok := render.MemoryLimit(); ok {
+		return render.Budget(limit, reserve)
+	}
+	return 0
+}
 
 // defaultRenderReserve is what rudder itself needs of its container's memory by default: a
 // few thousand CRs' caches and release records (docs/bench.md).
@@ -104,12 +131,7 @@ func runManager(args []string) {
 			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
 		}
 	}
-	opts.RenderMemoryBudget = budget.bytes
-	if budget.bytes == 0 {
-		if limit, ok := render.MemoryLimit(); ok {
-			opts.RenderMemoryBudget = render.Budget(limit, reserve.bytes)
-		}
-	}
+	opts.RenderMemoryBudget = renderBudget(budget.bytes, reserve.bytes)
 	log.Info("render memory", "budget", opts.RenderMemoryBudget, "reserve", reserve.bytes)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -123,7 +145,9 @@ func runManager(args []string) {
 		os.Exit(1)
 	}
 	log.Info("starting rudder", "watches", opts.WatchesFile, "namespaces", opts.WatchNamespaces)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	ctx := ctrl.SetupSignalHandler()
+	context.AfterFunc(ctx, func() { boundStop(log) })
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "rudder stopped")
 		os.Exit(1)
 	}

@@ -40,6 +40,11 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
+// GracefulShutdown is how long a stopping manager waits for its runnables (a pass in flight is
+// cancelled, as a CR deletion cancels it) before it returns: inside the kubelet's 30 s grace
+// period, with time left for the process to exit.
+const GracefulShutdown = 20 * time.Second
+
 // ManagerOptions configure rudder. The zero value of each field is a sensible default, except
 // WatchesFile.
 type ManagerOptions struct {
@@ -135,12 +140,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		return nil, nil, err
 	}
 	carried := selectorKeys(shard)
-	pool, err := renderPool(opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	hc, err := helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
-		Renderer: pool, Log: ctrl.Log})
+	hc, err := helmClient(cfg, mgr, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -304,6 +304,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       new(GracefulShutdown),
 		Controller:                    config.Controller{SkipNameValidation: new(opts.SeveralManagers)},
 	})
 	if err != nil {

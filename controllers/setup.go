@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -316,6 +318,16 @@ func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
 	}
 	r.states[key] = state
 	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
+}
+
+// helmClient is the Helm client of every watch's releases, rendering on renderPool's pool.
+func helmClient(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions) (*helm.Client, error) {
+	pool, err := renderPool(opts)
+	if err != nil {
+		return nil, err
+	}
+	return helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
+		Renderer: pool, Log: ctrl.Log})
 }
 
 // renderPool is the pool the releases render on: the process's shared one, or one of its own
