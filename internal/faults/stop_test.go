@@ -41,18 +41,17 @@ func TestSIGTERMStopsWithinTheBound(t *testing.T) {
 			stop(t, r)
 		})
 	}
-	t.Run("serving", func(t *testing.T) {
-		r := start(t, "stop-serving")
+	// serving is a rudder that has brought a CR to Ready.
+	serving := func(t *testing.T, name string) *replica {
+		r := start(t, name)
 		ns := crtest.NewNamespace(t, k8s, "stop-")
 		createWeb(t, ns, "w", "", 1)
 		crtest.WaitCondition(t, k8s, webGVK, ns, "w", "Ready", metav1.ConditionTrue, "", time.Minute)
-		stop(t, r)
-	})
+		return r
+	}
+	t.Run("serving", func(t *testing.T) { stop(t, serving(t, "stop-serving")) })
 	t.Run("API server down", func(t *testing.T) {
-		r := start(t, "stop-apiserver")
-		ns := crtest.NewNamespace(t, k8s, "stop-")
-		createWeb(t, ns, "w", "", 1)
-		crtest.WaitCondition(t, k8s, webGVK, ns, "w", "Ready", metav1.ConditionTrue, "", time.Minute)
+		r := serving(t, "stop-apiserver")
 		restarted := make(chan error, 1)
 		go func() { restarted <- cluster.KillAndRestart(context.Background(), "kube-apiserver", 15*time.Second) }()
 		crtest.Eventually(t, "the API server to be down", 30*time.Second, func(ctx context.Context) (bool, error) {

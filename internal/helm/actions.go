@@ -258,6 +258,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values)
+	err = r.heldBy(ctx, c.mapper, err)
 	req.Replaced = r.kube.replaced
 	r.settle(req.ReleaseName, err)
 	r.made(req, rel, err)

@@ -312,9 +312,9 @@ func gvrOf(info *apirequest.RequestInfo) schema.GroupVersionResource {
 // text.
 const helmCannotImport = "exists and cannot be imported into the current release"
 
-// heldBy adds to err, an install's failure on objects that exist, which CR's release holds
-// each cluster-scoped one: charts name them after the release, so a CR of the same name in
-// another namespace finds them taken, and its author must learn by whom.
+// heldBy adds to err, an install's or upgrade's failure on objects that exist, which CR's
+// release holds each cluster-scoped one: charts name them after the release, so a CR of the
+// same name in another namespace finds them taken, and its author must learn by whom.
 func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) error {
 	if err == nil || !strings.Contains(err.Error(), helmCannotImport) || r.kube.post == nil {
 		return err
