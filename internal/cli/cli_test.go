@@ -74,7 +74,9 @@ func TestFromJSONSchema(t *testing.T) {
 
 func TestInferSchema(t *testing.T) {
 	var values map[string]any
-	if err := yaml.Unmarshal([]byte("replicas: 1\nratio: 0.5\nname: web\nenabled: true\nempty: {}\nlist: []\nports: [80, 443]\nnothing: null\nimage: {tag: '1.0'}\n"), &values); err != nil {
+	if err := yaml.Unmarshal([]byte("replicas: 1\nratio: 0.5\nname: web\nenabled: true\nempty: {}\nlist: []\nports: [80, 443]\nnothing: null\nimage: {tag: '1.0'}\n"+
+		"plugins: [{name: a, args: {thresholds: {cpu: 20}}}, {name: b, args: {mode: fast}, weight: 2}, {name: c, args: [1]}]\n"+
+		"profiles: [{args: {thresholds: {cpu: 20}}}, {args: {mode: fast}}]\n"), &values); err != nil {
 		t.Fatal(err)
 	}
 	got := schemaJSON(t, inferSchema(values))
@@ -87,6 +89,9 @@ func TestInferSchema(t *testing.T) {
 		`"ports":{"type":"array","items":{"type":"integer"}}`,
 		`"nothing":{"nullable":true,"x-kubernetes-preserve-unknown-fields":true}`,
 		`"image":{"type":"object","properties":{"tag":{"description":"Default: \"1.0\".","type":"string"}}}`,
+		// Every element's fields, merged; args differs in type between elements, so stays open.
+		`"profiles":{"type":"array","items":{"type":"object","properties":{"args":{"type":"object","properties":{"mode":{"description":"Default: \"fast\".","type":"string"},"thresholds":{"type":"object","properties":{"cpu":{"description":"Default: 20.","type":"integer"}}}}}}}}`,
+		`"plugins":{"type":"array","items":{"type":"object","properties":{"args":{"x-kubernetes-preserve-unknown-fields":true},"name":{"type":"string"},"weight":{"description":"Default: 2.","type":"integer"}}}}`,
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s\ndoes not contain %s", got, w)

@@ -125,6 +125,7 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 			"  # charts add suffixes to the release name and object names hold at most 63 characters.\n", strings.Join(names, ", "))
 		fmt.Fprintf(&b, "  releaseName: %s\n", quoteYAML(NamespacedReleaseName))
 	}
+	writeLimits(&b, s)
 	writeIdentities(&b, s)
 	if len(s.cluster)+len(s.namespaces)+len(s.aggregates) == 0 {
 		return b.String()
@@ -161,34 +162,6 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 // NamespacedReleaseName is the releaseName scaffold writes for a chart that names
 // cluster-scoped objects after the release.
 const NamespacedReleaseName = "{{ .metadata.name }}-{{ .metadata.namespace | sha256sum | trunc 8 }}"
-
-// writeIdentities writes the identities the chart's defaults hand out that it does not make.
-func writeIdentities(b *strings.Builder, s *chartScan) {
-	if len(s.serviceAccounts)+len(s.subjects) == 0 {
-		return
-	}
-	b.WriteString(`  # The chart runs Pods as, makes tokens for, or binds identities it does not make itself: a
-  # release may hand out only those named here (every CR author of the kind can then use
-  # them through values). Point the values at a ServiceAccount the platform provides.
-`)
-	writeAllowed(b, "allowServiceAccounts", s.serviceAccounts)
-	keys := sortedKeys(s.subjects)
-	if len(keys) == 0 {
-		return
-	}
-	prefix := "  # "
-	if slices.ContainsFunc(keys, func(k string) bool { return s.subjects[k].byDefault }) {
-		prefix = "  "
-	}
-	b.WriteString(prefix + "allowSubjects:\n")
-	for _, k := range keys {
-		p := "  "
-		if !s.subjects[k].byDefault {
-			p = "  # "
-		}
-		fmt.Fprintf(b, "%s- %s # %s\n", p, k, strings.Join(s.subjects[k].how, "; "))
-	}
-}
 
 // rendersRBAC reports whether the chart renders roles or bindings.
 func (s *chartScan) rendersRBAC() bool {

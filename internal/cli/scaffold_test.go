@@ -234,3 +234,34 @@ func TestScaffoldIdentitiesAndReleaseName(t *testing.T) {
 		t.Errorf("lint with releaseName:\n%s", out)
 	}
 }
+
+// TestScaffoldWritesTheLimitsAChartNeeds: a chart whose defaults render past the default
+// maxManifestBytes and maxObjects (as a chart with twenty CRDs does) is scaffolded, not
+// refused: its watches entry carries the limits it needs, and the sample renders under them.
+func TestScaffoldWritesTheLimitsAChartNeeds(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"chart/Chart.yaml":  "apiVersion: v2\nname: big\nversion: 0.1.0\n",
+		"chart/values.yaml": "count: 1200\nsize: 5000000\n",
+		"chart/templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: big}\ndata: {x: {{ repeat (int .Values.size) \"x\" | quote }}}\n" +
+			"{{- range until (int .Values.count) }}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c{{ . }}}\n{{- end }}\n",
+	})
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"scaffold", "--chart", filepath.Join(dir, "chart"), "--group", "example.com", "--version", "v1", "--kind", "Big", "--output", out}
+	if code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+		t.Fatalf("scaffold: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	entry, err := os.ReadFile(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(entry), "  limits: {maxManifestBytes: 7Mi, maxObjects: 1600}\n") {
+		t.Fatalf("watches.yaml does not carry the limits the chart needs:\n%s", entry)
+	}
+	var lintOut, lintErr bytes.Buffer
+	if code := Run(context.Background(), []string{"lint", "--watches-file", filepath.Join(out, "watches.yaml"), filepath.Join(out, "sample.yaml")},
+		Env{Stdout: &lintOut, Stderr: &lintErr}); code != 0 {
+		t.Fatalf("the sample does not render under the scaffolded limits: %d\n%s%s", code, lintOut.String(), lintErr.String())
+	}
+}

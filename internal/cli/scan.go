@@ -11,7 +11,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -76,8 +75,12 @@ type chartScan struct {
 	// clusterNamed are the cluster-scoped objects named after the release: two CRs of one
 	// name in two namespaces would contend for them.
 	clusterNamed map[string]*sourced
-	lookups      []sourcedRule
-	warnings     []string
+	// manifestBytes and objects are what the defaults render: the larger of the manifest and
+	// the hooks' manifests, and the objects of both.
+	manifestBytes int64
+	objects       int
+	lookups       []sourcedRule
+	warnings      []string
 	// crdsDir: the chart has a crds/ directory (Helm installs it and never upgrades it).
 	crdsDir bool
 }
@@ -98,7 +101,9 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}}
 	scope := helm.Scope{Confinement: helm.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
 		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"},
-		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: helm.Owner{GVK: owner}}
+		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: helm.Owner{GVK: owner},
+		// Scaffold measures what the chart needs and writes the limits for it (see needs).
+		Limits: helm.Limits{MaxObjects: scanMaxObjects, MaxManifestBytes: scanMaxBytes}}
 	caps := chartutil.DefaultCapabilities.Copy()
 	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
 		caps.KubeVersion = *kv
@@ -127,6 +132,9 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 			objs = append(objs, splitObjects(h.Manifest)...)
 		}
 		rendered = append(rendered, renderedVariant{v.how, objs})
+		if v.how == "defaults" {
+			s.manifestBytes, s.objects = releaseSize(rel)
+		}
 	}
 	for _, crd := range ch.CRDObjects() {
 		s.crdsDir = true
@@ -272,26 +280,6 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 			}
 		}
 	}
-}
-
-// addIdentities records the identities a render hands out that it does not make.
-func (s *chartScan) addIdentities(rel *release.Release, how string) error {
-	needs, err := helm.NeededIdentities(scanNamespace, rel)
-	if err != nil {
-		return err
-	}
-	byDefault := how == "defaults"
-	for _, sa := range needs.ServiceAccounts {
-		addSourced(s.serviceAccounts, sa, "Pods run as it, or a token or binding names it ("+how+")", byDefault)
-	}
-	for _, sub := range needs.Subjects {
-		key := fmt.Sprintf("{kind: %s, name: %s}", sub.Kind, quoteYAML(sub.Name))
-		if sub.Namespace != "" {
-			key = fmt.Sprintf("{kind: %s, name: %s, namespace: %s}", sub.Kind, quoteYAML(sub.Name), quoteYAML(sub.Namespace))
-		}
-		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
-	}
-	return nil
 }
 
 // fixedNames are the names that do not depend on the release's name.

@@ -179,17 +179,13 @@ func inferSchema(v any) apiextensionsv1.JSONSchemaProps {
 	case []any:
 		items := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: new(true)}
 		if len(x) > 0 {
-			first := inferSchema(x[0])
-			same := first.Type != ""
+			// Every element's shape, merged: a list of objects whose fields differ (a policy's
+			// plugins, each with its own args) validates each of its own defaults.
+			items = inferSchema(x[0])
 			for _, e := range x[1:] {
-				if inferSchema(e).Type != first.Type {
-					same = false
-				}
+				items = mergeSchemas(items, inferSchema(e))
 			}
-			if same {
-				items = first
-				items.Description = ""
-			}
+			items.Description = ""
 		}
 		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
 	case bool:
@@ -206,6 +202,39 @@ func inferSchema(v any) apiextensionsv1.JSONSchemaProps {
 	default:
 		return apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: new(true)}
 	}
+}
+
+// mergeSchemas is a schema that both a and b, inferred from two elements of one list, validate
+// under: objects with the union of their fields (each merged), lists with their items merged,
+// leaves of one type as that type; where the types differ, the value stays open.
+func mergeSchemas(a, b apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+	open := apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: new(true), Nullable: a.Nullable || b.Nullable}
+	switch {
+	case a.Type == "" || b.Type == "" || a.Type != b.Type:
+		return open
+	case a.Type == "object":
+		if a.XPreserveUnknownFields != nil || b.XPreserveUnknownFields != nil {
+			return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: new(true)}
+		}
+		out := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{}}
+		for k, p := range a.Properties {
+			out.Properties[k] = p
+		}
+		for k, p := range b.Properties {
+			if q, ok := out.Properties[k]; ok {
+				p = mergeSchemas(q, p)
+			}
+			out.Properties[k] = p
+		}
+		return out
+	case a.Type == "array":
+		items := mergeSchemas(*a.Items.Schema, *b.Items.Schema)
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
+	}
+	if a.Description != b.Description {
+		a.Description = "" // the defaults differ: neither describes the field
+	}
+	return a
 }
 
 func leaf(typ string, def any) apiextensionsv1.JSONSchemaProps {
