@@ -351,7 +351,7 @@ func chartSource(mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) 
 		Log: ctrl.Log.WithName("charts"),
 	})
 	for _, w := range ws {
-		if err := charts.Add(w.ChartPath()); err != nil {
+		if err := charts.Add(w.ChartPath(), watches.CheckValuesOf(ws, w.ChartPath())); err != nil {
 			// Not fatal: the other kinds are served, and this one as soon as its chart loads.
 			ctrl.Log.WithName("setup").Error(err, "the watch's chart does not load; its kind is unserved until it does (its CRs are Stalled, reason ChartInvalid)", "watch", w.String())
 		}

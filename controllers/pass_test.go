@@ -105,7 +105,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	charts := chartsource.New(chartsource.Options{})
-	if err := charts.Add(ws[0].ChartPath()); err != nil {
+	if err := charts.Add(ws[0].ChartPath(), nil); err != nil {
 		t.Fatal(err)
 	}
 	spec := map[string]any{"message": "hello", "replicas": int64(1)}

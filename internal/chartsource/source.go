@@ -85,6 +85,8 @@ type entry struct {
 	path  string
 	state Loaded
 	dirs  []string // real directories of the tree at the last read
+	// check are the values the chart is linted with on top of its defaults (see Add).
+	check map[string]any
 }
 
 // New makes a Source; Add the charts, then Start it (or call Reload by hand in tests).
@@ -115,17 +117,19 @@ func (s *Source) setPending(paths map[string]time.Time) {
 	}
 }
 
-// Add loads a chart directory. A chart that fails its first load is kept without a snapshot,
-// and the error returned: its kind has nothing to serve until the chart loads (its CRs say
-// why), while every other chart is served; a fix on disk is picked up as any edit is.
-func (s *Source) Add(path string) error {
+// Add loads a chart directory, linted (now and at every reload) with check on top of its
+// defaults: the values every CR gives at least (nil: none). A chart that fails its first load
+// is kept without a snapshot, and the error returned: its kind has nothing to serve until the
+// chart loads (its CRs say why), while every other chart is served; a fix on disk is picked up
+// as any edit is.
+func (s *Source) Add(path string, check map[string]any) error {
 	path = filepath.Clean(path)
 	s.mu.Lock()
 	if _, ok := s.charts[path]; ok {
 		s.mu.Unlock()
 		return nil
 	}
-	s.charts[path] = &entry{path: path}
+	s.charts[path] = &entry{path: path, check: check}
 	s.mu.Unlock()
 	_, err := s.Reload(path)
 	return err
@@ -157,8 +161,9 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	s.mu.RLock()
 	e, ok := s.charts[path]
 	var prev Loaded
+	var check map[string]any
 	if ok {
-		prev = e.state
+		prev, check = e.state, e.check
 	}
 	s.mu.RUnlock()
 	if !ok {
@@ -187,7 +192,7 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	}
 	var snap *Snapshot
 	if rerr == nil {
-		snap, rerr = s.load(path, files, d)
+		snap, rerr = s.load(path, files, d, check)
 	}
 	if rerr != nil {
 		rerr = fmt.Errorf("chart %s: %w", path, rerr)
@@ -209,8 +214,9 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	return true, nil
 }
 
-// load lints the exact files read (from a private copy) and loads them.
-func (s *Source) load(path string, files []*loader.BufferedFile, d string) (*Snapshot, error) {
+// load lints the exact files read (from a private copy), with check on top of the chart's
+// defaults, and loads them.
+func (s *Source) load(path string, files []*loader.BufferedFile, d string, check map[string]any) (*Snapshot, error) {
 	ch, err := loader.LoadFiles(files)
 	if err != nil {
 		return nil, fmt.Errorf("loading: %w", err)
@@ -220,7 +226,7 @@ func (s *Source) load(path string, files []*loader.BufferedFile, d string) (*Sna
 		return nil, err
 	}
 	defer os.RemoveAll(filepath.Dir(dir))
-	linter := lint.All(dir, nil, lintNamespace, false)
+	linter := lint.All(dir, check, lintNamespace, false)
 	var msgs []string
 	for _, m := range linter.Messages {
 		if m.Severity >= support.ErrorSev {

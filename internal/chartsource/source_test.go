@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,7 +50,7 @@ func started(t *testing.T, dir string, opts Options) (*Source, *atomic.Int32) {
 	}
 	opts.Log = logr.Discard()
 	s := New(opts)
-	if err := s.Add(dir); err != nil {
+	if err := s.Add(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	var n atomic.Int32
@@ -182,12 +183,37 @@ func TestRescanCatchesChangesWithoutEvents(t *testing.T) {
 	waitFor(t, "rescan", func() bool { return digestOf(s, dir) != d0 })
 }
 
-func TestAddRejectsAChartThatNeverLoaded(t *testing.T) {
+// TestAddKeepsAChartThatNeverLoaded: a chart that does not load at start is reported and
+// kept without a snapshot, so that its fix on disk is loaded like any edit.
+func TestAddKeepsAChartThatNeverLoaded(t *testing.T) {
 	dir := plainChart(t)
 	write(t, filepath.Join(dir, "Chart.yaml"), "name: [broken\n")
 	s := New(Options{Log: logr.Discard()})
-	if err := s.Add(dir); err == nil {
+	if err := s.Add(dir, nil); err == nil {
 		t.Fatal("a broken chart was accepted at start")
+	}
+	if st, ok := s.Get(dir); !ok || st.Current != nil || st.Err == nil {
+		t.Fatalf("the chart is %+v (kept: %v), want kept with its error and no snapshot", st, ok)
+	}
+	write(t, filepath.Join(dir, "Chart.yaml"), chartYAML)
+	if _, err := s.Reload(dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.Get(dir); st.Current == nil || st.Err != nil {
+		t.Fatalf("the fixed chart is %+v, want it loaded", st)
+	}
+}
+
+// TestCheckValues: a chart whose schema requires a value with no default fails its lint, and
+// loads when it is checked with the values every CR gives.
+func TestCheckValues(t *testing.T) {
+	dir := plainChart(t)
+	write(t, filepath.Join(dir, "values.schema.json"), `{"type": "object", "required": ["policy"], "properties": {"policy": {"type": "string"}}}`)
+	if err := New(Options{Log: logr.Discard()}).Add(dir, nil); err == nil || !strings.Contains(err.Error(), "policy") {
+		t.Fatalf("without checkValues: %v, want the lint to name the required value", err)
+	}
+	if err := New(Options{Log: logr.Discard()}).Add(dir, map[string]any{"policy": "strict"}); err != nil {
+		t.Fatalf("with checkValues: %v", err)
 	}
 }
 
@@ -197,13 +223,13 @@ func TestFreshChart(t *testing.T) {
 	t.Parallel()
 	dir := plainChart(t)
 	shared := New(Options{Log: logr.Discard()})
-	if err := shared.Add(dir); err != nil {
+	if err := shared.Add(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	loaded, _ := shared.Get(dir)
 	snap := loaded.Current
 	reference := New(Options{Log: logr.Discard()})
-	if err := reference.Add(dir); err != nil {
+	if err := reference.Add(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	ref, _ := reference.Get(dir)
@@ -236,7 +262,7 @@ func TestFreshChart(t *testing.T) {
 	withDeps := plainChart(t)
 	write(t, filepath.Join(withDeps, "Chart.yaml"), chartYAML+"dependencies: []\n")
 	own := New(Options{Log: logr.Discard()})
-	if err := own.Add(withDeps); err != nil {
+	if err := own.Add(withDeps, nil); err != nil {
 		t.Fatal(err)
 	}
 	loaded, _ = own.Get(withDeps)

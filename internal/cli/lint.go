@@ -53,7 +53,7 @@ func Lint(ctx context.Context, args []string, env Env) error {
 			continue
 		}
 		seen[path] = true
-		lintChart(path, report)
+		lintChart(path, watches.CheckValuesOf(ws, path), report)
 	}
 	r, err := newRenderer(*wf, defaultKubeVersion(), "", env.Hooks)
 	if err != nil {
@@ -104,7 +104,7 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 	if err != nil {
 		return // lintChart says why
 	}
-	s, err := scanChart(ch, w.GroupVersionKind(), nil)
+	s, err := scanChart(ch, w.GroupVersionKind(), w.CheckValues)
 	if err != nil || len(s.clusterNamed) == 0 {
 		return
 	}
@@ -112,10 +112,12 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 		"a CR of the same name in another namespace finds them taken; set releaseName: %q", w, strings.Join(sortedKeys(s.clusterNamed), ", "), NamespacedReleaseName))
 }
 
-func lintChart(path string, report func(file, severity, msg string)) {
+// lintChart is Helm's strict lint of the chart at path, with check (the watches' checkValues)
+// on top of its defaults.
+func lintChart(path string, check map[string]any, report func(file, severity, msg string)) {
 	l := action.NewLint()
 	l.Strict = true
-	res := l.Run([]string{path}, nil)
+	res := l.Run([]string{path}, check)
 	for _, m := range res.Messages {
 		sev := "info"
 		switch m.Severity {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +51,23 @@ func (s *chartScan) addIdentities(rel *release.Release, how string) error {
 		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
 	}
 	return nil
+}
+
+// writeCheckValues writes the values scaffold was given as the watch's checkValues: the chart
+// is linted with them when it loads, so that a chart whose schema requires a value with no
+// default (which every CR gives) loads.
+func writeCheckValues(b *strings.Builder, s *chartScan) {
+	if len(s.user) == 0 {
+		return
+	}
+	j, err := json.Marshal(s.user) // decoded from YAML and --set: JSON encodes every value
+	if err != nil {
+		fmt.Fprintf(b, "  # checkValues: the values given to scaffold do not encode: %v\n", err)
+		return
+	}
+	b.WriteString("  # What every CR of the kind gives at least (scaffold's --set and --values): the chart is\n" +
+		"  # checked with it when it loads.\n")
+	fmt.Fprintf(b, "  checkValues: %s\n", j)
 }
 
 // writeLimits writes the limits the chart's defaults need beyond helm.Limits' defaults, with

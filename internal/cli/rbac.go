@@ -125,6 +125,7 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 			"  # charts add suffixes to the release name and object names hold at most 63 characters.\n", strings.Join(names, ", "))
 		fmt.Fprintf(&b, "  releaseName: %s\n", quoteYAML(NamespacedReleaseName))
 	}
+	writeCheckValues(&b, s)
 	writeLimits(&b, s)
 	writeIdentities(&b, s)
 	if len(s.cluster)+len(s.namespaces)+len(s.aggregates) == 0 {

@@ -265,3 +265,42 @@ func TestScaffoldWritesTheLimitsAChartNeeds(t *testing.T) {
 		t.Fatalf("the sample does not render under the scaffolded limits: %d\n%s%s", code, lintOut.String(), lintErr.String())
 	}
 }
+
+// TestScaffoldWritesCheckValues: a chart whose schema requires a value with no default is
+// scaffolded with --set; the watches entry checks the chart with that value, and rudder lint
+// passes the chart with it (and fails it without).
+func TestScaffoldWritesCheckValues(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"chart/Chart.yaml":         "apiVersion: v2\nname: policy\nversion: 0.1.0\n",
+		"chart/values.yaml":        "replicas: 1\n",
+		"chart/values.schema.json": `{"type": "object", "required": ["policy"], "properties": {"policy": {"type": "string"}, "replicas": {"type": "integer"}}}`,
+		"chart/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: p}\ndata: {policy: {{ .Values.policy | quote }}}\n",
+	})
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	args := []string{"scaffold", "--chart", filepath.Join(dir, "chart"), "--group", "example.com", "--version", "v1", "--kind", "Policy", "--output", out, "--set", "policy=strict"}
+	if code := Run(context.Background(), args, Env{Stdout: &stdout, Stderr: &stderr}); code != 0 {
+		t.Fatalf("scaffold: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	entry, err := os.ReadFile(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(entry), `  checkValues: {"policy":"strict"}`+"\n") {
+		t.Fatalf("watches.yaml does not check the chart with the value given:\n%s", entry)
+	}
+	lint := func(file string) (int, string) {
+		var lintOut, lintErr bytes.Buffer
+		code := Run(context.Background(), []string{"lint", "--watches-file", file}, Env{Stdout: &lintOut, Stderr: &lintErr})
+		return code, lintOut.String()
+	}
+	if code, msg := lint(filepath.Join(out, "watches.yaml")); code != 0 {
+		t.Errorf("lint with checkValues: %d\n%s", code, msg)
+	}
+	without := strings.Replace(string(entry), `  checkValues: {"policy":"strict"}`+"\n", "", 1)
+	writeFiles(t, out, map[string]string{"without.yaml": without})
+	if code, msg := lint(filepath.Join(out, "without.yaml")); code == 0 || !strings.Contains(msg, "policy") {
+		t.Errorf("lint without checkValues: %d\n%s", code, msg)
+	}
+}

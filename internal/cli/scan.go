@@ -75,6 +75,8 @@ type chartScan struct {
 	// clusterNamed are the cluster-scoped objects named after the release: two CRs of one
 	// name in two namespaces would contend for them.
 	clusterNamed map[string]*sourced
+	// user are the values scaffold was given (--set, --values), which its CRs give at least.
+	user map[string]any
 	// manifestBytes and objects are what the defaults render: the larger of the manifest and
 	// the hooks' manifests, and the objects of both.
 	manifestBytes int64
@@ -98,7 +100,7 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 	s := &chartScan{mapper: helm.StaticMapper(), crds: map[schema.GroupKind]kindUse{}, kinds: map[schema.GroupKind]*kindUse{},
 		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
 		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{},
-		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}}
+		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}, user: user}
 	scope := helm.Scope{Confinement: helm.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
 		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"},
 		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: helm.Owner{GVK: owner},

@@ -2,6 +2,7 @@ package watches
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sort"
 	"strings"
 
@@ -92,4 +93,20 @@ func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releas
 		CRDs:         w.CRDPolicy(),
 		Force:        w.Forces(),
 	}
+}
+
+// CheckValuesOf are the values the chart at path is linted with: the checkValues of every
+// watch of ws that serves it, merged in order (a later watch's win).
+func CheckValuesOf(ws []*Watch, path string) map[string]any {
+	var out map[string]any
+	for _, w := range ws {
+		if w.ChartPath() != path || len(w.CheckValues) == 0 {
+			continue
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out = chartutil.MergeTables(runtime.DeepCopyJSON(w.CheckValues), out)
+	}
+	return out
 }

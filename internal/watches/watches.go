@@ -66,6 +66,10 @@ type Watch struct {
 	AllowReads           []string         `json:"allowReads,omitempty"`
 	AllowServiceAccounts []string         `json:"allowServiceAccounts,omitempty"`
 	AllowSubjects        []rbacv1.Subject `json:"allowSubjects,omitempty"`
+	// CheckValues are values every CR of the kind gives at least: the chart is linted with
+	// them on top of its defaults when it loads, so that a chart whose schema requires a value
+	// that has no default loads (scaffold writes what it was given with --set and --values).
+	CheckValues map[string]any `json:"checkValues,omitempty"`
 	// Limits bound each release of the watch (see helm.Limits for the defaults).
 	Limits *Limits `json:"limits,omitempty"`
 	// Test runs the chart's test hooks after each install or upgrade (see Test).
