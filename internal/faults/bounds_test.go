@@ -28,6 +28,7 @@ import (
 // serves another tenant's CR meanwhile, never exits, and its memory (workers counted),
 // goroutines and file descriptors stay bounded and come back.
 func TestBoundsHoldInRuddersProcess(t *testing.T) {
+	crtest.NeedsCluster(t)
 	port := freePort(t)
 	r := start(t, "bounded", "--metrics-bind-address", "127.0.0.1:"+port, "--metrics-secure=false", "--render-memory-budget", "768Mi")
 	metrics := "http://127.0.0.1:" + port + "/metrics"

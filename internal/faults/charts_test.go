@@ -19,6 +19,7 @@ import (
 // other kind unserved. Now rudder starts, serves the other kinds, stalls that kind's CRs naming
 // why, and serves them once the chart is fixed on disk, with no restart.
 func TestAChartThatDoesNotLoadStopsNoOtherKind(t *testing.T) {
+	crtest.NeedsCluster(t)
 	chart := filepath.Join(t.TempDir(), "box")
 	if out, err := exec.Command("cp", "-r", filepath.Join(root, "controllers/testdata/charts/tenantbox"), chart).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)

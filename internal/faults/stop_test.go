@@ -21,6 +21,7 @@ const stopBound = controllers.GracefulShutdown + 5*time.Second
 // doing — before its caches sync, while they sync, serving, with the API server gone — and
 // never needs a SIGKILL.
 func TestSIGTERMStopsWithinTheBound(t *testing.T) {
+	crtest.NeedsCluster(t)
 	stop := func(t *testing.T, r *replica) {
 		t.Helper()
 		start := time.Now()
