@@ -167,14 +167,17 @@ func (g *guard) kindOf(gvr schema.GroupVersionResource) schema.GroupVersionKind 
 // refusal is the response of a refused request: a Status like the API server's own 403, so that
 // every client (Helm's kube client, the lookup's dynamic client) reports it as a refusal.
 func refusal(req *http.Request, v *Violation) *http.Response {
-	st := metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
-		Message: "rudder confinement: " + v.String(),
-	}
+	return statusAnswer(req, metav1.Status{Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
+		Message: "rudder confinement: " + v.String()})
+}
+
+// statusAnswer is an answer to req of the API server's form: st, a failure, as its body.
+func statusAnswer(req *http.Request, st metav1.Status) *http.Response {
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	st.Status = metav1.StatusFailure
 	body, _ := json.Marshal(st) // a plain struct: cannot fail
 	return &http.Response{
-		StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		StatusCode: int(st.Code), Status: fmt.Sprintf("%d %s", st.Code, http.StatusText(int(st.Code))), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Type": []string{"application/json"}},
 		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
 	}

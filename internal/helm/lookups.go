@@ -225,16 +225,7 @@ func answer(resp *http.Response, body []byte) *http.Response {
 
 // notFound is the API server's answer for an object that does not exist.
 func notFound(req *http.Request, gk schema.GroupKind, info *apirequest.RequestInfo) *http.Response {
-	st := metav1.Status{
-		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound,
+	return statusAnswer(req, metav1.Status{Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound,
 		Message: fmt.Sprintf("%s %q not found", info.Resource, info.Name),
-		Details: &metav1.StatusDetails{Name: info.Name, Group: gk.Group, Kind: info.Resource},
-	}
-	body, _ := json.Marshal(st) // a plain struct: cannot fail
-	return &http.Response{
-		StatusCode: http.StatusNotFound, Status: "404 Not Found", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": []string{"application/json"}},
-		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
-	}
+		Details: &metav1.StatusDetails{Name: info.Name, Group: gk.Group, Kind: info.Resource}})
 }
