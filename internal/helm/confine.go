@@ -61,7 +61,13 @@ func (c Confinement) AllowsNamespace(ns string) bool {
 
 // AllowsClusterScoped reports whether cluster-scoped objects of gk are within reach.
 func (c Confinement) AllowsClusterScoped(gk schema.GroupKind) bool {
-	return slices.Contains(c.AllowClusterScoped, gk.Kind) || slices.Contains(c.AllowClusterScoped, gk.Kind+"."+gk.Group)
+	return slices.ContainsFunc(c.AllowClusterScoped, func(k string) bool { return namesKind(k, gk) })
+}
+
+// namesKind reports whether a watch's entry for a kind, "Kind" (any group) or "Kind.group",
+// names gk.
+func namesKind(entry string, gk schema.GroupKind) bool {
+	return entry == gk.Kind || entry == gk.Kind+"."+gk.Group
 }
 
 // Violation is one object or request outside a release's confinement.

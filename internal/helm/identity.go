@@ -82,18 +82,35 @@ func (c Confinement) checkIdentities(streams []identityStream) ([]Violation, err
 }
 
 func (c Confinement) checkIdentitiesWith(streams []identityStream, needs *Identities) ([]Violation, error) {
-	ic := identityCheck{c: c, made: map[types.NamespacedName]bool{}, needs: needs}
+	objs, err := parseStreams(streams)
+	if err != nil {
+		return nil, err
+	}
+	return c.identityViolations(objs, needs), nil
+}
+
+// parseStreams decodes the objects of streams, each with the stream it comes from.
+func parseStreams(streams []identityStream) ([]identityObject, error) {
 	var objs []identityObject
 	for _, st := range streams {
 		err := eachObject([]byte(st.text), func(o *unstructured.Unstructured) error {
-			if o.GetKind() == "ServiceAccount" && o.GroupVersionKind().Group == "" {
-				ic.made[types.NamespacedName{Namespace: ic.namespace(o), Name: o.GetName()}] = true
-			}
 			objs = append(objs, identityObject{st, o})
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// identityViolations decides the identity rules for the objects of one release, noting in
+// needs, when set, what the release would need allowed.
+func (c Confinement) identityViolations(objs []identityObject, needs *Identities) []Violation {
+	ic := identityCheck{c: c, made: map[types.NamespacedName]bool{}, needs: needs}
+	for _, o := range objs {
+		if o.obj.GetKind() == "ServiceAccount" && o.obj.GroupVersionKind().Group == "" {
+			ic.made[types.NamespacedName{Namespace: ic.namespace(o.obj), Name: o.obj.GetName()}] = true
 		}
 	}
 	var out []Violation
@@ -102,7 +119,7 @@ func (c Confinement) checkIdentitiesWith(streams []identityStream, needs *Identi
 			out = append(out, Violation{Source: o.src, Hook: o.hook, Kind: o.obj.GetKind(), Name: o.obj.GetName(), Namespace: o.obj.GetNamespace(), Why: why})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // CheckIdentities checks a stored revision (its manifest and hooks) against the identity

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
@@ -49,10 +50,7 @@ func (l Limits) lookups() int {
 func (c Confinement) AllowsRead(gk schema.GroupKind, name string) bool {
 	for _, r := range c.AllowReads {
 		kind, n, named := strings.Cut(r, "/")
-		if named && n != name {
-			continue
-		}
-		if kind == gk.Kind || kind == gk.Kind+"."+gk.Group {
+		if (!named || n == name) && namesKind(kind, gk) {
 			return true
 		}
 	}
@@ -120,7 +118,6 @@ func (l *lookups) count(info *apirequest.RequestInfo) *Violation {
 
 // readHead is what the rule reads of an object.
 type readHead struct {
-	Kind     string `json:"kind"`
 	Type     string `json:"type"`
 	Metadata struct {
 		Name        string            `json:"name"`
@@ -132,9 +129,12 @@ type readHead struct {
 // readable says why the object of kind gk whose head is h is withheld from the render; "" when
 // it may be read.
 func (l *lookups) readable(gk schema.GroupKind, h *readHead) string {
-	if gk.Group == "" && (gk.Kind == "Secret" || gk.Kind == "ConfigMap") &&
-		(h.Type == releaseRecordType || h.Metadata.Labels["owner"] == "helm") {
-		return "a release record, which no render reads"
+	obj := &unstructured.Unstructured{Object: map[string]any{"type": h.Type}}
+	obj.SetGroupVersionKind(gk.WithVersion(""))
+	obj.SetName(h.Metadata.Name)
+	obj.SetLabels(h.Metadata.Labels)
+	if why := recordShaped(obj); why != "" {
+		return "a release record, which no render reads: " + why
 	}
 	if l.g.owner != "" && h.Metadata.Annotations[AnnotationOwner] == l.g.owner {
 		return ""

@@ -14,7 +14,6 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rudder-operator/rudder/internal/render"
 )
@@ -94,27 +93,30 @@ func (c Confinement) checkRendered(mapper meta.RESTMapper, ch *chart.Chart, file
 	if err != nil {
 		return nil
 	}
-	s := newScoper(mapper, ch)
 	streams := make([]identityStream, 0, len(sorted)+len(hooks))
 	for _, m := range sorted {
-		_ = eachObject([]byte(m.Content), func(o *unstructured.Unstructured) error {
-			s.learn(o.Object)
-			return nil
-		})
 		streams = append(streams, identityStream{src: SourceManifest, text: m.Content})
+	}
+	for _, h := range hooks {
+		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
+	}
+	// Decoded once: the manifest's CRDs tell the scope of the kinds the hooks may use, and
+	// every object goes to the identity rules.
+	objs, err := parseStreams(streams)
+	if err != nil {
+		return err
+	}
+	s := newScoper(mapper, ch)
+	for _, o := range objs {
+		if o.src == SourceManifest {
+			s.learn(o.obj.Object)
+		}
 	}
 	vs, err := c.checkHooks(s, hooks)
 	if err != nil {
 		return err
 	}
-	for _, h := range hooks {
-		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
-	}
-	iv, err := c.checkIdentities(streams)
-	if err != nil {
-		return err
-	}
-	if vs = append(vs, iv...); len(vs) > 0 {
+	if vs = append(vs, c.identityViolations(objs, nil)...); len(vs) > 0 {
 		return &ConfinementError{Violations: vs}
 	}
 	return nil
