@@ -80,41 +80,9 @@ func TestChartCompat(t *testing.T) {
 
 func checkChartCompat(t *testing.T, tc compatCase) {
 	ctx := context.Background()
-	tmp := t.TempDir()
-	chartDir := filepath.Join(tmp, "chart")
-	if err := os.CopyFS(chartDir, os.DirFS(tc.chart)); err != nil {
-		t.Fatal(err)
-	}
-	group := strings.ToLower(tc.kind) + ".compat.rudder.dev"
-	gvk := schema.GroupVersionKind{Group: group, Version: "v1", Kind: tc.kind}
-	out := filepath.Join(tmp, "out")
-
-	// 1. Scaffold, and apply the CRD and the role.
-	args := append([]string{"scaffold", "--chart", chartDir, "--group", group, "--version", "v1", "--kind", tc.kind, "--output", out}, tc.args...)
-	code, stdout, stderr := rudderCLI(args...)
-	if code != 0 {
-		t.Fatalf("scaffold: %d\n%s%s", code, stdout, stderr)
-	}
-	t.Logf("scaffold:\n%s", stdout)
-	plural := strings.ToLower(tc.kind) + "s"
-	role := "rudder-" + plural + "." + group
-	kubectl(t, "apply", "--server-side", "-k", out)
-	t.Cleanup(func() { removeScaffolded(t, role, group) })
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+plural+"."+group)
-	waitAggregated(t, filepath.Join(out, "role.yaml"))
-
-	// 2. rudder as its ServiceAccount with the scaffolded watches entry, unchanged.
-	ws, err := watches.Load(filepath.Join(out, "watches.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := crtest.NewNamespace(t, k8s, "compat-")
-	startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns},
-		SeveralManagers: true, ChartReload: true, ChartDebounce: time.Second})
-
+	s := serveScaffolded(t, tc, nil)
+	gvk, ns, name, chartDir, ws := s.gvk, s.ns, s.name, s.chartDir, s.ws
 	// 3. The sample becomes Ready.
-	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
-	name := strings.ToLower(tc.kind) + "-sample"
 	crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 
 	// 4. No new revision while idle.
@@ -174,6 +142,78 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 		}
 		return true, nil
 	})
+}
+
+// scaffolded is a chart served as a kind by serveScaffolded: its CR is applied.
+type scaffolded struct {
+	gvk                schema.GroupVersionKind
+	ns, name, chartDir string
+	ws                 []*watches.Watch
+}
+
+// serveScaffolded scaffolds tc's chart as a kind, applies its CRD and role, starts rudder as
+// its ServiceAccount with the scaffolded watches entry (changed by edit, when set, as a
+// platform team edits it) and applies the sample in a new namespace.
+func serveScaffolded(t *testing.T, tc compatCase, edit func(entry map[string]any)) scaffolded {
+	t.Helper()
+	tmp := t.TempDir()
+	chartDir := filepath.Join(tmp, "chart")
+	if err := os.CopyFS(chartDir, os.DirFS(tc.chart)); err != nil {
+		t.Fatal(err)
+	}
+	group := strings.ToLower(tc.kind) + ".compat.rudder.dev"
+	gvk := schema.GroupVersionKind{Group: group, Version: "v1", Kind: tc.kind}
+	out := filepath.Join(tmp, "out")
+
+	// 1. Scaffold, and apply the CRD and the role.
+	args := append([]string{"scaffold", "--chart", chartDir, "--group", group, "--version", "v1", "--kind", tc.kind, "--output", out}, tc.args...)
+	code, stdout, stderr := rudderCLI(args...)
+	if code != 0 {
+		t.Fatalf("scaffold: %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("scaffold:\n%s", stdout)
+	plural := strings.ToLower(tc.kind) + "s"
+	role := "rudder-" + plural + "." + group
+	kubectl(t, "apply", "--server-side", "-k", out)
+	t.Cleanup(func() { removeScaffolded(t, role, group) })
+	kubectl(t, "wait", "--for=condition=Established", "crd/"+plural+"."+group)
+	waitAggregated(t, filepath.Join(out, "role.yaml"))
+
+	// 2. rudder as its ServiceAccount with the scaffolded watches entry, unchanged or as edit
+	// changes it.
+	if edit != nil {
+		editWatches(t, filepath.Join(out, "watches.yaml"), edit)
+	}
+	ws, err := watches.Load(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := crtest.NewNamespace(t, k8s, "compat-")
+	startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns},
+		SeveralManagers: true, ChartReload: true, ChartDebounce: time.Second})
+
+	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
+	return scaffolded{gvk: gvk, ns: ns, name: strings.ToLower(tc.kind) + "-sample", chartDir: chartDir, ws: ws}
+}
+
+// editWatches changes the one entry of a watches file with edit.
+func editWatches(t *testing.T, file string, edit func(entry map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []map[string]any
+	if err := yaml.Unmarshal(b, &entries); err != nil || len(entries) != 1 {
+		t.Fatalf("%s: %v (%d entries)", file, err, len(entries))
+	}
+	edit(entries[0])
+	if b, err = yaml.Marshal(entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // gone: the object, or its kind, no longer exists.

@@ -109,7 +109,7 @@ func (p *pass) failureReason(o *outcome) string {
 	if c != nil && c.status == metav1.ConditionFalse {
 		switch c.reason {
 		case rstatus.ReasonInstallFailed, rstatus.ReasonChartInvalid, rstatus.ReasonRolledBack, rstatus.ReasonRollbackFailed,
-			rstatus.ReasonForbidden, rstatus.ReasonUnlocked, rstatus.ReasonValuesInvalid:
+			rstatus.ReasonForbidden, rstatus.ReasonUnlocked, rstatus.ReasonValuesInvalid, rstatus.ReasonPostRenderFailed:
 			return c.reason
 		}
 	}
@@ -223,8 +223,9 @@ func (p *pass) request(action string) (*helm.Request, []note, *result) {
 	if err != nil {
 		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.snap.Digest, p.values, p.want.ValuesDigest,
-		helm.Description(action, p.gen, ch, p.snap.Digest, p.want.ValuesDigest, p.overridden))
+	digest := p.r.opts.Watch.ChartDigest(p.snap.Digest)
+	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, digest, p.values, p.want.ValuesDigest,
+		helm.Description(action, p.gen, ch, digest, p.want.ValuesDigest, p.overridden))
 	req.Carried = p.carried()
 	return req, pre, nil
 }

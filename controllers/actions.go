@@ -40,6 +40,19 @@ const (
 	blocked
 )
 
+// label is the verdict as the result label of rudder_release_action_duration_seconds.
+func (v verdict) label() string {
+	switch v {
+	case succeeded:
+		return "ok"
+	case failed:
+		return "failed"
+	case retry:
+		return "retry"
+	}
+	return "blocked"
+}
+
 // result is what an action (or the end of a pass) reports.
 type result struct {
 	verdict verdict
@@ -122,7 +135,9 @@ func (p *pass) act(ctx context.Context) *outcome {
 
 // do runs one action and folds its result into the outcome.
 func (p *pass) do(ctx context.Context, a action, obs observed, o *outcome) result {
+	start := time.Now()
 	res := a.run(ctx, p, obs)
+	actionSeconds.WithLabelValues(p.r.gvkLabel(), a.String(), res.verdict.label()).Observe(time.Since(start).Seconds())
 	o.add(a, res)
 	return res
 }

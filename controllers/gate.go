@@ -31,6 +31,11 @@ type gate struct {
 	mu      sync.Mutex
 	acting  map[string]int
 	running map[types.NamespacedName]context.CancelFunc
+	// queued are the CRs waiting for an action slot of their namespace, counted by namespace
+	// in rudder_actions_queued{gvk} (gvk is the kind's label).
+	queued      map[types.NamespacedName]bool
+	queuedPerNS map[string]int
+	gvk         string
 }
 
 // poolFactor is how many controller-runtime workers there are per active slot.
@@ -39,9 +44,10 @@ const poolFactor = 16
 // defaultWaitingAfter is how long a pass runs before it counts as waiting.
 const defaultWaitingAfter = 2 * time.Second
 
-func newGate(workers, perNamespace int) *gate {
+func newGate(gvk string, workers, perNamespace int) *gate {
 	return &gate{active: make(chan struct{}, workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
-		acting: map[string]int{}, running: map[types.NamespacedName]context.CancelFunc{}}
+		acting: map[string]int{}, running: map[types.NamespacedName]context.CancelFunc{},
+		queued: map[types.NamespacedName]bool{}, queuedPerNS: map[string]int{}, gvk: gvk}
 }
 
 // poolSize is the number of controller-runtime workers for a gate of workers active slots.
@@ -81,16 +87,46 @@ func (g *gate) cancel(key types.NamespacedName) {
 	}
 }
 
-// startAction takes one of namespace ns's action slots; false when they are all taken. The
-// caller gives it back with endAction.
-func (g *gate) startAction(ns string) bool {
+// startAction takes one of the action slots of key's namespace for key's pass; false when
+// they are all taken, and key counts as queued until it takes one or dequeue says it no
+// longer waits. The caller gives the slot back with endAction.
+func (g *gate) startAction(key types.NamespacedName) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.acting[ns] >= g.perNamespace {
+	if g.acting[key.Namespace] >= g.perNamespace {
+		g.setQueued(key, true)
 		return false
 	}
-	g.acting[ns]++
+	g.setQueued(key, false)
+	g.acting[key.Namespace]++
 	return true
+}
+
+// dequeue: key no longer waits for an action slot (its pass needed none).
+func (g *gate) dequeue(key types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.setQueued(key, false)
+}
+
+func (g *gate) setQueued(key types.NamespacedName, queued bool) {
+	if g.queued[key] == queued {
+		return
+	}
+	ns := key.Namespace
+	if queued {
+		g.queued[key] = true
+		g.queuedPerNS[ns]++
+	} else {
+		delete(g.queued, key)
+		g.queuedPerNS[ns]--
+	}
+	if n := g.queuedPerNS[ns]; n > 0 {
+		actionsQueued.WithLabelValues(g.gvk, ns).Set(float64(n))
+	} else {
+		delete(g.queuedPerNS, ns)
+		actionsQueued.DeleteLabelValues(g.gvk, ns)
+	}
 }
 
 func (g *gate) endAction(ns string) {

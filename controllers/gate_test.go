@@ -2,37 +2,47 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 )
 
 // TestGateActionSlotsPerNamespace: a namespace holds at most its share of action slots; other
 // namespaces are not affected, and a slot given back is taken again.
 func TestGateActionSlotsPerNamespace(t *testing.T) {
-	g := newGate(4, 2)
+	g := newGate("test", 4, 2)
+	in := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	for i := range 2 {
-		if !g.startAction("a") {
+		if !g.startAction(in("a", fmt.Sprint(i))) {
 			t.Fatalf("a namespace did not get its share: slot %d refused", i+1)
 		}
 	}
-	if g.startAction("a") {
+	if g.startAction(in("a", "late")) || g.startAction(in("a", "later")) {
 		t.Fatal("a namespace got more than its share")
 	}
-	if !g.startAction("b") {
+	if got := testutil.ToFloat64(actionsQueued.WithLabelValues("test", "a")); got != 2 {
+		t.Fatalf("rudder_actions_queued{namespace=a} is %v, want 2", got)
+	}
+	if !g.startAction(in("b", "0")) {
 		t.Fatal("another namespace was held by the first one's actions")
 	}
 	g.endAction("a")
-	if !g.startAction("a") {
+	if !g.startAction(in("a", "late")) {
 		t.Fatal("a slot given back was not taken again")
+	}
+	g.dequeue(in("a", "later")) // its next pass needed no action
+	if n := testutil.CollectAndCount(actionsQueued); n != 0 {
+		t.Fatalf("rudder_actions_queued has %d series once nothing waits, want none", n)
 	}
 }
 
 // TestGateWaitingPassGivesItsSlotBack: a pass running past waitingAfter lets the next pass in
 // while it still runs; deleting its CR cancels it.
 func TestGateWaitingPassGivesItsSlotBack(t *testing.T) {
-	g := newGate(1, 1)
+	g := newGate("test", 1, 1)
 	g.waitingAfter = 50 * time.Millisecond
 	slow := types.NamespacedName{Namespace: "a", Name: "slow"}
 	ctx, leave, err := g.enter(context.Background(), slow)

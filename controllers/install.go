@@ -69,7 +69,11 @@ func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 		// Reported, with an Event, when the pass ends (see forbidden).
 		return result{verdict: failed, forbidden: true, reason: rstatus.ReasonForbidden, message: msg}
 	}
-	if isChartError(err) {
+	switch {
+	case helm.IsPostRenderError(err):
+		// The watch's patches, not the chart: nothing was applied.
+		reason = rstatus.ReasonPostRenderFailed
+	case isChartError(err):
 		// Refused before anything was applied.
 		reason = rstatus.ReasonChartInvalid
 	}

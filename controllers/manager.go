@@ -333,7 +333,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		}
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks)),
+			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
 			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
 		})
 		if err != nil {

@@ -30,6 +30,15 @@ var (
 		Help:    "Duration of Go hooks by kind, phase (pre, post) and result.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
 	}, []string{"gvk", "phase", "result"})
+	actionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rudder_release_action_duration_seconds",
+		Help:    "Duration of release actions (the render, Helm's action and its waits) by kind, action and result (ok, failed, retry, blocked).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+	}, []string{"gvk", "action", "result"})
+	actionsQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rudder_actions_queued",
+		Help: "CRs waiting for one of their namespace's Helm action slots (limits.maxActionsPerNamespace), by kind and namespace.",
+	}, []string{"gvk", "namespace"})
 	passSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rudder_reconcile_pass_seconds",
 		Help:    "Duration of reconcile passes by kind and result.",
@@ -38,7 +47,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, passSeconds)
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, actionsQueued, passSeconds)
 }
 
 func outcomeLabel(err error) string {

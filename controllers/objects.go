@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -264,7 +266,7 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 		if err != nil {
 			return nil, err
 		}
-		verdict, msg, err := operandStatus(live)
+		verdict, msg, err := p.verdict(want.GroupVersionKind(), live)
 		if err != nil {
 			return nil, fmt.Errorf("status of %s: %w", helm.Describe(want), err)
 		}
@@ -280,6 +282,24 @@ func (p *pass) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 		o.requeueIn(jitter(notReadyRequeue))
 	}
 	return r, nil
+}
+
+// verdict is the watch's healthChecks' verdict on live, of kind gvk, where they judge the
+// kind, else kstatus's.
+func (p *pass) verdict(gvk schema.GroupVersionKind, live client.Object) (status.Status, string, error) {
+	w := p.r.opts.Watch
+	if !w.Judges(gvk) {
+		return operandStatus(live)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if u, ok := live.(*unstructured.Unstructured); ok {
+		obj, err = u.Object, nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	verdict, msg, _ := w.Health(gvk, obj)
+	return verdict, msg, nil
 }
 
 // isChartError: the chart rendered objects outside its scope, against its ownership rules,

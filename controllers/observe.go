@@ -57,7 +57,7 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	if err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.snap.Digest), ValuesDigest: vd,
+	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.r.opts.Watch.ChartDigest(p.snap.Digest)), ValuesDigest: vd,
 		Generation: p.gen}
 	if p.st.Release != nil && p.st.Release.Applied != nil {
 		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}

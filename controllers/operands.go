@@ -67,13 +67,14 @@ func operandObject(gvk schema.GroupVersionKind) client.Object {
 	return u
 }
 
-// operandTransform is the operand cache's transform (see above).
-func operandTransform(keepStatus bool) toolscache.TransformFunc {
+// operandTransform is the operand cache's transform (see above). The objects of judged kinds
+// (a watch's healthChecks read them) keep their spec and status, and every other field.
+func operandTransform(keepStatus bool, judged map[schema.GroupVersionKind]bool) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		u, ok := in.(*unstructured.Unstructured)
 		if !ok {
 			if o, ok := in.(client.Object); ok {
-				return typedOperand(o, keepStatus), nil
+				return typedOperand(o, keepStatus, judged), nil
 			}
 			return stripManagedFields(in)
 		}
@@ -88,15 +89,18 @@ func operandTransform(keepStatus bool) toolscache.TransformFunc {
 			}
 			u.Object[kstatusKey], u.Object[kstatusMessageKey] = verdict, msg
 		}
+		whole := judged[u.GroupVersionKind()]
 		for k := range u.Object {
 			switch k {
 			case "apiVersion", "kind", "metadata", kstatusKey, kstatusMessageKey:
 			case "status":
-				if !keepStatus {
+				if !keepStatus && !whole {
 					delete(u.Object, k)
 				}
 			default:
-				delete(u.Object, k)
+				if !whole {
+					delete(u.Object, k)
+				}
 			}
 		}
 		if md, ok := u.Object["metadata"].(map[string]any); ok {
@@ -108,9 +112,9 @@ func operandTransform(keepStatus bool) toolscache.TransformFunc {
 }
 
 // typedOperand is what the operand cache keeps of a typed object (see above): a new object
-// of its type with its type, metadata and, when keepStatus, status; the verdict in its
-// annotations. An object already transformed is kept as it is.
-func typedOperand(in client.Object, keepStatus bool) client.Object {
+// of its type with its type, metadata and, when keepStatus, status (and the spec too for a
+// judged kind); the verdict in its annotations. An object already transformed is kept as it is.
+func typedOperand(in client.Object, keepStatus bool, judged map[schema.GroupVersionKind]bool) client.Object {
 	if _, done := in.GetAnnotations()[kstatusKey]; done {
 		return in
 	}
@@ -118,11 +122,12 @@ func typedOperand(in client.Object, keepStatus bool) client.Object {
 		in.GetObjectKind().SetGroupVersionKind(gvk) // informers' objects come without it
 	}
 	verdict, msg := typedVerdict(in)
+	whole := judged[in.GetObjectKind().GroupVersionKind()]
 	out := in
 	if v := reflect.ValueOf(in).Elem(); v.Kind() == reflect.Struct {
 		o := reflect.New(v.Type())
-		for _, f := range []string{"TypeMeta", "ObjectMeta", "Status"} {
-			if f == "Status" && !keepStatus {
+		for _, f := range []string{"TypeMeta", "ObjectMeta", "Spec", "Status"} {
+			if (f == "Status" && !keepStatus && !whole) || (f == "Spec" && !whole) {
 				continue
 			}
 			if src := v.FieldByName(f); src.IsValid() {

@@ -63,6 +63,8 @@ type pass struct {
 
 	// acting: the pass holds one of its namespace's action slots (see gate).
 	acting bool
+	// queued: the pass found its namespace's action slots taken and waits its turn.
+	queued bool
 	// reset: the pass acts on a new reset-at value (see nudges).
 	reset bool
 }

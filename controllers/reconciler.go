@@ -166,7 +166,7 @@ func New(opts Options) (*Reconciler, error) {
 		shadows:   newShadows(),
 
 		changedSources: map[types.NamespacedName]bool{},
-		gate:           newGate(workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
+		gate:           newGate(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
 }
 
@@ -237,7 +237,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
 	} else {
 		scope := r.scope(obj)
-		if !r.gate.startAction(obj.GetNamespace()) {
+		if !r.gate.startAction(client.ObjectKeyFromObject(obj)) {
 			log.V(1).Info("waiting for a turn to uninstall", "release", name)
 			return reconcile.Result{RequeueAfter: jitter(turnRequeue)}, nil
 		}

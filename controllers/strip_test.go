@@ -104,7 +104,7 @@ func TestOperandTransform(t *testing.T) {
 	}
 	for _, keep := range []bool{false, true} {
 		dep := deployment()
-		if _, err := operandTransform(keep)(dep); err != nil {
+		if _, err := operandTransform(keep, nil)(dep); err != nil {
 			t.Fatal(err)
 		}
 		verdict, msg, err := operandStatus(dep)
@@ -122,7 +122,7 @@ func TestOperandTransform(t *testing.T) {
 		}
 		// Applied again (the object is already transformed): the verdict is not recomputed
 		// from what is left.
-		if _, err := operandTransform(keep)(dep); err != nil {
+		if _, err := operandTransform(keep, nil)(dep); err != nil {
 			t.Fatal(err)
 		}
 		if verdict, _, _ := operandStatus(dep); verdict != status.InProgressStatus {
@@ -132,7 +132,7 @@ func TestOperandTransform(t *testing.T) {
 
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c"}, "data": map[string]any{"k": "v"}}}
-	if _, err := operandTransform(false)(cm); err != nil {
+	if _, err := operandTransform(false, nil)(cm); err != nil {
 		t.Fatal(err)
 	}
 	if _, found := cm.Object["data"]; found {
@@ -145,7 +145,7 @@ func TestOperandTransform(t *testing.T) {
 	// A status kstatus cannot read fails the pass that reads it, with kstatus's error.
 	bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": "b", "generation": int64(1)}, "status": map[string]any{"conditions": "not a list"}}}
-	if _, err := operandTransform(false)(bad); err != nil {
+	if _, err := operandTransform(false, nil)(bad); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := operandStatus(bad); err == nil {
@@ -189,11 +189,11 @@ func TestTypedOperandTransform(t *testing.T) {
 	}
 	for _, keep := range []bool{false, true} {
 		u, d := deployment()
-		if _, err := operandTransform(keep)(u); err != nil {
+		if _, err := operandTransform(keep, nil)(u); err != nil {
 			t.Fatal(err)
 		}
 		wantVerdict, wantMsg, _ := operandStatus(u)
-		out, err := operandTransform(keep)(d)
+		out, err := operandTransform(keep, nil)(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestTypedOperandTransform(t *testing.T) {
 		if dep.Kind != "Deployment" || dep.Generation != 3 || dep.Labels["a"] != "b" || dep.ManagedFields != nil || dep.OwnerReferences != nil {
 			t.Errorf("keep status %v: metadata %+v %+v", keep, dep.TypeMeta, dep.ObjectMeta)
 		}
-		if again, _ := operandTransform(keep)(dep); again != out {
+		if again, _ := operandTransform(keep, nil)(dep); again != out {
 			t.Errorf("keep status %v: a second application changed the object", keep)
 		}
 		// Readers get the object without the verdict, typed or unstructured, and the cached
@@ -240,7 +240,7 @@ func TestOperandReader(t *testing.T) {
 	t.Parallel()
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", Labels: map[string]string{"a": "b"}},
 		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1))}}
-	cached := typedOperand(d, true)
+	cached := typedOperand(d, true, nil)
 	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cached).Build()
 	r := operandReader{r: c, scheme: Scheme()}
 	ctx, key := context.Background(), client.ObjectKey{Namespace: "n", Name: "d"}
@@ -305,5 +305,31 @@ func TestTypedVerdict(t *testing.T) {
 		if string(wantVerdict) != verdict || wantMsg != msg || wantErr != nil {
 			t.Errorf("%s: verdict %q %q, want %q %q %v", gvk.Kind, verdict, msg, wantVerdict, wantMsg, wantErr)
 		}
+	}
+}
+
+// TestJudgedKindsKeepTheirFields: the objects of a kind a watch's healthChecks judge keep spec
+// and status in the operand cache (the expressions read them), typed or not; others do not.
+func TestJudgedKindsKeepTheirFields(t *testing.T) {
+	db := schema.GroupVersionKind{Group: "db.example.com", Version: "v1", Kind: "Database"}
+	judged := map[schema.GroupVersionKind]bool{db: true, appsv1.SchemeGroupVersion.WithKind("Deployment"): true}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "db.example.com/v1", "kind": "Database",
+		"metadata": map[string]any{"name": "d", "managedFields": []any{map[string]any{"manager": "x"}}},
+		"spec":     map[string]any{"size": "1Gi"}, "status": map[string]any{"phase": "Running"}}}
+	if _, err := operandTransform(false, judged)(u); err != nil {
+		t.Fatal(err)
+	}
+	if u.Object["spec"] == nil || u.Object["status"] == nil || len(u.GetManagedFields()) != 0 {
+		t.Errorf("a judged kind's object as cached: %v", u.Object)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}, Spec: appsv1.DeploymentSpec{Replicas: new(int32(3))},
+		Status: appsv1.DeploymentStatus{ReadyReplicas: 2}}
+	d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	out := typedOperand(d, false, judged).(*appsv1.Deployment)
+	if out.Spec.Replicas == nil || out.Status.ReadyReplicas != 2 {
+		t.Errorf("a judged typed kind lost its spec or status: %+v", out)
+	}
+	if plain := typedOperand(d.DeepCopy(), false, nil).(*appsv1.Deployment); plain.Spec.Replicas != nil || plain.Status.ReadyReplicas != 0 {
+		t.Errorf("an unjudged kind kept its spec or status: %+v", plain)
 	}
 }

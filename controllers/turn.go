@@ -16,7 +16,8 @@ func (p *pass) takeTurn(o *outcome) bool {
 	if p.acting {
 		return true
 	}
-	if !p.r.gate.startAction(p.key.Namespace) {
+	if !p.r.gate.startAction(p.key) {
+		p.queued = true
 		msg := fmt.Sprintf("waiting for a turn: CRs of namespace %s hold all %d of the kind's Helm action slots (limits.maxActionsPerNamespace)",
 			p.key.Namespace, p.r.gate.perNamespace)
 		o.phase, o.reason, o.message = phaseLocked, ReasonQueued, msg
@@ -27,7 +28,11 @@ func (p *pass) takeTurn(o *outcome) bool {
 	return true
 }
 
+// endTurn gives back the pass's action slot; a pass that needed none is no longer queued.
 func (p *pass) endTurn() {
+	if !p.queued {
+		p.r.gate.dequeue(p.key)
+	}
 	if p.acting {
 		p.acting = false
 		p.r.gate.endAction(p.key.Namespace)

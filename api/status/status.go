@@ -97,8 +97,11 @@ const (
 	ReasonValuesInvalid       = "ValuesInvalid"
 	// ReasonValuesFromMissing: a valuesFrom source that is not optional is missing (its
 	// object or its key); nothing is released until it exists.
-	ReasonValuesFromMissing   = "ValuesFromMissing"
-	ReasonChartInvalid        = "ChartInvalid"
+	ReasonValuesFromMissing = "ValuesFromMissing"
+	ReasonChartInvalid      = "ChartInvalid"
+	// ReasonPostRenderFailed: the watch's post-renderers or common metadata failed on what the
+	// chart rendered (the message names the patch and its target); nothing was applied.
+	ReasonPostRenderFailed    = "PostRenderFailed"
 	ReasonChartLoaded         = "ChartLoaded"
 	ReasonReleaseNameConflict = "ReleaseNameConflict"
 	ReasonPaused              = "Paused"

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // The errors of an action that Helm's own errors no longer say by type: its kube client and
@@ -25,6 +27,13 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 func IsUnavailable(err error) bool {
 	var ue *UnavailableError
 	return errors.As(err, &ue)
+}
+
+// IsPostRenderError reports whether err is the failure of a watch's post-renderers or common
+// metadata on what the chart rendered (render.PostRenderError).
+func IsPostRenderError(err error) bool {
+	var pe *render.PostRenderError
+	return errors.As(err, &pe)
 }
 
 // ForbiddenError: the API server refused requests of an action to the identity it was made as

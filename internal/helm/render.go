@@ -55,7 +55,7 @@ func (l Limits) renderLimits() render.Limits {
 func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
-		Lookups: up != nil, MaxBytes: 2 * limits.manifestBytes()}
+		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
 	res, err := pool.Render(ctx, job, limits.renderLimits(), up)
 	var ee *render.ExceededError
 	switch {

@@ -1,12 +1,15 @@
 package helm
 
 import (
+	"maps"
+
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
-	"maps"
+
+	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 // Scope is who acts for a release and where it may act.
@@ -25,6 +28,9 @@ type Scope struct {
 	Owner Owner
 	// Limits bound what the release renders and how long its actions wait.
 	Limits Limits
+	// Post is what the watch layers on the chart's output (post-renderers, common metadata),
+	// applied in the render worker before every check and mark; nil: nothing.
+	Post *postrender.Spec
 }
 
 // Request is everything an install or upgrade needs.

@@ -128,7 +128,8 @@ type Upstream struct {
 // returned as an *ExceededError; a template's own failure as an error with Helm's words.
 // Before it starts, a render waits for its namespace's share, for its memory bound to fit the
 // budget, and for a worker.
-func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream) (*Result, error) {
+func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream) (res *Result, err error) {
+	defer func(start time.Time) { observeRender(start, err) }(time.Now())
 	if p.budget != nil && limits.Memory > p.budgetBytes {
 		return nil, &ExceededError{Bound: BoundBudget, Max: p.budgetBytes,
 			What: fmt.Sprintf("the render's memory bound of %d bytes is more than the %d bytes all renders may hold at once (the pod's memory limit less rudder's own)", limits.Memory, p.budgetBytes)}
@@ -139,7 +140,9 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 	defer p.leave(job.Options.Namespace)
 	if p.budget != nil && limits.Memory > 0 {
 		p.waiting.Add(1)
+		rendersWaitingForMemory.Inc()
 		err := p.budget.Acquire(ctx, limits.Memory)
+		rendersWaitingForMemory.Dec()
 		p.waiting.Add(-1)
 		if err != nil {
 			return nil, err
@@ -163,12 +166,15 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 	job.MaxFrame = maxFrame(job)
 	w.upstream.Store(up)
 	defer w.upstream.Store(nil)
-	res, err := w.run(ctx, job, limits)
+	res, err = w.run(ctx, job, limits)
 	if err != nil {
 		p.end(w)
 		return nil, err
 	}
 	p.put(w)
+	if res.Error != "" && res.PostRender {
+		return nil, &PostRenderError{Msg: res.Error}
+	}
 	if res.Error != "" {
 		return nil, errors.New(res.Error)
 	}

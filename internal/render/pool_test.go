@@ -12,6 +12,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 func testChart(tmpl string) *Tree {
@@ -46,7 +48,8 @@ func TestRenderBounds(t *testing.T) {
 		{"until", `{{ range until (int .Values.n) }}x{{ end }}`, map[string]any{"n": int64(300000000)}, BoundMemory},
 		{"repeat", `{{ repeat (int .Values.n) "xxxxxxxx" }}`, map[string]any{"n": int64(200000000)}, BoundMemory},
 		{"nested until", `{{ range until 20000 }}{{ range until 20000 }}{{ end }}{{ end }}`, nil, BoundTimeout},
-		{"output", `{{ repeat 3000000 "xxxxxxxxxxxxxxxxxxxxxxxxx" }}`, nil, BoundOutput},
+		// 25 MB over a 16 MiB output bound, far below the memory bound: the case is the output's.
+		{"output", `{{ repeat 1000000 "xxxxxxxxxxxxxxxxxxxxxxxxx" }}`, nil, BoundOutput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,7 +57,11 @@ func TestRenderBounds(t *testing.T) {
 			if tt.bound == BoundTimeout {
 				limits.Timeout = timeoutBound
 			}
-			_, err := pool.Render(context.Background(), job(tt.tmpl, tt.values), limits, nil)
+			j := job(tt.tmpl, tt.values)
+			if tt.bound == BoundOutput {
+				j.MaxBytes = 16 << 20
+			}
+			_, err := pool.Render(context.Background(), j, limits, nil)
 			var ee *ExceededError
 			switch {
 			case tt.bound == "" && (err == nil || errors.As(err, &ee)):
@@ -236,5 +243,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRenderPostRenders: the worker applies the job's post-renderers and common metadata to
+// what the chart renders, and a patch that does not apply comes back as a PostRenderError
+// naming it.
+func TestRenderPostRenders(t *testing.T) {
+	pool, err := NewPool(Options{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{Timeout: 10 * time.Second, Memory: 256 << 20}
+	j := job("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n", nil)
+	j.Post = &postrender.Spec{CommonMetadata: &postrender.Metadata{Labels: map[string]string{"team": "platform"}},
+		PostRenderers: []postrender.PostRenderer{{Kustomize: &postrender.Kustomize{Patches: []postrender.Patch{
+			{Patch: `[{"op": "add", "path": "/data/c", "value": "d"}]`, Target: &postrender.Selector{Kind: "ConfigMap"}}}}}}}
+	res, err := pool.Render(context.Background(), j, limits, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Files["t/templates/t.yaml"]; !strings.Contains(got, "team: platform") || !strings.Contains(got, "c: d") {
+		t.Fatalf("not post-rendered:\n%s", got)
+	}
+	j.Post.PostRenderers[0].Kustomize.Patches[0].Patch = `[{"op": "test", "path": "/data/a", "value": "not b"}]`
+	_, err = pool.Render(context.Background(), j, limits, nil)
+	var pe *PostRenderError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "postRenderers[0].kustomize.patches[0] (target ConfigMap/*)") {
+		t.Fatalf("got %v, want a PostRenderError naming the patch", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 // Job is one render: what Helm's install or upgrade renders a chart from.
@@ -24,6 +26,9 @@ type Job struct {
 	// Lookups: a template's lookup reaches the API server (through the parent); otherwise it
 	// finds nothing, as in `helm template`.
 	Lookups bool
+	// Post is what the watch layers on the chart's output (post-renderers, common metadata),
+	// applied to it before it is bounded, returned and checked.
+	Post *postrender.Spec
 	// MaxBytes bounds the rendered output, both as text and as what Helm parses it to (see
 	// output.go); MemoryBytes the worker's memory while it renders.
 	MaxBytes    int64
@@ -41,12 +46,20 @@ type Result struct {
 	CRDs  []*chart.File
 	// Error is the render's own error (a template that fails), as Helm words it.
 	Error string
+	// PostRender: Error is a post-renderer's, not the chart's.
+	PostRender bool
 	// OutputBytes, when set, is the size of an output over the job's MaxBytes (then Files is
 	// empty); Parsed says that it is the size of what Helm parses the output to, which YAML
 	// aliases made larger than the text.
 	OutputBytes int64
 	Parsed      bool
 }
+
+// PostRenderError: the watch's post-renderers or common metadata failed on what the chart
+// rendered (a patch that does not apply names itself and its target).
+type PostRenderError struct{ Msg string }
+
+func (e *PostRenderError) Error() string { return "post-rendering: " + e.Msg }
 
 // Tree is a chart with its dependencies, which chart.Chart's JSON leaves out.
 type Tree struct {

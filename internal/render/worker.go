@@ -149,7 +149,8 @@ func (m *monitor) watch() {
 
 // renderJob renders as Helm's install and upgrade do before they render: dependencies
 // processed (conditions, tags, import-values), values coalesced and validated against the
-// charts' schemas, then the engine. Its output is then bounded (output.go).
+// charts' schemas, then the engine. Its output is then bounded (output.go), post-rendered
+// (internal/postrender) and bounded again.
 func renderJob(job *Job, lookups *rest.Config) *Result {
 	ch := job.Chart.Chart()
 	vals := map[string]any(job.Values)
@@ -172,20 +173,16 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 	if err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
-	size := int64(0)
-	for _, f := range files {
-		size += int64(len(f))
+	// Bounded before the post-renderers parse it, and after, since patches add to it.
+	if over := bounded(files, job.MaxBytes); over != nil {
+		return over
 	}
-	if job.MaxBytes > 0 && size > job.MaxBytes {
-		return &Result{OutputBytes: size}
-	}
-	if job.MaxBytes > 0 {
-		parsed, err := parsedSize(files, job.MaxBytes)
-		if err != nil {
-			return &Result{Error: cutError(err.Error())}
+	if !job.Post.Empty() {
+		if files, err = job.Post.Apply(files); err != nil {
+			return &Result{Error: cutError(err.Error()), PostRender: true}
 		}
-		if parsed > job.MaxBytes {
-			return &Result{OutputBytes: parsed, Parsed: true}
+		if over := bounded(files, job.MaxBytes); over != nil {
+			return over
 		}
 	}
 	res := &Result{Files: files}
@@ -193,6 +190,29 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 		res.CRDs = append(res.CRDs, &chart.File{Name: crd.Filename, Data: crd.File.Data})
 	}
 	return res
+}
+
+// bounded is the Result of output over max bytes, as text or as what Helm parses it to; nil
+// when it is within (or max is 0).
+func bounded(files map[string]string, max int64) *Result {
+	if max <= 0 {
+		return nil
+	}
+	size := int64(0)
+	for _, f := range files {
+		size += int64(len(f))
+	}
+	if size > max {
+		return &Result{OutputBytes: size}
+	}
+	parsed, err := parsedSize(files, max)
+	if err != nil {
+		return &Result{Error: cutError(err.Error())}
+	}
+	if parsed > max {
+		return &Result{OutputBytes: parsed, Parsed: true}
+	}
+	return nil
 }
 
 // lookupConfig is the configuration the engine's lookups use: the parent, on the socket, over

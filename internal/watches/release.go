@@ -75,6 +75,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		ServiceAccount: sa,
 		Owner:          helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
+		Post:           w.PostRender(),
 	}
 }
 

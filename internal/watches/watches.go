@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/health"
+	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 // Defaults applied to fields a watch leaves out.
@@ -70,6 +73,13 @@ type Watch struct {
 	// them on top of its defaults when it loads, so that a chart whose schema requires a value
 	// that has no default loads (scaffold writes what it was given with --set and --values).
 	CheckValues map[string]any `json:"checkValues,omitempty"`
+	// PostRenderers and CommonMetadata are what the platform layers on the chart's output
+	// (see layers.go): kustomize patches and image overrides, labels and annotations.
+	PostRenderers  []postrender.PostRenderer `json:"postRenderers,omitempty"`
+	CommonMetadata *postrender.Metadata      `json:"commonMetadata,omitempty"`
+	// HealthChecks judge the objects of kinds kstatus cannot (CEL, see health.go); they are
+	// evaluated instead of kstatus for those kinds.
+	HealthChecks []health.Check `json:"healthChecks,omitempty"`
 	// Limits bound each release of the watch (see helm.Limits for the defaults).
 	Limits *Limits `json:"limits,omitempty"`
 	// Test runs the chart's test hooks after each install or upgrade (see Test).
@@ -93,6 +103,7 @@ type Watch struct {
 	selector       labels.Selector
 	overrideTmpls  map[string]*template.Template
 	releaseNameTpl *template.Template
+	health         *health.Checker
 }
 
 // GroupVersionKind of the watched CRs.
@@ -191,6 +202,8 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.checkTest,
 		w.checkValuesFrom,
 		w.checkPolicies,
+		w.checkLayers,
+		w.compileHealth,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {

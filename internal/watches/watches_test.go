@@ -37,6 +37,11 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		{"bad test onFailure", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, onFailure: retry}}`, `test.onFailure: "retry"`},
 		{"zero test timeout", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, timeout: 0s}}`, "test.timeout"},
 		{"test timeout over the action's", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 1m}, test: {enable: true, timeout: 2m}}`, "test.timeout: 2m0s is over the action timeout"},
+		{"post-renderer without kustomize", `- {group: a.io, version: v1, kind: A, chart: c, postRenderers: [{}]}`, "postRenderers[0]: kustomize is required"},
+		{"unknown post-renderer field", `- {group: a.io, version: v1, kind: A, chart: c, postRenderers: [{kustomize: {patchesStrategicMerge: []}}]}`, "unknown field"},
+		{"common metadata on rudder's mark", `- {group: a.io, version: v1, kind: A, chart: c, commonMetadata: {labels: {rudder.dev/managed: "false"}}}`, "commonMetadata.labels"},
+		{"broken health check", `- {group: a.io, version: v1, kind: A, chart: c, healthChecks: [{apiVersion: v1, kind: Pod, current: "status.phase =="}]}`,
+			"entry 0 (a.io/v1 A): healthChecks[0].current: ERROR: <input>:1:16"},
 		{"empty", ``, "no watches"},
 	}
 	for _, tc := range cases {
@@ -64,6 +69,32 @@ func TestLimitsReachTheScope(t *testing.T) {
 	if def, _ := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c}`), "/base", env(nil)); def[0].ActionsPerNamespace(4) != 4 ||
 		def[0].Scope(cr, "").Limits.Timeout() != 5*time.Minute {
 		t.Fatal("defaults: an action slot per worker and Helm's 5m timeout")
+	}
+}
+
+// TestLayersReachTheRender: post-renderers and common metadata reach the scope the render
+// runs with, and change the chart digest a release is made from (so that changing them
+// upgrades each release once); a watch without them keeps the chart's own digest.
+func TestLayersReachTheRender(t *testing.T) {
+	ws, err := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c, commonMetadata: {labels: {team: a}},
+   postRenderers: [{kustomize: {images: [{name: nginx, newTag: "1.27"}]}}]}
+- {group: a.io, version: v1, kind: B, chart: c}
+- {group: a.io, version: v1, kind: C, chart: c, commonMetadata: {labels: {team: b}}}`), "/base", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	cr.SetNamespace("ns")
+	if p := ws[0].Scope(cr, "").Post; p == nil || p.CommonMetadata.Labels["team"] != "a" || p.PostRenderers[0].Kustomize.Images[0].NewTag != "1.27" {
+		t.Fatalf("the scope's post-render spec: %+v", p)
+	}
+	if ws[1].Scope(cr, "").Post != nil {
+		t.Fatal("a watch without layers renders with some")
+	}
+	const chart = "sha256:0123"
+	a, b, c := ws[0].ChartDigest(chart), ws[1].ChartDigest(chart), ws[2].ChartDigest(chart)
+	if b != chart || a == chart || c == chart || a == c || !strings.HasPrefix(a, "sha256:") {
+		t.Fatalf("chart digests: %s %s %s", a, b, c)
 	}
 }
 

@@ -1,0 +1,37 @@
+package watches
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/rudder-operator/rudder/internal/postrender"
+)
+
+// What a platform team layers on a chart it does not own, without forking it: post-renderers
+// (kustomize patches and image overrides) and common metadata, applied to every render of the
+// watch's releases (internal/postrender) before rudder's checks and marks.
+
+// PostRender is the watch's post-renderers and common metadata; nil when it has none.
+func (w *Watch) PostRender() *postrender.Spec {
+	s := &postrender.Spec{PostRenderers: w.PostRenderers, CommonMetadata: w.CommonMetadata}
+	if s.Empty() {
+		return nil
+	}
+	return s
+}
+
+func (w *Watch) checkLayers() error { return w.PostRender().Check() }
+
+// ChartDigest is the digest of what the watch renders a release from: the chart's (chart, as
+// the chart source has it), and, when the watch has post-renderers or common metadata, those
+// too, so that changing them upgrades each release once, as a chart edit does. A watch with
+// neither keeps the chart's own digest.
+func (w *Watch) ChartDigest(chart string) string {
+	d := w.PostRender().Digest()
+	if d == "" {
+		return chart
+	}
+	sum := sha256.Sum256([]byte(strings.TrimPrefix(chart, "sha256:") + "\x00" + d))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
