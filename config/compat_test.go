@@ -50,6 +50,11 @@ func compatCases(t *testing.T) []compatCase {
 		{kind: "Agent", chart: filepath.Join(root, "config", "testdata", "charts", "clusterwide"), args: []string{"--set", "clusterName=compat"}},
 		// A CRD in templates/ and a CR of it in the same release.
 		{kind: "Bundle", chart: filepath.Join(root, "config", "testdata", "charts", "crdbundle"), drift: restoresGear},
+		// A list of objects of different shapes in the defaults (a policy's plugins, each with
+		// its own args): scaffold's schema takes every element.
+		{kind: "PolicySet", chart: filepath.Join(root, "config", "testdata", "charts", "policies")},
+		// Twenty CRDs rendering over the default maxManifestBytes: scaffold writes the limit.
+		{kind: "CRDPack", chart: filepath.Join(root, "config", "testdata", "charts", "manycrds")},
 	}
 	if dir := os.Getenv("RUDDER_COMPAT_CHART"); dir != "" {
 		cases = []compatCase{{kind: "UserChart", chart: dir, args: strings.Fields(os.Getenv("RUDDER_COMPAT_ARGS"))}}
@@ -149,6 +154,9 @@ type scaffolded struct {
 	gvk                schema.GroupVersionKind
 	ns, name, chartDir string
 	ws                 []*watches.Watch
+	// watchesFile is the scaffolded watches entry as rudder serves it; restart serves it again.
+	watchesFile string
+	stop        func()
 }
 
 // serveScaffolded scaffolds tc's chart as a kind, applies its CRD and role, starts rudder as
@@ -189,11 +197,29 @@ func serveScaffolded(t *testing.T, tc compatCase, edit func(entry map[string]any
 		t.Fatal(err)
 	}
 	ns := crtest.NewNamespace(t, k8s, "compat-")
-	startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns},
-		SeveralManagers: true, ChartReload: true, ChartDebounce: time.Second})
-
+	stop := serveWatches(t, ws, ns)
 	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
-	return scaffolded{gvk: gvk, ns: ns, name: strings.ToLower(tc.kind) + "-sample", chartDir: chartDir, ws: ws}
+	return scaffolded{gvk: gvk, ns: ns, name: strings.ToLower(tc.kind) + "-sample", chartDir: chartDir, ws: ws,
+		watchesFile: filepath.Join(out, "watches.yaml"), stop: stop}
+}
+
+// serveWatches starts rudder as its ServiceAccount with ws, for namespace ns.
+func serveWatches(t *testing.T, ws []*watches.Watch, ns string) (stop func()) {
+	return startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns},
+		SeveralManagers: true, ChartReload: true, ChartDebounce: time.Second})
+}
+
+// restart stops s's rudder and starts another with its watches entry changed by edit, as a
+// platform team rolls out a new watches.yaml.
+func (s *scaffolded) restart(t *testing.T, edit func(entry map[string]any)) {
+	t.Helper()
+	s.stop()
+	editWatches(t, s.watchesFile, edit)
+	ws, err := watches.Load(s.watchesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ws, s.stop = ws, serveWatches(t, ws, s.ns)
 }
 
 // editWatches changes the one entry of a watches file with edit.

@@ -149,7 +149,7 @@ var databaseGVK = schema.GroupVersionKind{Group: "phased.rudder.dev", Version: "
 // failed expression shows in Ready, naming the object and the expression. On the same watch, a
 // patch that moves an object to another namespace is refused as a chart that does, and a
 // patch that does not apply stalls its CR naming the patch and its target; the other CRs of
-// the kind are served.
+// the kind are served. Changing the watch's common metadata upgrades the release once.
 func TestHealthChecksAndRefusedPatches(t *testing.T) {
 	crtest.NeedsCluster(t)
 	deploy(t)
@@ -203,6 +203,21 @@ func TestHealthChecksAndRefusedPatches(t *testing.T) {
 		if h := crtest.History(t, cluster, s.ns, name); len(h) != 0 {
 			t.Errorf("%s: a refused render made %d revisions", name, len(h))
 		}
+	}
+
+	// A new watches.yaml with common metadata upgrades the release once, hooks' objects and
+	// all, and no more while idle.
+	setPhase(t, s.ns, s.name, "Running")
+	crtest.WaitCondition(t, k8s, s.gvk, s.ns, s.name, "Ready", metav1.ConditionTrue, "", time.Minute)
+	s.restart(t, func(w map[string]any) { w["commonMetadata"] = map[string]any{"labels": map[string]any{"team": "data"}} })
+	crtest.Eventually(t, "revision 2, its Database labelled", time.Minute, func(ctx context.Context) (bool, error) {
+		db, err := crtest.Get(ctx, k8s, databaseGVK, s.ns, s.name)
+		return err == nil && db.GetLabels()["team"] == "data" && len(crtest.History(t, cluster, s.ns, s.name)) == 2, err
+	})
+	crtest.WaitCondition(t, k8s, s.gvk, s.ns, s.name, "Ready", metav1.ConditionTrue, "", time.Minute)
+	crtest.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
+	if h := crtest.History(t, cluster, s.ns, s.name); len(h) != 2 {
+		t.Fatalf("changing commonMetadata: history has %d revisions, want 2", len(h))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,8 +50,9 @@ func startRudder(t *testing.T, cfg *rest.Config, opts controllers.ManagerOptions
 	startRudderWith(t, cfg, ws, opts)
 }
 
-// startRudderWith runs rudder with the given watches in-process until the test ends.
-func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts controllers.ManagerOptions) {
+// startRudderWith runs rudder with the given watches in-process until the test ends, or until
+// the stop it returns is called.
+func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts controllers.ManagerOptions) (stop func()) {
 	t.Helper()
 	opts.Watches = ws
 	mgr, _, err := controllers.NewManager(cfg, opts)
@@ -60,12 +62,14 @@ func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts c
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestTenancyOverlay: config/tenancy validates; rudder with its ClusterRole (no write to any
