@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,5 +262,39 @@ func TestLintCRDPolicy(t *testing.T) {
 	}
 	if code, out := lint("pointless.yaml"); code != 0 || !strings.Contains(out, "warning: P.t.io/v1: crds: the chart has no crds/") {
 		t.Errorf("pointless: exit %d:\n%s", code, out)
+	}
+}
+
+// rudder template and lint apply the watch's post-renderers and common metadata, hooks
+// included; a patch that does not apply fails both, naming the patch and its target.
+func TestTemplateAppliesPostRenderers(t *testing.T) {
+	dir := t.TempDir()
+	watch := "- group: test.rudder.dev\n  version: v1\n  kind: Layered\n  chart: chart\n" +
+		"  commonMetadata: {labels: {team: platform}}\n" +
+		"  postRenderers:\n  - kustomize:\n      patches:\n      - target: {kind: ConfigMap}\n        patch: '[{\"op\": \"%s\", \"path\": \"/data/a\", \"value\": \"patched\"}]'\n"
+	files := map[string]string{
+		"chart/Chart.yaml":          "apiVersion: v2\nname: layered\nversion: 0.1.0\n",
+		"chart/templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: chart}\n",
+		"chart/templates/hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: h, annotations: {helm.sh/hook: pre-install}}\ndata: {a: chart}\n",
+		"watches.yaml":              fmt.Sprintf(watch, "replace"),
+		"broken.yaml":               fmt.Sprintf(watch, "test"),
+		"cr.yaml":                   "apiVersion: test.rudder.dev/v1\nkind: Layered\nmetadata: {name: r, namespace: ns}\nspec: {}\n",
+	}
+	writeFiles(t, dir, files)
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
+		return code, out.String(), errOut.String()
+	}
+	cr := filepath.Join(dir, "cr.yaml")
+	code, out, errOut := run("template", "--watches-file", filepath.Join(dir, "watches.yaml"), cr)
+	if code != 0 || strings.Count(out, "a: patched") != 2 || strings.Count(out, "team: platform") != 2 || strings.Contains(out, "a: chart") {
+		t.Fatalf("exit %d, stderr %q: want the manifest and the hook patched and labelled:\n%s", code, errOut, out)
+	}
+	for _, cmd := range []string{"template", "lint"} {
+		code, out, errOut = run(cmd, "--watches-file", filepath.Join(dir, "broken.yaml"), cr)
+		if code == 0 || !strings.Contains(out+errOut, "postRenderers[0].kustomize.patches[0] (target ConfigMap/*)") {
+			t.Errorf("%s with a patch that does not apply: exit %d, out %q, stderr %q", cmd, code, out, errOut)
+		}
 	}
 }
