@@ -57,14 +57,23 @@ func TestGateWaitingPassGivesItsSlotBack(t *testing.T) {
 		}
 		entered <- leaveNext
 	}()
-	leaveNext := <-entered // only possible once the slow pass gave its slot back
+	var leaveNext func()
+	select {
+	case leaveNext = <-entered: // only possible once the slow pass gave its slot back
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the next pass to enter: the slow pass kept its slot past waitingAfter")
+	}
 	select {
 	case <-ctx.Done():
 		t.Fatal("the slow pass was cancelled")
 	default:
 	}
 	g.cancel(slow)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for cancel to end the slow pass's context")
+	}
 	leave()
 	leaveNext()
 	if len(g.active) != 0 || len(g.running) != 0 {

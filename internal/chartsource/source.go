@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -79,6 +80,9 @@ type Source struct {
 	changed chan string
 	// pending are the charts whose files changed and wait for the quiet period to end.
 	pending map[string]bool
+	// syncs counts the watcher's passes over the charts' directories (one when it starts, one
+	// after each reload): what a directory that appeared is watched after.
+	syncs atomic.Int64
 }
 
 type entry struct {

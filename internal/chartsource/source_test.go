@@ -59,7 +59,9 @@ func started(t *testing.T, dir string, opts Options) (*Source, *atomic.Int32) {
 	done := make(chan struct{})
 	go func() { _ = s.Start(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(100 * time.Millisecond) // watcher up
+	if opts.Watch {
+		waitFor(t, "the watcher's first pass over the directories", func() bool { return s.syncs.Load() > 0 })
+	}
 	return s, &n
 }
 
@@ -93,11 +95,11 @@ func TestEditInTemplatesReloads(t *testing.T) {
 func TestNewSubdirectoryAfterStart(t *testing.T) {
 	dir := plainChart(t)
 	s, _ := started(t, dir, Options{Watch: true})
-	d0 := digestOf(s, dir)
+	d0, syncs := digestOf(s, dir), s.syncs.Load()
 	write(t, filepath.Join(dir, "templates", "extra", "more.yaml"), "# a file in a new directory\n")
 	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
 	d1 := digestOf(s, dir)
-	time.Sleep(300 * time.Millisecond) // the new directory is now watched
+	waitFor(t, "the new directory watched", func() bool { return s.syncs.Load() > syncs })
 	write(t, filepath.Join(dir, "templates", "extra", "more.yaml"), "# edited\n")
 	waitFor(t, "reload of a file in the new directory", func() bool { return digestOf(s, dir) != d1 })
 }
@@ -121,13 +123,15 @@ func TestEditorRenameSave(t *testing.T) {
 func TestBurstOfWritesIsOneReload(t *testing.T) {
 	dir := plainChart(t)
 	s, n := started(t, dir, Options{Watch: true, Debounce: 500 * time.Millisecond})
-	d0 := digestOf(s, dir)
 	for i := range 50 {
 		write(t, filepath.Join(dir, "templates", "cm.yaml"), cm(fmt.Sprint("v", i)))
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
-	time.Sleep(800 * time.Millisecond)
+	// Settled on the last write: a reload of any earlier one would have come before it.
+	waitFor(t, "the last write loaded, nothing pending", func() bool {
+		st, _ := s.Get(dir)
+		return string(st.Current.Chart.Templates[0].Data) == cm("v49") && !s.Pending(dir)
+	})
 	if got := n.Load(); got != 1 {
 		t.Fatalf("%d reloads for one burst, want 1", got)
 	}
@@ -162,11 +166,11 @@ func TestConfigMapAtomicSwap(t *testing.T) {
 	if len(st.Current.Chart.Templates) != 1 || len(st.Current.Chart.Files) != 0 {
 		t.Fatalf("the ..data copies were loaded as chart files: %d templates, %d files", len(st.Current.Chart.Templates), len(st.Current.Chart.Files))
 	}
-	d0 := st.Current.Digest
+	d0, syncs := st.Current.Digest, s.syncs.Load()
 	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("two")})
 	waitFor(t, "reload after the swap", func() bool { return digestOf(s, vol) != d0 })
 	d1 := digestOf(s, vol)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the swapped directory watched", func() bool { return s.syncs.Load() > syncs })
 	// A second swap still fires: the watch did not die with the first directory.
 	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("three")})
 	waitFor(t, "reload after the second swap", func() bool { return digestOf(s, vol) != d1 })

@@ -198,6 +198,7 @@ func (w *watcher) sync() {
 			delete(w.watched, d)
 		}
 	}
+	w.s.syncs.Add(1)
 }
 
 func (w *watcher) close() { _ = w.fs.Close() }

@@ -45,10 +45,11 @@ type Pool struct {
 	share int
 
 	mu sync.Mutex
-	// rendering counts the renders under way per namespace; turn is signalled when one ends.
-	rendering map[string]int
-	turn      *sync.Cond
-	idle      []*worker
+	// rendering counts the renders under way per namespace, queued those waiting for their
+	// namespace's turn; turn is signalled when one ends.
+	rendering, queued map[string]int
+	turn              *sync.Cond
+	idle              []*worker
 }
 
 // NewPool makes a Pool.
@@ -65,7 +66,7 @@ func NewPool(opts Options) (*Pool, error) {
 		n = max(runtime.NumCPU(), 2)
 	}
 	sweepSocketDirs()
-	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), rendering: map[string]int{}}
+	p := &Pool{exe: exe, slots: make(chan struct{}, n), share: max(1, n/2), rendering: map[string]int{}, queued: map[string]int{}}
 	if opts.MemoryBudget > 0 {
 		p.budget, p.budgetBytes = semaphore.NewWeighted(opts.MemoryBudget), opts.MemoryBudget
 	}
@@ -228,7 +229,11 @@ func (p *Pool) enter(ctx context.Context, ns string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		p.queued[ns]++
 		p.turn.Wait()
+		if p.queued[ns]--; p.queued[ns] == 0 {
+			delete(p.queued, ns)
+		}
 	}
 	p.rendering[ns]++
 	return nil

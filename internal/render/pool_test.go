@@ -119,7 +119,11 @@ func TestRenderShareIsPerNamespace(t *testing.T) {
 			done <- name
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // both of namespace a's renders asked first
+	waitFor(t, "namespace a's renders: one under way, one waiting for its turn", func() bool {
+		pool.mu.Lock()
+		defer pool.mu.Unlock()
+		return pool.rendering["a"] == 1 && pool.queued["a"] == 1
+	})
 	quick := job(`ok`, nil)
 	quick.Options.Namespace = "b"
 	if _, err := pool.Render(context.Background(), quick, limits, nil); err != nil {
