@@ -61,7 +61,7 @@ func TestBringYourOwnChart(t *testing.T) {
 			}
 			kubectl(t, "apply", "--server-side", "-k", out)
 			t.Cleanup(func() { removeScaffolded(t, "rudder-"+tc.plural+".byoc.rudder.dev", "byoc.rudder.dev") })
-			kubectl(t, "wait", "--for=condition=Established", "crd/"+tc.plural+".byoc.rudder.dev")
+			waitEstablished(t, tc.plural+".byoc.rudder.dev")
 			crtest.Eventually(t, "kubectl explain "+tc.field, 30*time.Second, func(context.Context) (bool, error) {
 				cmd := cluster.Command("kubectl", "explain", tc.plural+".spec."+tc.field)
 				b, err := cmd.CombinedOutput()

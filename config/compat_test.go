@@ -184,7 +184,7 @@ func serveScaffolded(t *testing.T, tc compatCase, edit func(entry map[string]any
 	role := "rudder-" + plural + "." + group
 	kubectl(t, "apply", "--server-side", "-k", out)
 	t.Cleanup(func() { removeScaffolded(t, role, group) })
-	kubectl(t, "wait", "--for=condition=Established", "crd/"+plural+"."+group)
+	waitEstablished(t, plural+"."+group)
 	waitAggregated(t, filepath.Join(out, "role.yaml"))
 
 	// 2. rudder as its ServiceAccount with the scaffolded watches entry, unchanged or as edit

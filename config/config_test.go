@@ -72,6 +72,22 @@ func kubectl(t *testing.T, args ...string) string {
 	return tool(t, "kubectl", args...)
 }
 
+// waitEstablished waits until the API server serves the CRD of that name. (kubectl wait
+// --for=condition=Established fails, rather than waits, on a CRD whose status has no
+// conditions yet, right after it is applied.)
+func waitEstablished(t *testing.T, name string) {
+	t.Helper()
+	crd := schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+	crtest.Eventually(t, "CRD "+name+" established", time.Minute, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, crd, "", name)
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		c := crtest.Condition(u, "Established")
+		return c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+}
+
 var deployOnce = sync.OnceValue(func() error {
 	cmd := cluster.Command("kubectl", "apply", "--server-side", "-k", "config/default")
 	cmd.Dir = root
@@ -213,7 +229,7 @@ func TestManagerRBAC(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	kubectl(t, "apply", "--server-side", "-f", "config/testdata/crds/widget.yaml", "-f", "config/testdata/widget-role.yaml")
-	kubectl(t, "wait", "--for=condition=Established", "crd/widgets.test.rudder.dev")
+	waitEstablished(t, "widgets.test.rudder.dev")
 
 	ws, err := watches.Load(filepath.Join(root, "watches.yaml"))
 	if err != nil {

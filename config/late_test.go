@@ -23,7 +23,7 @@ import (
 func TestWaitsForAWatchedCRD(t *testing.T) {
 	crtest.NeedsCluster(t)
 	kubectl(t, "apply", "--server-side", "-f", "config/testdata/crds/widget.yaml")
-	kubectl(t, "wait", "--for=condition=Established", "crd/widgets.test.rudder.dev")
+	waitEstablished(t, "widgets.test.rudder.dev")
 	late := schema.GroupVersionKind{Group: "late.rudder.dev", Version: "v1", Kind: "Latecomer"}
 	label := map[string]string{"gvk": "Latecomer.late.rudder.dev/v1"}
 	dir := t.TempDir()
