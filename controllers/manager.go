@@ -140,7 +140,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		return nil, nil, err
 	}
 	carried := selectorKeys(shard)
-	hc, err := helmClient(cfg, mgr, opts)
+	hc, err := helmClient(cfg, mgr, opts, shard)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -322,26 +322,6 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 		}
 	}
 	return mgr, caches, nil
-}
-
-// dependentsCache is the one cache of operands (objects rudder rendered) that every watch
-// with watchDependentResources shares; nil when none has it.
-func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache, error) {
-	for _, w := range ws {
-		if !w.WatchesDependents() {
-			continue
-		}
-		dependents, err := cache.New(cfg, cache.Options{
-			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
-			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return dependents, mgr.Add(dependents)
-	}
-	return nil, nil
 }
 
 // chartSource loads every watch's chart, and watches them when reloads are on.

@@ -320,14 +320,19 @@ func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
 	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
 }
 
-// helmClient is the Helm client of every watch's releases, rendering on renderPool's pool.
-func helmClient(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions) (*helm.Client, error) {
+// helmClient is the Helm client of every watch's releases, rendering on renderPool's pool,
+// with the caches of release records (rudder's, and unless shard selects, the others').
+func helmClient(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector) (*helm.Client, error) {
 	pool, err := renderPool(opts)
 	if err != nil {
 		return nil, err
 	}
+	foreign, err := foreignRecordsCache(cfg, mgr, opts, shard)
+	if err != nil {
+		return nil, err
+	}
 	return helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
-		Renderer: pool, Log: ctrl.Log})
+		Foreign: foreign, Renderer: pool, Log: ctrl.Log})
 }
 
 // renderPool is the pool the releases render on: the process's shared one, or one of its own

@@ -104,7 +104,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1})
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1, query: queryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 		}
 		revision = last.Version + 1
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision})
+	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision, query: queryUpgrade})
 	if err != nil {
 		return nil, err
 	}

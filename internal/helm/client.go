@@ -37,8 +37,14 @@ type ClientOptions struct {
 	// Renderer renders the releases' charts (default: the process's shared pool).
 	Renderer *render.Pool
 	// Records is a cache of release records, as ReleaseSecret and indexed by
-	// IndexReleaseSecrets: what Head reads (nil: Head fails, and callers read storage).
+	// IndexReleaseSecrets: what Head reads (nil: Head fails, and callers read storage), and
+	// what an upgrade's reads of its release's history go through (see queryMode).
 	Records client.Reader
+	// Foreign is a cache of the release records rudder did not make (ForeignRecords), as
+	// Records: with both, an install's check that its name is free costs no request. It must
+	// hold every such record rudder could meet: set it only where Records holds every record
+	// rudder made in the namespaces it serves (not with a shard's selector).
+	Foreign client.Reader
 	Log     logr.Logger
 }
 
@@ -55,6 +61,7 @@ type Client struct {
 	secrets corev1client.SecretsGetter
 	scheme  *runtime.Scheme
 	records client.Reader
+	foreign client.Reader
 	pool    *render.Pool
 	log     logr.Logger
 	// server is the API server's URL; prefix its path, which request paths start with.
@@ -99,7 +106,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
 	return &Client{
-		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, pool: pool, log: opts.Log,
+		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, log: opts.Log,
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
 		drivers: map[identity]*secretsDriver{}, writers: map[identity]*http.Client{},
 	}, nil
@@ -235,6 +242,8 @@ type storing struct {
 	// one (see render.go). revision is the number the render was made for.
 	record   *chart.Chart
 	revision int
+	// query says which of the action's queries of the release's records the caches answer.
+	query queryMode
 }
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
@@ -243,6 +252,9 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
+	}
+	if st.query != queryHelm && c.records != nil {
+		d = d.withQueries(st.query, s.Namespace, c.records, c.foreign)
 	}
 	caps, err := c.capabilities()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // secretsDriver is Helm's Secret storage driver, writing records the way Helm does (same
@@ -32,7 +33,10 @@ import (
 //     at that speed is written at BestCompression, so that every release that fits Helm's
 //     record (a Secret's 1 MiB) fits rudder's.
 //
-// Reads, queries and deletes are Helm's own.
+// Reads and deletes are Helm's own; so are queries, but for two that rudder's caches of the
+// records' metadata answer (see queryMode): Helm's query is a LIST by label, which the API
+// server answers by going through every Secret of the namespace, so that an install or an
+// upgrade cost as much as the releases beside it.
 //
 // It also closes a gap in Helm's install: when its look at storage for the release name fails,
 // Helm goes on as if the name were free, and storing revision 1 only fails if revision 1 is
@@ -42,6 +46,13 @@ import (
 type secretsDriver struct {
 	*driver.Secrets
 	impl corev1client.SecretInterface
+	// namespace is the driver's; mode says which queries the caches answer; own and foreign
+	// are the caches: of the records rudder made (ReleaseSecret, indexed by
+	// IndexReleaseSecrets), and of those it did not make (nil: not kept, so no install's
+	// check is answered from the caches).
+	namespace    string
+	mode         queryMode
+	own, foreign client.Reader
 
 	mu sync.Mutex
 	// unsure holds the release names whose last query failed.
@@ -51,6 +62,11 @@ type secretsDriver struct {
 func newSecretsDriver(impl corev1client.SecretInterface) *secretsDriver {
 	impl = storedRecords{impl}
 	return &secretsDriver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
+}
+
+// withQueries is d answering mode's queries of namespace ns from the caches own and foreign.
+func (d *secretsDriver) withQueries(mode queryMode, ns string, own, foreign client.Reader) *secretsDriver {
+	return &secretsDriver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
 }
 
 // storedRecords is the Secrets of a namespace as rudder's release storage sees them: only
@@ -89,9 +105,10 @@ func (s storedRecords) List(ctx context.Context, opts metav1.ListOptions) (*core
 	return list, nil
 }
 
-// Query is Helm's; a failure is remembered for the release name it was about.
+// Query finds the records with labels (see queryMode); a failure is remembered for the
+// release name it was about.
 func (d *secretsDriver) Query(labels map[string]string) ([]*release.Release, error) {
-	rls, err := d.Secrets.Query(labels)
+	rls, err := d.query(labels)
 	if name := labels["name"]; name != "" {
 		d.mu.Lock()
 		if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {

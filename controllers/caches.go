@@ -1,0 +1,61 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// The caches beside the manager's own: of the operands, and of the release records rudder did
+// not make.
+
+// foreignRecordsCache is the cache of the release records rudder did not make
+// (helm.ForeignRecords: Helm's, Flux's, another tool's) in the namespaces rudder serves, as
+// metadata: with it beside the cache of rudder's own records, an install's check that its
+// release name is free costs no request. nil for a shard, whose cache of rudder's records holds
+// only the shard's: its installs check the name with Helm's LIST, as before.
+func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector) (client.Reader, error) {
+	if !shard.Empty() {
+		return nil, nil
+	}
+	c, err := cache.New(cfg, cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
+		DefaultTransform: stripManagedFields,
+		ByObject:         map[client.Object]cache.ByObject{helm.ReleaseSecret(): {Label: helm.ForeignRecords()}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := helm.IndexReleaseSecrets(context.Background(), c); err != nil {
+		return nil, fmt.Errorf("indexing foreign release Secrets: %w", err)
+	}
+	return c, mgr.Add(c)
+}
+
+// dependentsCache is the one cache of operands (objects rudder rendered) that every watch
+// with watchDependentResources shares; nil when none has it.
+func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache, error) {
+	for _, w := range ws {
+		if !w.WatchesDependents() {
+			continue
+		}
+		dependents, err := cache.New(cfg, cache.Options{
+			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
+			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
+			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
+		})
+		if err != nil {
+			return nil, err
+		}
+		return dependents, mgr.Add(dependents)
+	}
+	return nil, nil
+}

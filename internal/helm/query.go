@@ -1,0 +1,171 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// queryMode says which of Helm's queries of a release's records rudder's caches answer.
+type queryMode int
+
+const (
+	// queryHelm: every query is Helm's LIST (rollback, uninstall, rudder's own reads of
+	// storage, which decide again when a cache was behind).
+	queryHelm queryMode = iota
+	// queryInstall: install's check that the name is free is answered by the caches when
+	// neither shows a record of the name (no request); when one does, Helm's LIST decides. A
+	// name taken after the caches' view is still refused: storing revision 1 is a create,
+	// which the API server refuses for a Secret that exists (and a release younger than the
+	// caches' view has its revision 1).
+	queryInstall
+	// queryUpgrade: a query of the release's records reads those the cache of rudder's
+	// records shows, by name, then the revisions after the newest it shows, by name, until
+	// one is not there: revisions are numbered in order, so the records the cache has not
+	// seen yet are those. An upgrade is only ever of a release whose records are rudder's.
+	queryUpgrade
+)
+
+// ForeignRecords selects the release records rudder did not make (Helm's, Flux's, another
+// tool's): owner=helm without rudder's owner UID. A cache of them, beside the one of rudder's
+// own, lets an install's check that its name is free be answered without a request.
+func ForeignRecords() labels.Selector {
+	owner, _ := labels.NewRequirement("owner", selection.Equals, []string{"helm"})
+	notOurs, _ := labels.NewRequirement(LabelOwnerUID, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*owner, *notOurs)
+}
+
+// query is Query's answer (see queryMode).
+func (d *secretsDriver) query(want map[string]string) ([]*release.Release, error) {
+	name := want["name"]
+	if d.mode == queryHelm || d.own == nil || name == "" || want["owner"] != "helm" {
+		return d.Secrets.Query(want)
+	}
+	own, err := cachedRecords(d.own, d.namespace, name)
+	if err != nil {
+		return d.Secrets.Query(want)
+	}
+	if d.mode == queryInstall {
+		if d.foreign == nil || len(own) > 0 {
+			return d.Secrets.Query(want)
+		}
+		foreign, err := cachedRecords(d.foreign, d.namespace, name)
+		if err != nil || len(foreign) > 0 {
+			return d.Secrets.Query(want)
+		}
+		return nil, driver.ErrReleaseNotFound
+	}
+	if len(own) == 0 {
+		return d.Secrets.Query(want)
+	}
+	return d.readThrough(name, own, want)
+}
+
+// readThrough reads the records of release name with labels want: those of cached (their
+// metadata, from the cache) that have them, then every revision after the newest of cached,
+// until one is not there.
+func (d *secretsDriver) readThrough(name string, cached []metav1.PartialObjectMetadata, want map[string]string) ([]*release.Release, error) {
+	var out []*release.Release
+	newest := 0
+	for i := range cached {
+		l := cached[i].Labels
+		if v, err := strconv.Atoi(l["version"]); err == nil {
+			newest = max(newest, v)
+		}
+		if !hasLabels(l, want) {
+			continue
+		}
+		rel, err := d.Get(cached[i].Name)
+		switch {
+		case errors.Is(err, driver.ErrReleaseNotFound):
+			continue // deleted since the cache saw it
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, rel)
+	}
+	for v := newest + 1; ; v++ {
+		rel, err := d.Get(recordName(name, v))
+		if errors.Is(err, driver.ErrReleaseNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if releaseHas(rel, want) {
+			out = append(out, rel)
+		}
+	}
+	if len(out) == 0 {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return out, nil
+}
+
+// cachedRecords are the release records of release name in namespace ns that cache c holds.
+func cachedRecords(c client.Reader, ns, name string) ([]metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := c.List(context.Background(), list, client.InNamespace(ns), client.MatchingFields{ReleaseSecretIndex: name},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := list.Items[:0]
+	for _, m := range list.Items {
+		if IsReleaseRecord(m.Labels) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// recordName is the name of the Secret that holds a release's revision, as Helm's storage
+// names it.
+func recordName(release string, version int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, version)
+}
+
+// hasLabels reports whether labels holds every one of want.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseHas reports whether rel, as Helm's Get returns it (without the labels name, owner,
+// status and version, which are its own fields), has the labels want.
+func releaseHas(rel *release.Release, want map[string]string) bool {
+	for k, v := range want {
+		var got string
+		switch k {
+		case "name":
+			got = rel.Name
+		case "owner":
+			got = "helm"
+		case "status":
+			if rel.Info != nil {
+				got = rel.Info.Status.String()
+			}
+		case "version":
+			got = strconv.Itoa(rel.Version)
+		default:
+			got = rel.Labels[k]
+		}
+		if got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,131 @@
+package helm
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// records stores revisions of releases in cs, rudder's (with an owner UID) or another tool's,
+// and returns caches of the metadata of those the caches have seen: rudder's and the others'.
+func records(t *testing.T, cs *fake.Clientset, seen map[string]bool, revs ...*release.Release) (own, foreign client.Reader) {
+	t.Helper()
+	ownB := crfake.NewClientBuilder().WithIndex(ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
+	foreignB := crfake.NewClientBuilder().WithIndex(ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
+	d := newSecretsDriver(cs.CoreV1().Secrets("ns"))
+	for _, r := range revs {
+		key := recordName(r.Name, r.Version)
+		if err := d.Create(key, r); err != nil {
+			t.Fatal(err)
+		}
+		if !seen[key] {
+			continue
+		}
+		s, err := cs.CoreV1().Secrets("ns").Get(context.Background(), key, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := ReleaseSecret()
+		m.ObjectMeta = s.ObjectMeta
+		if r.Labels[LabelOwnerUID] != "" {
+			ownB = ownB.WithObjects(m)
+		} else {
+			foreignB = foreignB.WithObjects(m)
+		}
+	}
+	return ownB.Build(), foreignB.Build()
+}
+
+func rev(name string, version int, st release.Status, ours bool) *release.Release {
+	r := testRelease(version, st)
+	r.Name = name
+	if !ours {
+		r.Labels = nil
+	}
+	return r
+}
+
+func verbs(cs *fake.Clientset) map[string]int {
+	out := map[string]int{}
+	for _, a := range cs.Actions() {
+		out[a.GetVerb()]++
+	}
+	return out
+}
+
+// TestInstallNameCheckFromTheCaches: a name neither cache shows is free without a request; a
+// name either shows (rudder's, or another tool's whose revision 1 is long pruned) goes to
+// Helm's LIST, which finds it; a name taken after the caches' view is refused by the create
+// of revision 1.
+func TestInstallNameCheckFromTheCaches(t *testing.T) {
+	cs := fake.NewClientset()
+	seen := map[string]bool{recordName("ours", 1): true, recordName("theirs", 7): true}
+	own, foreign := records(t, cs, seen, rev("ours", 1, release.StatusDeployed, true),
+		rev("theirs", 7, release.StatusDeployed, false), rev("late", 1, release.StatusDeployed, false))
+	d := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryInstall, "ns", own, foreign)
+	q := func(name string) ([]*release.Release, error) {
+		return d.Query(map[string]string{"name": name, "owner": "helm"})
+	}
+	cs.ClearActions()
+	if _, err := q("free"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("a free name: %v", err)
+	}
+	if n := len(cs.Actions()); n != 0 {
+		t.Errorf("a name the caches show free cost %d requests", n)
+	}
+	for _, name := range []string{"ours", "theirs"} {
+		cs.ClearActions()
+		if h, err := q(name); err != nil || len(h) != 1 {
+			t.Errorf("%s: %d revisions, %v", name, len(h), err)
+		}
+		if v := verbs(cs); v["list"] != 1 {
+			t.Errorf("%s: %v, want Helm's LIST", name, v)
+		}
+	}
+	// "late" was made after the caches' view: its name reads free, and its revision 1 is
+	// there, so storing one is refused.
+	if _, err := q("late"); !errors.Is(err, driver.ErrReleaseNotFound) {
+		t.Fatalf("late: %v", err)
+	}
+	if err := d.Create(recordName("late", 1), rev("late", 1, release.StatusPendingInstall, true)); !errors.Is(err, driver.ErrReleaseExists) {
+		t.Fatalf("revision 1 of a name the caches had not seen: %v, want ErrReleaseExists", err)
+	}
+	// Without a cache of the others' records, the check is Helm's.
+	cs.ClearActions()
+	plain := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryInstall, "ns", own, nil)
+	if _, err := plain.Query(map[string]string{"name": "free", "owner": "helm"}); !errors.Is(err, driver.ErrReleaseNotFound) || verbs(cs)["list"] != 1 {
+		t.Fatalf("without the foreign cache: %v, %v", err, verbs(cs))
+	}
+}
+
+// TestUpgradeReadsHistoryByName: an upgrade's reads of the release's history GET the records
+// the cache shows and the revisions after them, by name, never LIST the namespace; a revision
+// the cache has not seen yet is found.
+func TestUpgradeReadsHistoryByName(t *testing.T) {
+	cs := fake.NewClientset()
+	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true}
+	own, foreign := records(t, cs, seen, rev("web", 1, release.StatusSuperseded, true),
+		rev("web", 2, release.StatusSuperseded, true), rev("web", 3, release.StatusDeployed, true))
+	d := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryUpgrade, "ns", own, foreign)
+	st := storage.Init(d)
+	cs.ClearActions()
+	last, err := st.Last("web")
+	if err != nil || last.Version != 3 {
+		t.Fatalf("last: %v %v, want revision 3 (which the cache has not seen)", last, err)
+	}
+	deployed, err := st.Deployed("web")
+	if err != nil || deployed.Version != 3 {
+		t.Fatalf("deployed: %v %v, want revision 3", deployed, err)
+	}
+	if v := verbs(cs); v["list"] != 0 || v["get"] == 0 {
+		t.Errorf("an upgrade's history reads sent %v; want GETs of named records only", v)
+	}
+}
