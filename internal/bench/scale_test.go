@@ -44,8 +44,10 @@ import (
 //   - rudder's CPU (utime+stime from /proc) per install while converging, and per pass over
 //     one idle reconcile period; and the API server's per install while converging, which
 //     serves the same requests whatever rudder's own cost: rudder's over it is a figure that
-//     holds on a machine whose speed varies with its host's load; and rudder's reconcile
-//     passes and status writes per CR while converging;
+//     holds on a machine whose speed varies with its host's load; the API server's CPU per CR
+//     while the plain client stores the same objects (apiserver-cpu-ms/direct-CR), what the
+//     objects alone cost it at that N; and rudder's reconcile passes and status writes per CR
+//     while converging;
 //   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
 //     process with no CR; the RSS with no CR also split into anonymous and file pages (see
 //     resident).
@@ -66,6 +68,7 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
 			b.ReportMetric(r.apiserverCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/install")
+			b.ReportMetric(r.directAPIServerCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/direct-CR")
 			b.ReportMetric(r.renderCPU.Seconds()*1000/float64(n), "render-cpu-ms/install")
 			b.ReportMetric(r.workersRSS/(1<<20), "render-workers-rss-MiB")
 			b.ReportMetric(r.passes, "passes/CR")
@@ -131,7 +134,10 @@ type scaleRun struct {
 	// rudder's own cost, so a yardstick of how fast this machine ran (its speed varies by up
 	// to 2x with the host's load).
 	apiserverCPU time.Duration
-	idlePasses   float64
+	// directAPIServerCPU is the API server's while the plain client stored the same objects:
+	// what the objects alone cost it at this N, on the same cluster.
+	directAPIServerCPU time.Duration
+	idlePasses         float64
 	// passes and statusWrites are rudder's reconcile passes and CR status patches while it
 	// converged, per CR.
 	passes, statusWrites float64
@@ -144,7 +150,9 @@ func runScale(b *testing.B, n int) *scaleRun {
 	c, cl := minimalCluster(b)
 	defer func() { _ = c.Stop() }()
 	r := &scaleRun{n: n}
+	plane := childCPU(b)["kube-apiserver"]
 	r.store, r.direct = directStore(b, cl, n)
+	r.directAPIServerCPU = childCPU(b)["kube-apiserver"] - plane
 
 	ns := fmt.Sprintf("scale-%d", n)
 	if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -12,6 +12,10 @@
 // out no identity its watch did not name (identity.go); both are checked on the render's
 // output before Helm's action sees it (checkRendered).
 //
+// Release storage is Helm's records, written as Helm writes them (storage.go); an install's
+// check that its name is free and an upgrade's reads of its history go through the caches of
+// the records' metadata instead of a LIST of the namespace's Secrets (query.go).
+//
 // It knows nothing of controller-runtime's manager or of CR status: the reconciler in
 // controllers/ maps its results and errors to conditions.
 package helm
