@@ -90,14 +90,7 @@ func isNotes(name string) bool { return path.Base(name) == "NOTES.txt" }
 // join writes docs back into their files. A file whose documents are all gone (a patch
 // deleted them) is left empty, which Helm skips.
 func join(files map[string]string, docs []*doc) (map[string]string, error) {
-	out := make(map[string]string, len(files))
-	for name, text := range files {
-		if isNotes(name) {
-			out[name] = text
-		} else {
-			out[name] = ""
-		}
-	}
+	built := make(map[string]*strings.Builder, len(files))
 	for _, d := range docs {
 		text := d.text
 		if d.changed {
@@ -107,14 +100,25 @@ func join(files map[string]string, docs []*doc) (map[string]string, error) {
 			}
 			text = s
 		}
-		if out[d.file] != "" {
-			out[d.file] += "\n---\n"
+		b := built[d.file]
+		if b == nil {
+			b = &strings.Builder{}
+			built[d.file] = b
+		} else {
+			b.WriteString("---\n")
 		}
-		out[d.file] += strings.TrimSuffix(text, "\n")
+		b.WriteString(strings.TrimSuffix(text, "\n"))
+		b.WriteString("\n")
 	}
-	for name, text := range out {
-		if text != "" && !isNotes(name) {
-			out[name] = text + "\n"
+	out := make(map[string]string, len(files))
+	for name, text := range files {
+		switch b := built[name]; {
+		case isNotes(name):
+			out[name] = text
+		case b != nil:
+			out[name] = b.String()
+		default:
+			out[name] = ""
 		}
 	}
 	return out, nil

@@ -1,6 +1,7 @@
 package postrender
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -50,7 +51,8 @@ type Patch struct {
 	Target *Selector `json:"target,omitempty"`
 }
 
-// Selector selects the objects a patch applies to; every field set must match.
+// Selector is kustomize's (and Flux's) selector of objects: a patch's target, and, embedded in
+// watches.DriftTarget, a drift-detection ignore rule's; every field set must match.
 type Selector struct {
 	Group              string `json:"group,omitempty"`
 	Version            string `json:"version,omitempty"`
@@ -67,11 +69,11 @@ func (s *Selector) String() string {
 		return "the object the patch names"
 	}
 	var b strings.Builder
-	b.WriteString(cmpOr(s.Kind, "*"))
+	b.WriteString(cmp.Or(s.Kind, "*"))
 	if s.Group != "" {
 		b.WriteString("." + s.Group)
 	}
-	b.WriteString("/" + cmpOr(s.Name, "*"))
+	b.WriteString("/" + cmp.Or(s.Name, "*"))
 	if s.Namespace != "" {
 		b.WriteString(" in " + s.Namespace)
 	}
@@ -82,13 +84,6 @@ func (s *Selector) String() string {
 		b.WriteString(" annotations " + s.AnnotationSelector)
 	}
 	return b.String()
-}
-
-func cmpOr(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // Image overrides one container image by name.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 // The day-2 policies of a watch: what becomes of a chart's crds/ on install and upgrade, which
@@ -55,16 +56,11 @@ type DriftIgnore struct {
 	Target *DriftTarget `json:"target,omitempty"`
 }
 
-// DriftTarget selects objects of a release, as Flux's (kustomize's) selector does: every field
-// that is set must match; name and namespace are regular expressions of the whole value.
+// DriftTarget selects objects of a release with the selector a post-renderer's patch targets
+// with (Flux uses one selector type for both): every field that is set must match; name and
+// namespace are regular expressions of the whole value.
 type DriftTarget struct {
-	Group              string `json:"group,omitempty"`
-	Version            string `json:"version,omitempty"`
-	Kind               string `json:"kind,omitempty"`
-	Name               string `json:"name,omitempty"`
-	Namespace          string `json:"namespace,omitempty"`
-	LabelSelector      string `json:"labelSelector,omitempty"`
-	AnnotationSelector string `json:"annotationSelector,omitempty"`
+	postrender.Selector
 
 	// Set by Load.
 	name, namespace     *regexp.Regexp
