@@ -223,9 +223,8 @@ func (p *pass) request(action string) (*helm.Request, []note, *result) {
 	if err != nil {
 		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	digest := p.r.opts.Watch.ChartDigest(p.snap.Digest)
-	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, digest, p.values, p.want.ValuesDigest,
-		helm.Description(action, p.gen, ch, digest, p.want.ValuesDigest, p.overridden))
+	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.chartDigest, p.values, p.want.ValuesDigest,
+		helm.Description(action, p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))
 	req.Carried = p.carried()
 	return req, pre, nil
 }

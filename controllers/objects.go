@@ -291,12 +291,14 @@ func (p *pass) verdict(gvk schema.GroupVersionKind, live client.Object) (status.
 	if !w.Judges(gvk) {
 		return operandStatus(live)
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	var obj map[string]any
 	if u, ok := live.(*unstructured.Unstructured); ok {
-		obj, err = u.Object, nil
-	}
-	if err != nil {
-		return "", "", err
+		obj = u.Object
+	} else {
+		var err error
+		if obj, err = runtime.DefaultUnstructuredConverter.ToUnstructured(live); err != nil {
+			return "", "", err
+		}
 	}
 	verdict, msg, _ := w.Health(gvk, obj)
 	return verdict, msg, nil

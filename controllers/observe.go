@@ -57,7 +57,8 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	if err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.r.opts.Watch.ChartDigest(p.snap.Digest)), ValuesDigest: vd,
+	p.chartDigest = p.r.opts.Watch.ChartDigest(p.snap.Digest)
+	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.chartDigest), ValuesDigest: vd,
 		Generation: p.gen}
 	if p.st.Release != nil && p.st.Release.Applied != nil {
 		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}

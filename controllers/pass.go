@@ -52,14 +52,17 @@ type pass struct {
 	scope helm.Scope
 
 	// What observe found.
-	snap       *chartsource.Snapshot
-	chartErr   error // the chart on disk fails to load; snap is the last good version
-	relName    string
-	values     map[string]any
-	overridden []string // watches.yaml overrideValues keys applied on top of the spec
-	want       helm.Desired
-	held       *hook.Decision // a pre-release hook said "not now"
-	release    observed
+	snap     *chartsource.Snapshot
+	chartErr error // the chart on disk fails to load; snap is the last good version
+	// chartDigest is what the release is made from: snap's digest with the watch's layers
+	// (watches.Watch.ChartDigest); want.ChartDigest is its label form.
+	chartDigest string
+	relName     string
+	values      map[string]any
+	overridden  []string // watches.yaml overrideValues keys applied on top of the spec
+	want        helm.Desired
+	held        *hook.Decision // a pre-release hook said "not now"
+	release     observed
 
 	// acting: the pass holds one of its namespace's action slots (see gate).
 	acting bool

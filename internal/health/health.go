@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -132,6 +134,14 @@ func (c *Checker) Judges(gvk schema.GroupVersionKind) bool {
 	}
 	_, ok := c.kinds[gvk]
 	return ok
+}
+
+// Kinds are the kinds c has checks for.
+func (c *Checker) Kinds() []schema.GroupVersionKind {
+	if c == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(c.kinds))
 }
 
 // Status is the verdict of c's check for obj's kind on obj, with Flux's semantics: an object

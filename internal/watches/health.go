@@ -31,10 +31,8 @@ func (w *Watch) Health(gvk schema.GroupVersionKind, obj map[string]any) (verdict
 func JudgedKinds(ws []*Watch) map[schema.GroupVersionKind]bool {
 	out := map[schema.GroupVersionKind]bool{}
 	for _, w := range ws {
-		for _, c := range w.HealthChecks {
-			if gv, err := schema.ParseGroupVersion(c.APIVersion); err == nil {
-				out[gv.WithKind(c.Kind)] = true
-			}
+		for _, gvk := range w.health.Kinds() {
+			out[gvk] = true
 		}
 	}
 	return out

@@ -13,25 +13,30 @@ import (
 // watch's releases (internal/postrender) before rudder's checks and marks.
 
 // PostRender is the watch's post-renderers and common metadata; nil when it has none.
-func (w *Watch) PostRender() *postrender.Spec {
+func (w *Watch) PostRender() *postrender.Spec { return w.post }
+
+// completeLayers checks the layers and keeps them, with their digest, for every release of
+// the watch: they are read on every pass.
+func (w *Watch) completeLayers() error {
 	s := &postrender.Spec{PostRenderers: w.PostRenderers, CommonMetadata: w.CommonMetadata}
 	if s.Empty() {
 		return nil
 	}
-	return s
+	if err := s.Check(); err != nil {
+		return err
+	}
+	w.post, w.layersDigest = s, s.Digest()
+	return nil
 }
-
-func (w *Watch) checkLayers() error { return w.PostRender().Check() }
 
 // ChartDigest is the digest of what the watch renders a release from: the chart's (chart, as
 // the chart source has it), and, when the watch has post-renderers or common metadata, those
 // too, so that changing them upgrades each release once, as a chart edit does. A watch with
 // neither keeps the chart's own digest.
 func (w *Watch) ChartDigest(chart string) string {
-	d := w.PostRender().Digest()
-	if d == "" {
+	if w.layersDigest == "" {
 		return chart
 	}
-	sum := sha256.Sum256([]byte(strings.TrimPrefix(chart, "sha256:") + "\x00" + d))
+	sum := sha256.Sum256([]byte(strings.TrimPrefix(chart, "sha256:") + "\x00" + w.layersDigest))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -104,6 +104,8 @@ type Watch struct {
 	overrideTmpls  map[string]*template.Template
 	releaseNameTpl *template.Template
 	health         *health.Checker
+	post           *postrender.Spec // PostRenderers and CommonMetadata; nil: none
+	layersDigest   string           // post's digest
 }
 
 // GroupVersionKind of the watched CRs.
@@ -202,7 +204,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 		w.checkTest,
 		w.checkValuesFrom,
 		w.checkPolicies,
-		w.checkLayers,
+		w.completeLayers,
 		w.compileHealth,
 		func() error { return w.completeTemplates(lookupEnv) },
 	} {
