@@ -3,7 +3,6 @@ package helm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"helm.sh/helm/v3/pkg/release"
@@ -76,12 +75,13 @@ func (d *secretsDriver) query(want map[string]string) ([]*release.Release, error
 func (d *secretsDriver) readThrough(name string, cached []metav1.PartialObjectMetadata, want map[string]string) ([]*release.Release, error) {
 	var out []*release.Release
 	newest := 0
+	sel := labels.SelectorFromSet(want)
 	for i := range cached {
 		l := cached[i].Labels
 		if v, err := strconv.Atoi(l["version"]); err == nil {
 			newest = max(newest, v)
 		}
-		if !hasLabels(l, want) {
+		if !sel.Matches(labels.Set(l)) {
 			continue
 		}
 		rel, err := d.Get(cached[i].Name)
@@ -111,7 +111,8 @@ func (d *secretsDriver) readThrough(name string, cached []metav1.PartialObjectMe
 	return out, nil
 }
 
-// cachedRecords are the release records of release name in namespace ns that cache c holds.
+// cachedRecords are the release records of release name in namespace ns that cache c holds
+// (ReleaseSecretIndex indexes release records only).
 func cachedRecords(c client.Reader, ns, name string) ([]metav1.PartialObjectMetadata, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
@@ -119,29 +120,13 @@ func cachedRecords(c client.Reader, ns, name string) ([]metav1.PartialObjectMeta
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	out := list.Items[:0]
-	for _, m := range list.Items {
-		if IsReleaseRecord(m.Labels) {
-			out = append(out, m)
-		}
-	}
-	return out, nil
+	return list.Items, nil
 }
 
 // recordName is the name of the Secret that holds a release's revision, as Helm's storage
 // names it.
 func recordName(release string, version int) string {
-	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, version)
-}
-
-// hasLabels reports whether labels holds every one of want.
-func hasLabels(labels, want map[string]string) bool {
-	for k, v := range want {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return releaseRecordPrefix + release + ".v" + strconv.Itoa(version)
 }
 
 // releaseHas reports whether rel, as Helm's Get returns it (without the labels name, owner,
