@@ -10,6 +10,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
@@ -160,7 +161,7 @@ func (p *pass) keepRollback(obs observed, o *outcome) result {
 	if to == 0 && rel != nil && rel.Info != nil {
 		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
 		// own description is all that says where to.
-		_, _ = fmt.Sscanf(rel.Info.Description, "Rollback to %d", &to)
+		to, _ = libtext.HelmRollbackTarget(rel.Info.Description)
 	}
 	st := p.st.Release
 	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -16,6 +15,8 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // storageOf is the release storage of a scope, for reads and rudder's own record updates.
@@ -70,15 +71,11 @@ func (c *Client) Head(ctx context.Context, s Scope, name string) (*Head, error) 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.
 var ErrNameInUse = errors.New("a release of that name exists")
 
-// helmNameInUse is the message of the error Helm's install returns when its own (uncached)
-// look at storage finds the name taken; it has no typed error for it.
-const helmNameInUse = "cannot re-use a name that is still in use"
-
 // installResult is the error of an install (nil: none), wrapping ErrNameInUse when Helm found
 // the name taken: either by its own look at storage, or — when that look read nothing (Helm
 // goes on when its read fails) — by storing revision 1 and finding it there.
 func installResult(err error) error {
-	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || strings.Contains(err.Error(), helmNameInUse)) {
+	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || libtext.HelmNameInUse(err)) {
 		return fmt.Errorf("%w: %w", ErrNameInUse, err)
 	}
 	return err

@@ -2,11 +2,11 @@ package helm
 
 import (
 	"errors"
-	"regexp"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -58,14 +58,6 @@ func IsForbidden(err error) bool {
 		return false
 	}
 	var fe *ForbiddenError
-	return errors.As(err, &fe) || (apierrors.IsForbidden(err) && Unauthorized(err.Error()))
+	// Both the authorizer and admission answer 403 Forbidden; only the message tells them apart.
+	return errors.As(err, &fe) || (apierrors.IsForbidden(err) && libtext.Unauthorized(err.Error()))
 }
-
-// unauthorized matches the API server's message for a request its authorizer (RBAC) refused,
-// to a resource or a path (k8s.io/apiserver's forbiddenMessage), impersonation included. Both
-// it and admission (ResourceQuota, webhooks, policies) answer 403 Forbidden; only the message
-// tells them apart.
-var unauthorized = regexp.MustCompile(`User ".*" cannot \S+ (resource|path) `)
-
-// Unauthorized reports whether a 403's message is the authorizer's (see unauthorized).
-func Unauthorized(msg string) bool { return unauthorized.MatchString(msg) }

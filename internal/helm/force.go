@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
@@ -13,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // An upgrade with upgrade.force replaces the objects whose update the API server refuses as
@@ -22,20 +23,11 @@ import (
 // revision, and only for the objects that need it: each is asked with a server-side dry run
 // of the patch Helm sent.
 
-// The API server's words for an update it refuses whatever the new value: "field is
-// immutable" (a Deployment's selector, a Job's template, a Service's clusterIP), "spec is
-// immutable after creation" (a PersistentVolumeClaim's), "Forbidden: updates to statefulset
-// spec for fields other than ..." (a StatefulSet's volumeClaimTemplates).
-const (
-	immutable       = "immutable"
-	forbiddenUpdate = "Forbidden: updates to"
-)
-
 // ImmutableField reports whether err (an action's, whose text Helm joins) may say that the
 // API server refused an update because it changes an immutable field. Which objects it was
 // about, if any, the dry runs of replaceImmutable tell.
 func ImmutableField(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), immutable) || strings.Contains(err.Error(), forbiddenUpdate))
+	return err != nil && libtext.ImmutableUpdate(err.Error())
 }
 
 // Update is Helm's. With force, when Helm's update failed on an immutable field, the objects
@@ -126,7 +118,7 @@ func isImmutableStatus(err error) bool {
 	}
 	if d := se.Status().Details; d != nil {
 		for _, c := range d.Causes {
-			if c.Type == metav1.CauseType(field.ErrorTypeForbidden) || strings.Contains(c.Message, immutable) {
+			if c.Type == metav1.CauseType(field.ErrorTypeForbidden) || libtext.ImmutableUpdate(c.Message) {
 				return true
 			}
 		}

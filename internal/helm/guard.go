@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // guard is the last line of confinement: it sees every request Helm makes for one action —
@@ -200,7 +202,7 @@ func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
 	msg := statusMessage(resp)
 	if msg == "" {
 		msg = fmt.Sprintf("%s %s", req.Method, req.URL.Path)
-	} else if !Unauthorized(msg) {
+	} else if !libtext.Unauthorized(msg) {
 		return
 	}
 	g.mu.Lock()

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/metadata"
+
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // Ownership: inside its confinement, a release changes and deletes only what it made. What a
@@ -307,16 +309,11 @@ func gvrOf(info *apirequest.RequestInfo) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
 }
 
-// helmCannotImport is in the error Helm's install returns when an object it would create
-// exists and is not the release's (action.existingResourceConflict), which it says only as
-// text.
-const helmCannotImport = "exists and cannot be imported into the current release"
-
 // heldBy adds to err, an install's or upgrade's failure on objects that exist, which CR's
 // release holds each cluster-scoped one: charts name them after the release, so a CR of the
 // same name in another namespace finds them taken, and its author must learn by whom.
 func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) error {
-	if err == nil || !strings.Contains(err.Error(), helmCannotImport) || r.kube.post == nil {
+	if err == nil || !libtext.HelmCannotImport(err) || r.kube.post == nil {
 		return err
 	}
 	var cluster []*unstructured.Unstructured

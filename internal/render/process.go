@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
 // worker is one render process and the socket its lookups come back on.
@@ -158,11 +160,11 @@ func (w *worker) died(err error, limits Limits) error {
 	}
 	msg := w.stderr.String()
 	switch {
-	case strings.Contains(msg, "goroutine stack exceeds"):
+	case libtext.StackExceeded(msg):
 		return &ExceededError{Bound: BoundStack, Max: workerStack,
 			What: fmt.Sprintf("the render recursed past the %d-byte stack limit and was stopped (a value fed to tpl that calls tpl on itself?)", workerStack)}
 	case w.cmd.ProcessState != nil && w.cmd.ProcessState.ExitCode() == exitMemory,
-		strings.Contains(msg, "out of memory"):
+		libtext.OutOfMemory(msg):
 		return memoryExceeded(limits.Memory)
 	}
 	last := strings.TrimSpace(msg)
