@@ -102,14 +102,14 @@ func (p *pass) act(ctx context.Context) *outcome {
 	o.nudged = p.nudges(o)
 	obs := p.release
 	for range maxSteps {
-		s, err := p.situation(obs, o)
+		s, err := p.situation(ctx, obs, o)
 		if err != nil {
 			o.endOn(p.afterFailure(o, err))
 			return o
 		}
 		a, how := next(s)
 		if a == nil {
-			if res := p.finish(how, obs, s, o); how == endLast {
+			if res := p.finish(ctx, how, obs, s, o); how == endLast {
 				o.end(res) // folded already, as its action's
 			} else {
 				o.endOn(res)
@@ -170,14 +170,14 @@ func (p *pass) afterFailure(o *outcome, err error) result {
 }
 
 // finish is the result a pass ends on when no action is left.
-func (p *pass) finish(how ending, obs observed, s situation, o *outcome) result {
+func (p *pass) finish(ctx context.Context, how ending, obs observed, s situation, o *outcome) result {
 	switch how {
 	case endHeld:
 		return p.hold(obs)
 	case endInSync:
 		return p.inSync(obs.head)
 	case endRolledBack:
-		return p.keepRollback(obs, o)
+		return p.keepRollback(ctx, obs, o)
 	case endConflict:
 		return p.conflict(obs.rel)
 	case endHeldBack:

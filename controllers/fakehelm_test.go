@@ -88,28 +88,28 @@ func (f *fakeHelm) Head(ctx context.Context, s helm.Scope, name string) (*helm.H
 	return f.Memory.Head(ctx, s, name)
 }
 
-func (f *fakeHelm) Last(s helm.Scope, name string) (*release.Release, error) {
+func (f *fakeHelm) Last(ctx context.Context, s helm.Scope, name string) (*release.Release, error) {
 	if err := f.call("Last", ""); err != nil {
 		return nil, err
 	}
 	if f.lastErr != nil {
 		return nil, f.lastErr
 	}
-	return f.Memory.Last(s, name)
+	return f.Memory.Last(ctx, s, name)
 }
 
-func (f *fakeHelm) LastDeployed(s helm.Scope, name string, before int) (*release.Release, error) {
+func (f *fakeHelm) LastDeployed(ctx context.Context, s helm.Scope, name string, before int) (*release.Release, error) {
 	if err := f.call("LastDeployed", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.LastDeployed(s, name, before)
+	return f.Memory.LastDeployed(ctx, s, name, before)
 }
 
-func (f *fakeHelm) Revision(s helm.Scope, name string, version int) (*release.Release, error) {
+func (f *fakeHelm) Revision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, error) {
 	if err := f.call("Revision", " %d", version); err != nil {
 		return nil, err
 	}
-	return f.Memory.Revision(s, name, version)
+	return f.Memory.Revision(ctx, s, name, version)
 }
 
 func (f *fakeHelm) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
@@ -136,45 +136,45 @@ func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Rel
 	return rel, err
 }
 
-func (f *fakeHelm) Rollback(s helm.Scope, req *helm.RollbackRequest) error {
+func (f *fakeHelm) Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error {
 	if err := f.call("Rollback", " %d", req.To); err != nil {
 		return err
 	}
 	if f.rollbackErr != nil {
 		return f.rollbackErr
 	}
-	return f.Memory.Rollback(s, req)
+	return f.Memory.Rollback(ctx, s, req)
 }
 
-func (f *fakeHelm) Uninstall(s helm.Scope, name, desc string) error {
+func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc string) error {
 	if err := f.call("Uninstall", ""); err != nil {
 		return err
 	}
-	return f.Memory.Uninstall(s, name, desc)
+	return f.Memory.Uninstall(ctx, s, name, desc)
 }
 
-func (f *fakeHelm) Unlock(s helm.Scope, rel *release.Release) error {
+func (f *fakeHelm) Unlock(ctx context.Context, s helm.Scope, rel *release.Release) error {
 	if err := f.call("Unlock", " %d", rel.Version); err != nil {
 		return err
 	}
-	return f.Memory.Unlock(s, rel)
+	return f.Memory.Unlock(ctx, s, rel)
 }
 
 // Test fails every test hook with testErr (the hooks' Pods failed).
-func (f *fakeHelm) Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
+func (f *fakeHelm) Test(ctx context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
 	if err := f.call("Test", ""); err != nil {
 		return nil, err
 	}
 	f.Kube.WatchUntilReadyError = f.testErr
 	defer func() { f.Kube.WatchUntilReadyError = nil }()
-	return f.Memory.Test(s, name, timeout)
+	return f.Memory.Test(ctx, s, name, timeout)
 }
 
-func (f *fakeHelm) Supersede(s helm.Scope, name string) ([]int, error) {
+func (f *fakeHelm) Supersede(ctx context.Context, s helm.Scope, name string) ([]int, error) {
 	if err := f.call("Supersede", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.Supersede(s, name)
+	return f.Memory.Supersede(ctx, s, name)
 }
 
 func (f *fakeHelm) Writer(s helm.Scope) (client.Client, error) {
@@ -184,9 +184,9 @@ func (f *fakeHelm) Writer(s helm.Scope) (client.Client, error) {
 	return f.Memory.Writer(s)
 }
 
-func (f *fakeHelm) Relabel(s helm.Scope, name string, keys []string, want map[string]string) error {
+func (f *fakeHelm) Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error {
 	if err := f.call("Relabel", " %s", describeLabels(keys, want)); err != nil {
 		return err
 	}
-	return f.Memory.Relabel(s, name, keys, want)
+	return f.Memory.Relabel(ctx, s, name, keys, want)
 }

@@ -88,8 +88,8 @@ type removeFailedInstall struct{}
 
 func (removeFailedInstall) String() string { return actRemoveFailed }
 
-func (removeFailedInstall) run(_ context.Context, p *pass, _ observed) result {
-	if err := p.r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: removing failed install"); err != nil {
+func (removeFailedInstall) run(ctx context.Context, p *pass, _ observed) result {
+	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: removing failed install"); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", p.relName, err)}
 	}
 	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}
@@ -101,8 +101,8 @@ type finishUninstall struct{}
 
 func (finishUninstall) String() string { return actFinishUninstall }
 
-func (finishUninstall) run(_ context.Context, p *pass, _ observed) result {
-	if err := p.r.opts.Helm.Uninstall(p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
+func (finishUninstall) run(ctx context.Context, p *pass, _ observed) result {
+	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err)}
 	}
 	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}

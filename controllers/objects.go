@@ -101,7 +101,7 @@ func (p *pass) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (obj
 		p.r.rememberObjects(p.key, head.Revision, objs)
 	default:
 		if rel == nil || rel.Version != head.Revision {
-			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+			if rel, err = p.r.opts.Helm.Last(ctx, p.scope, p.relName); err != nil {
 				return nil, false, err
 			}
 			if rel == nil {
@@ -176,7 +176,7 @@ func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, err := p.wholeObjects(a, obs)
+	objs, err := p.wholeObjects(ctx, a, obs)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
@@ -226,14 +226,14 @@ func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 }
 
 // wholeObjects are the head revision's objects as its manifest has them.
-func (p *pass) wholeObjects(a reapply, obs observed) ([]*unstructured.Unstructured, error) {
+func (p *pass) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, error) {
 	if a.whole {
 		return a.objects, nil
 	}
 	rel := obs.rel
 	if rel == nil || rel.Version != obs.head.Revision {
 		var err error
-		if rel, err = p.r.opts.Helm.Revision(p.scope, p.relName, obs.head.Revision); err != nil {
+		if rel, err = p.r.opts.Helm.Revision(ctx, p.scope, p.relName, obs.head.Revision); err != nil {
 			return nil, err
 		}
 		if rel == nil {

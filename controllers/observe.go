@@ -143,7 +143,7 @@ func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, 
 			return observed{state: helm.StateAbsent, assumed: true}, nil
 		}
 	}
-	rel, err := p.r.opts.Helm.Last(p.scope, p.relName)
+	rel, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
 	if err != nil {
 		return observed{}, fmt.Errorf("reading release %s: %w", p.relName, err)
 	}

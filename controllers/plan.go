@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -64,7 +65,7 @@ func (s situation) upgradeFailed() bool {
 
 // situation is what next decides from, for the release as obs has it; in StateFailed it reads
 // the deployed revision before the failed one.
-func (p *pass) situation(obs observed, o *outcome) (situation, error) {
+func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (situation, error) {
 	s := situation{state: obs.state, held: p.held != nil, rollsBack: p.r.opts.Watch.RollsBack(),
 		failure: o.failure, last: o.last(), taken: o.taken}
 	if v, due := p.rollbackDue(); due {
@@ -92,7 +93,7 @@ func (p *pass) situation(obs observed, o *outcome) (situation, error) {
 		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
 			break // nothing was deployed before a first install; nothing is rolled back to
 		}
-		deployed, err := p.r.opts.Helm.LastDeployed(p.scope, p.relName, obs.head.Revision)
+		deployed, err := p.r.opts.Helm.LastDeployed(ctx, p.scope, p.relName, obs.head.Revision)
 		if err != nil {
 			return s, fmt.Errorf("reading release %s: %w", p.relName, err)
 		}

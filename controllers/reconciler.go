@@ -242,12 +242,12 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 			return reconcile.Result{RequeueAfter: jitter(turnRequeue)}, nil
 		}
 		defer r.gate.endAction(obj.GetNamespace())
-		rel, err := r.opts.Helm.Last(scope, name)
+		rel, err := r.opts.Helm.Last(ctx, scope, name)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
 		}
 		if rel != nil && rel.Labels[helm.LabelOwnerUID] == string(obj.GetUID()) {
-			if err := r.opts.Helm.Uninstall(scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
+			if err := r.opts.Helm.Uninstall(ctx, scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
 				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
 				releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "failed").Inc()
 				return reconcile.Result{}, fmt.Errorf("uninstalling release %s: %w", name, err)

@@ -26,7 +26,9 @@ type SourceReader interface {
 var _ SourceReader = (*Sources)(nil)
 
 // Releases is everything the reconciler asks of Helm and its storage: read a release's
-// revisions, and run one action on it. Every call acts as, and within, the scope it is given.
+// revisions, and run one action on it. Every call acts as, and within, the scope it is given,
+// and ends with its context: a pass's is cancelled when its CR is deleted or rudder stops, and
+// whatever the call runs (a hook's wait above all) ends with it.
 // *helm.Client is the implementation; unit tests of the pass use *helm.Memory, Helm's own
 // actions over its memory storage driver.
 type Releases interface {
@@ -34,29 +36,29 @@ type Releases interface {
 	// nil: none there): no request, no decoding.
 	Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error)
 	// Last is the newest revision (nil, nil: none).
-	Last(s helm.Scope, name string) (*release.Release, error)
+	Last(ctx context.Context, s helm.Scope, name string) (*release.Release, error)
 	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
-	LastDeployed(s helm.Scope, name string, before int) (*release.Release, error)
+	LastDeployed(ctx context.Context, s helm.Scope, name string, before int) (*release.Release, error)
 	// Revision is one revision (nil, nil: not in the history).
-	Revision(s helm.Scope, name string, version int) (*release.Release, error)
+	Revision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, error)
 	// Install and Upgrade return the revision they made; an Install of a name that is taken
 	// returns helm.ErrNameInUse and writes nothing.
 	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
-	Rollback(s helm.Scope, req *helm.RollbackRequest) error
-	Uninstall(s helm.Scope, name, description string) error
+	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
+	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
 	// Unlock marks a pending revision failed.
-	Unlock(s helm.Scope, rel *release.Release) error
+	Unlock(ctx context.Context, s helm.Scope, rel *release.Release) error
 	// Test runs the newest revision's test hooks within timeout and returns the revision,
 	// which says how each ran (helm.Tests); a failed test is an error too.
-	Test(s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
+	Test(ctx context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
 	// Supersede marks every deployed revision but the newest superseded and returns them.
-	Supersede(s helm.Scope, name string) ([]int, error)
+	Supersede(ctx context.Context, s helm.Scope, name string) ([]int, error)
 	// Writer writes operands as the scope's identity (drift re-apply).
 	Writer(s helm.Scope) (client.Client, error)
 	// Relabel gives the release's records exactly the carried labels want among keys
 	// (adoption by a shard).
-	Relabel(s helm.Scope, name string, keys []string, want map[string]string) error
+	Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error
 }
 
 var (

@@ -20,10 +20,10 @@ type unlock struct{}
 
 func (unlock) String() string { return actUnlock }
 
-func (unlock) run(_ context.Context, p *pass, obs observed) result {
+func (unlock) run(ctx context.Context, p *pass, obs observed) result {
 	rel := obs.rel
 	prev := rel.Info.Status
-	if err := p.r.opts.Helm.Unlock(p.scope, rel); err != nil {
+	if err := p.r.opts.Helm.Unlock(ctx, p.scope, rel); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", p.relName, err)}
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actUnlock, "ok").Inc()
@@ -41,8 +41,8 @@ type supersede struct{}
 
 func (supersede) String() string { return actSupersede }
 
-func (supersede) run(_ context.Context, p *pass, obs observed) result {
-	marked, err := p.r.opts.Helm.Supersede(p.scope, p.relName)
+func (supersede) run(ctx context.Context, p *pass, obs observed) result {
+	marked, err := p.r.opts.Helm.Supersede(ctx, p.scope, p.relName)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError,
 			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", p.relName, err)}
@@ -76,7 +76,7 @@ func (adopt) String() string { return actAdopt }
 
 func (adopt) run(ctx context.Context, p *pass, obs observed) result {
 	keys, want := p.r.opts.Carried, p.carried()
-	if err := p.r.opts.Helm.Relabel(p.scope, p.relName, keys, want); err != nil {
+	if err := p.r.opts.Helm.Relabel(ctx, p.scope, p.relName, keys, want); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", p.relName, err)}
 	}
 	// The objects a record names are relabelled under the same rules as every action: within

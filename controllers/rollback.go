@@ -29,7 +29,7 @@ type rollback struct {
 
 func (rollback) String() string { return actRollback }
 
-func (a rollback) run(_ context.Context, p *pass, _ observed) result {
+func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 	msg, forbidden, reason := "", false, rstatus.ReasonUpgradeFailed
 	why := fmt.Sprintf("the upgrade to generation %d failed", p.gen)
 	if a.cause != nil {
@@ -41,7 +41,7 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	replaced, err := p.rollbackTo(a.to, desc)
+	replaced, err := p.rollbackTo(ctx, a.to, desc)
 	if err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
@@ -50,7 +50,7 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
 	}
 	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
-	now, err := p.r.opts.Helm.Last(p.scope, p.relName)
+	now, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
 	if err != nil || now == nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err)}
 	}
@@ -77,10 +77,10 @@ func (a rollback) run(_ context.Context, p *pass, _ observed) result {
 // rollbackTo rolls the release back to revision to, as a new revision described by desc; with
 // the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
 // are the Events that say so.
-func (p *pass) rollbackTo(to int, desc string) ([]note, error) {
+func (p *pass) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
 	req := &helm.RollbackRequest{Name: p.relName, To: to, MaxHistory: p.r.opts.Watch.HistoryLimit(),
 		Description: desc, Force: p.r.opts.Watch.Forces()}
-	err := p.r.opts.Helm.Rollback(p.scope, req)
+	err := p.r.opts.Helm.Rollback(ctx, p.scope, req)
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {
 		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
@@ -97,12 +97,12 @@ type requestRollback struct{ value string }
 
 func (requestRollback) String() string { return actRequestRollback }
 
-func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
+func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result {
 	v := a.value
 	to, err := strconv.Atoi(v)
 	var target *helm.Head
 	if err == nil && to > 0 {
-		rel, err := p.r.opts.Helm.Revision(p.scope, p.relName, to)
+		rel, err := p.r.opts.Helm.Revision(ctx, p.scope, p.relName, to)
 		if err != nil {
 			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err)}
 		}
@@ -120,7 +120,7 @@ func (a requestRollback) run(_ context.Context, p *pass, obs observed) result {
 			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	replaced, err := p.rollbackTo(to, desc)
+	replaced, err := p.rollbackTo(ctx, to, desc)
 	if err != nil {
 		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		if isTransient(err) {
@@ -155,7 +155,7 @@ func (o *outcome) rolledBackOnRequest() bool {
 // keepRollback ends a pass on a deployed revision rudder did not make from the spec (helm
 // rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
 // changed since rudder's newest own revision: no revert, no new revision.
-func (p *pass) keepRollback(obs observed, o *outcome) result {
+func (p *pass) keepRollback(ctx context.Context, obs observed, o *outcome) result {
 	h, rel := obs.head, obs.rel
 	to := h.RolledBackTo()
 	if to == 0 && rel != nil && rel.Info != nil {
@@ -172,7 +172,7 @@ func (p *pass) keepRollback(obs observed, o *outcome) result {
 	if chart == "" {
 		if rel == nil {
 			var err error
-			if rel, err = p.r.opts.Helm.Last(p.scope, p.relName); err != nil {
+			if rel, err = p.r.opts.Helm.Last(ctx, p.scope, p.relName); err != nil {
 				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", p.relName, err)}
 			}
 		}

@@ -25,8 +25,8 @@ type test struct{ revision int }
 
 func (test) String() string { return actTest }
 
-func (a test) run(_ context.Context, p *pass, obs observed) result {
-	rel, err := p.r.opts.Helm.Test(p.scope, p.relName, p.r.opts.Watch.TestTimeout())
+func (a test) run(ctx context.Context, p *pass, obs observed) result {
+	rel, err := p.r.opts.Helm.Test(ctx, p.scope, p.relName, p.r.opts.Watch.TestTimeout())
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,4 +114,32 @@ func releaseRevisions(t *testing.T, ns, name string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestDeletingCancelsAWedgedTest: deleting a CR whose tests wait on a test Pod that runs for
+// ten minutes cancels the run (Releases.Test ends with its pass's context): the CR is gone,
+// its release uninstalled, well inside the watch's test timeout (five minutes, actionTimeout's
+// default), which is when the run would end by itself.
+func TestDeletingCancelsAWedgedTest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "tests-")
+	spec := map[string]any{"message": "wedged", "testDelayMs": "600000"}
+	if err := k8s.Create(ctx, crtest.NewCR(testProbeGVK, ns, "wedged", spec)); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "the test Pod running", timeout, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wedged-checks"}, &corev1.Pod{})
+		return err == nil, client.IgnoreNotFound(err)
+	})
+	if err := k8s.Delete(ctx, crtest.NewCR(testProbeGVK, ns, "wedged", nil)); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "the CR deleted while its test runs", 60*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := crtest.Get(ctx, k8s, testProbeGVK, ns, "wedged")
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if got := releaseRevisions(t, ns, "wedged"); len(got) != 0 {
+		t.Fatalf("release history after the deletion: %v, want none", got)
+	}
 }

@@ -20,19 +20,19 @@ import (
 )
 
 // storageOf is the release storage of a scope, for reads and rudder's own record updates.
-func (c *Client) storageOf(s Scope) (*storage.Storage, error) {
+func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, error) {
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
 	}
-	st := storage.Init(d)
+	st := storage.Init(d.withContext(ctx))
 	st.Log = d.Log
 	return st, nil
 }
 
 // Last is the newest revision of a release, or nil when there is none.
-func (c *Client) Last(s Scope, name string) (*release.Release, error) {
-	st, err := c.storageOf(s)
+func (c *Client) Last(ctx context.Context, s Scope, name string) (*release.Release, error) {
+	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +40,8 @@ func (c *Client) Last(s Scope, name string) (*release.Release, error) {
 }
 
 // Revision is one revision of a release, or nil when the history holds no such revision.
-func (c *Client) Revision(s Scope, name string, version int) (*release.Release, error) {
-	st, err := c.storageOf(s)
+func (c *Client) Revision(ctx context.Context, s Scope, name string, version int) (*release.Release, error) {
+	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +50,8 @@ func (c *Client) Revision(s Scope, name string, version int) (*release.Release, 
 
 // LastDeployed is the newest revision before before whose status is deployed or superseded
 // (the one a rollback returns to), or nil.
-func (c *Client) LastDeployed(s Scope, name string, before int) (*release.Release, error) {
-	st, err := c.storageOf(s)
+func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before int) (*release.Release, error) {
+	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1, query: queryInstall})
+	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1, query: queryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -226,13 +226,13 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	}
 	revision := req.Revision
 	if revision == 0 {
-		last, err := c.Last(req.Scope, req.ReleaseName)
+		last, err := c.Last(ctx, req.Scope, req.ReleaseName)
 		if err != nil || last == nil {
 			return nil, fmt.Errorf("reading the revision to upgrade from: %w", cmp.Or(err, driver.ErrReleaseNotFound))
 		}
 		revision = last.Version + 1
 	}
-	r, err := c.begin(req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision, query: queryUpgrade})
+	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision, query: queryUpgrade})
 	if err != nil {
 		return nil, err
 	}
@@ -281,8 +281,8 @@ type RollbackRequest struct {
 // hooks are checked against the scope before anything is stored or applied: the watch's
 // confinement may be stricter than when that revision was made. The new revision is marked
 // as rudder's rollback (LabelRollbackRevision).
-func (c *Client) Rollback(s Scope, req *RollbackRequest) error {
-	r, err := c.begin(s, storing{manifest: true, description: req.Description, rollback: true})
+func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) error {
+	r, err := c.begin(ctx, s, storing{manifest: true, description: req.Description, rollback: true})
 	if err != nil {
 		return err
 	}
@@ -300,8 +300,8 @@ func (c *Client) Rollback(s Scope, req *RollbackRequest) error {
 // Uninstall removes a release and the objects it made. A release that is already gone is not
 // an error. A release whose manifest or hooks are outside the scope (made before a stricter
 // watch) is refused before anything runs: its delete hooks and deletions would act there.
-func (c *Client) Uninstall(s Scope, name, description string) error {
-	r, err := c.begin(s, storing{manifest: true})
+func (c *Client) Uninstall(ctx context.Context, s Scope, name, description string) error {
+	r, err := c.begin(ctx, s, storing{manifest: true})
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,6 @@ func (c *Client) Uninstall(s Scope, name, description string) error {
 	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
 		return err
 	}
-	ctx := context.Background()
 	if err := r.checkHookOwners(ctx, c.mapper, newScoper(c.mapper, nil), last, release.HookPreDelete, release.HookPostDelete); err != nil {
 		return err
 	}
@@ -334,8 +333,8 @@ func (c *Client) Uninstall(s Scope, name, description string) error {
 
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous
 // process) as failed, so that Helm accepts new actions on the release.
-func (c *Client) Unlock(s Scope, rel *release.Release) error {
-	st, err := c.storageOf(s)
+func (c *Client) Unlock(ctx context.Context, s Scope, rel *release.Release) error {
+	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -345,8 +344,8 @@ func (c *Client) Unlock(s Scope, rel *release.Release) error {
 // Supersede marks every deployed revision of a release but the newest superseded, and returns
 // the revisions it marked: the repair of a history an upgrade or rollback left with more than
 // one deployed revision (see run.settle), whoever's it was.
-func (c *Client) Supersede(s Scope, name string) ([]int, error) {
-	st, err := c.storageOf(s)
+func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, error) {
+	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
 	}

@@ -248,11 +248,12 @@ type storing struct {
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
 // stamped or described as st says (see checkedDriver).
-func (c *Client) begin(s Scope, st storing) (*run, error) {
+func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
 	}
+	d = d.withContext(ctx)
 	if st.query != queryHelm && c.records != nil {
 		d = d.withQueries(st.query, s.Namespace, c.records, c.foreign)
 	}
@@ -260,7 +261,7 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
+	g := &guard{ctx: ctx, conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
 	cfg := c.restConfig(s)
 	cfg.Wrap(g.wrap)
 	getter := &restClientGetter{cfg: cfg, namespace: s.Namespace, mapper: c.mapper, discovery: c.disc}
@@ -284,11 +285,11 @@ func (c *Client) begin(s Scope, st storing) (*run, error) {
 				return err
 			}
 		}
-		return r.checkHookOwners(context.Background(), c.mapper, scoper, rel)
+		return r.checkHookOwners(ctx, c.mapper, scoper, rel)
 	}}
 	store := storage.Init(r.records)
 	store.Log = debug
-	r.kube = &kubeClient{Client: kc, getter: getter}
+	r.kube = &kubeClient{Client: kc, getter: getter, ctx: ctx}
 	r.conf = &action.Configuration{RESTClientGetter: getter, KubeClient: r.kube, Releases: store, Capabilities: caps, Log: debug}
 	return r, nil
 }

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,8 @@ import (
 // the guard is what holds a template's lookup to the same rule, and what would catch any path
 // of Helm's that those checks miss.
 type guard struct {
+	// ctx is the action's: every request the guard passes ends with it (see bind).
+	ctx    context.Context
 	conf   Confinement
 	mapper meta.RESTMapper
 	// prefix is the path of the API server's URL ("" for most), which request paths start with.
@@ -56,33 +59,76 @@ var requestInfos = &apirequest.RequestInfoFactory{
 
 func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		v, info := g.decide(req)
-		if v == nil && g.owner != "" && info != nil && mutates(info) {
-			var answer *http.Response
-			var err error
-			if v, answer, err = g.checkOwned(req, rt, info); err != nil || answer != nil {
-				return answer, err
-			}
+		req, release := g.bind(req)
+		resp, err := g.roundTrip(rt, req)
+		if err != nil || resp == nil || resp.Body == nil {
+			release()
+			return resp, err
 		}
-		if v != nil {
-			g.note(*v)
-			return refusal(req, v), nil
-		}
-		resp, err := rt.RoundTrip(req)
-		switch {
-		case err != nil:
-			// As the http.Client above reports it, with the method and URL: the transport's
-			// own text ("EOF") could be part of any error.
-			g.noteUnavailable((&url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}).Error())
-		case resp.StatusCode == http.StatusForbidden:
-			g.noteForbidden(req, resp)
-		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError:
-			if msg := statusMessage(resp); msg != "" {
-				g.noteUnavailable(msg)
-			}
-		}
-		return resp, err
+		resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+		return resp, nil
 	})
+}
+
+// bind makes req end with the action (g.ctx): Helm makes its requests, a hook's watch above
+// all, in contexts of its own, which a CR's deletion or rudder's stop would not end. release
+// lets go of the binding once the answer is read.
+func (g *guard) bind(req *http.Request) (_ *http.Request, release func()) {
+	if g.ctx == nil || g.ctx.Done() == nil {
+		return req, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	stop := context.AfterFunc(g.ctx, func() { cancel(context.Cause(g.ctx)) })
+	return req.WithContext(ctx), func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// releasingBody releases a request's binding when its answer is closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+	once    sync.Once
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// roundTrip sends req unless it is outside the confinement, and notes how it was refused or
+// failed.
+func (g *guard) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	v, info := g.decide(req)
+	if v == nil && g.owner != "" && info != nil && mutates(info) {
+		var answer *http.Response
+		var err error
+		if v, answer, err = g.checkOwned(req, rt, info); err != nil || answer != nil {
+			return answer, err
+		}
+	}
+	if v != nil {
+		g.note(*v)
+		return refusal(req, v), nil
+	}
+	resp, err := rt.RoundTrip(req)
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		// The action was cancelled (see bind): nothing to say about the API server.
+	case err != nil:
+		// As the http.Client above reports it, with the method and URL: the transport's
+		// own text ("EOF") could be part of any error.
+		g.noteUnavailable((&url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}).Error())
+	case resp.StatusCode == http.StatusForbidden:
+		g.noteForbidden(req, resp)
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError:
+		if msg := statusMessage(resp); msg != "" {
+			g.noteUnavailable(msg)
+		}
+	}
+	return resp, err
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

@@ -3,11 +3,13 @@ package helm
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/kube"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,9 +19,9 @@ import (
 	kjson "sigs.k8s.io/json"
 )
 
-// kubeClient is Helm's kube client with three changes (the third, upgrade.force's, in
-// force.go); every other method, and every optional
-// interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
+// kubeClient is Helm's kube client with four changes (upgrade.force's in force.go, the waits
+// that end with the action's context at the end of this file); every other method, and every
+// optional interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
 //   - No reachability probe before every action (a GET /version each time): rudder's watches
 //     depend on the API server anyway, and an unreachable one fails the action's first request
 //     with an error that says so.
@@ -212,4 +214,53 @@ func jsonCopy(v any) any {
 		return float64(t)
 	}
 	return v
+}
+
+// Helm's waits (a hook until it completes, a test Pod, objects until ready or deleted) take a
+// timeout and no context. These end with the action's context too, so that deleting a CR or
+// stopping rudder ends an action wedged on a hook at once rather than at actionTimeout: the
+// wait returns the context's cause, and its requests, made through the action's guard, are
+// cancelled with it (see guard.bind), so Helm's own wait ends as soon as it looks again.
+
+func (k *kubeClient) Wait(resources kube.ResourceList, timeout time.Duration) error {
+	return k.untilDone("waiting for the objects to be ready", func() error { return k.Client.Wait(resources, timeout) })
+}
+
+func (k *kubeClient) WaitWithJobs(resources kube.ResourceList, timeout time.Duration) error {
+	return k.untilDone("waiting for the objects and jobs to be ready", func() error { return k.Client.WaitWithJobs(resources, timeout) })
+}
+
+func (k *kubeClient) WatchUntilReady(resources kube.ResourceList, timeout time.Duration) error {
+	return k.untilDone("waiting for the hooks to complete", func() error { return k.Client.WatchUntilReady(resources, timeout) })
+}
+
+func (k *kubeClient) WaitForDelete(resources kube.ResourceList, timeout time.Duration) error {
+	return k.untilDone("waiting for the objects to be deleted", func() error { return k.Client.WaitForDelete(resources, timeout) })
+}
+
+func (k *kubeClient) WaitAndGetCompletedPodPhase(name string, timeout time.Duration) (corev1.PodPhase, error) {
+	phase := corev1.PodUnknown
+	err := k.untilDone("waiting for pod "+name, func() error {
+		p, err := k.Client.WaitAndGetCompletedPodPhase(name, timeout)
+		phase = p
+		return err
+	})
+	return phase, err
+}
+
+// untilDone runs wait, and returns when it does or when the action's context ends, whichever
+// is first.
+func (k *kubeClient) untilDone(what string, wait func() error) error {
+	ctx := k.context()
+	if ctx.Done() == nil {
+		return wait()
+	}
+	done := make(chan error, 1)
+	go func() { done <- wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", what, context.Cause(ctx))
+	}
 }

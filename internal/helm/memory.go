@@ -84,19 +84,19 @@ func (m *Memory) History(ns, name string) []*release.Release {
 	return hist
 }
 
-func (m *Memory) Last(s Scope, name string) (*release.Release, error) {
+func (m *Memory) Last(_ context.Context, s Scope, name string) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return lastOf(m.storage(s.Namespace, storing{}), name)
 }
 
-func (m *Memory) LastDeployed(s Scope, name string, before int) (*release.Release, error) {
+func (m *Memory) LastDeployed(_ context.Context, s Scope, name string, before int) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return lastDeployedOf(m.storage(s.Namespace, storing{}), name, before)
 }
 
-func (m *Memory) Revision(s Scope, name string, version int) (*release.Release, error) {
+func (m *Memory) Revision(_ context.Context, s Scope, name string, version int) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return revisionOf(m.storage(s.Namespace, storing{}), name, version)
@@ -149,7 +149,7 @@ func (m *Memory) made(req *Request, err error) error {
 	return err
 }
 
-func (m *Memory) Rollback(s Scope, req *RollbackRequest) error {
+func (m *Memory) Rollback(_ context.Context, s Scope, req *RollbackRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rb := action.NewRollback(m.config(s.Namespace, storing{description: req.Description, rollback: true}))
@@ -157,7 +157,7 @@ func (m *Memory) Rollback(s Scope, req *RollbackRequest) error {
 	return rb.Run(req.Name)
 }
 
-func (m *Memory) Uninstall(s Scope, name, description string) error {
+func (m *Memory) Uninstall(_ context.Context, s Scope, name, description string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	un := action.NewUninstall(m.config(s.Namespace, storing{}))
@@ -169,13 +169,13 @@ func (m *Memory) Uninstall(s Scope, name, description string) error {
 	return err
 }
 
-func (m *Memory) Unlock(s Scope, rel *release.Release) error {
+func (m *Memory) Unlock(_ context.Context, s Scope, rel *release.Release) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return unlock(m.storage(s.Namespace, storing{}), rel)
 }
 
-func (m *Memory) Supersede(s Scope, name string) ([]int, error) {
+func (m *Memory) Supersede(_ context.Context, s Scope, name string) ([]int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return supersedeOlder(m.storage(s.Namespace, storing{}), name)
@@ -189,7 +189,7 @@ func (m *Memory) Writer(Scope) (client.Client, error) {
 }
 
 // Relabel gives every record of the release exactly the carried labels want among keys.
-func (m *Memory) Relabel(s Scope, name string, keys []string, want map[string]string) error {
+func (m *Memory) Relabel(_ context.Context, s Scope, name string, keys []string, want map[string]string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.storage(s.Namespace, storing{})

@@ -75,12 +75,11 @@ func WithCarried(objs []*unstructured.Unstructured, keys []string, want map[stri
 // Relabel gives every revision record of release name exactly the carried labels want among
 // keys, acting as the scope's identity (which must be allowed to patch the release's Secrets,
 // as Helm's storage is).
-func (c *Client) Relabel(s Scope, name string, keys []string, want map[string]string) error {
+func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []string, want map[string]string) error {
 	d, err := c.driver(s)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	list, err := d.impl.List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
 	if err != nil {
 		return fmt.Errorf("listing the records of release %s: %w", name, err)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -65,6 +66,47 @@ func newSecretsDriver(impl corev1client.SecretInterface) *secretsDriver {
 }
 
 // withQueries is d answering mode's queries of namespace ns from the caches own and foreign.
+// withContext is d with every request made in ctx (Helm's driver makes its own in
+// context.Background): an action's storage reads and writes end with the action.
+func (d *secretsDriver) withContext(ctx context.Context) *secretsDriver {
+	bound := boundSecrets{SecretInterface: d.impl, ctx: ctx}
+	nd := &secretsDriver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
+		unsure: map[string]bool{}}
+	nd.Log = d.Log
+	return nd
+}
+
+// boundSecrets makes every request of a Secrets client in ctx, whatever context its caller
+// passes.
+type boundSecrets struct {
+	corev1client.SecretInterface
+	ctx context.Context
+}
+
+func (b boundSecrets) Get(_ context.Context, name string, o metav1.GetOptions) (*corev1.Secret, error) {
+	return b.SecretInterface.Get(b.ctx, name, o)
+}
+
+func (b boundSecrets) List(_ context.Context, o metav1.ListOptions) (*corev1.SecretList, error) {
+	return b.SecretInterface.List(b.ctx, o)
+}
+
+func (b boundSecrets) Create(_ context.Context, s *corev1.Secret, o metav1.CreateOptions) (*corev1.Secret, error) {
+	return b.SecretInterface.Create(b.ctx, s, o)
+}
+
+func (b boundSecrets) Update(_ context.Context, s *corev1.Secret, o metav1.UpdateOptions) (*corev1.Secret, error) {
+	return b.SecretInterface.Update(b.ctx, s, o)
+}
+
+func (b boundSecrets) Delete(_ context.Context, name string, o metav1.DeleteOptions) error {
+	return b.SecretInterface.Delete(b.ctx, name, o)
+}
+
+func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*corev1.Secret, error) {
+	return b.SecretInterface.Patch(b.ctx, name, pt, data, o, sub...)
+}
+
 func (d *secretsDriver) withQueries(mode queryMode, ns string, own, foreign client.Reader) *secretsDriver {
 	return &secretsDriver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
 }

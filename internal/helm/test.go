@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 // within timeout, records how it ran in the revision's record, and deletes it as its
 // helm.sh/hook-delete-policy says. The revision it returns says how each hook ran (see
 // Tests); the error is Helm's, and a test that failed is one.
-func (c *Client) Test(s Scope, name string, timeout time.Duration) (*release.Release, error) {
-	r, err := c.begin(s, storing{manifest: true})
+func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*release.Release, error) {
+	r, err := c.begin(ctx, s, storing{manifest: true})
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func Tests(rel *release.Release) (ran, failed []string) {
 
 // Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
 // Kube.WatchUntilReadyError fails it.
-func (m *Memory) Test(s Scope, name string, timeout time.Duration) (*release.Release, error) {
+func (m *Memory) Test(_ context.Context, s Scope, name string, timeout time.Duration) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return runTests(m.config(s.Namespace, storing{}), s, name, timeout, func(err error) error { return err })
