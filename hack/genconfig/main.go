@@ -10,7 +10,9 @@
 //     chart paths hold in the pod exactly as in the repository;
 //   - config/shards/shard-a/config-volume.yaml: the same patch for the second shard's manager;
 //   - config/default/watches.yaml: a copy of ./watches.yaml for the rudder-watches ConfigMap
-//     (kustomize reads no file above its kustomization).
+//     (kustomize reads no file above its kustomization);
+//   - README.md's reference tables of watches.yaml's fields and limits, from their one
+//     declaration (internal/watches/fields.go), between the README's "generated" markers.
 //
 // With -check it writes nothing and fails when a file is not what it would write.
 package main
@@ -27,6 +29,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // Header marks every generated file.
@@ -141,7 +145,15 @@ func Generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		return nil, err
+	}
+	if readme, err = readmeTables(readme); err != nil {
+		return nil, fmt.Errorf("README.md: %w", err)
+	}
 	return map[string][]byte{
+		"README.md":                         readme,
 		"charts/kustomization.yaml":         chartsKustomization(files),
 		"config/default/config-volume.yaml": vol,
 		// kustomize reads no file above a kustomization: the second shard gets its own copy.
@@ -215,4 +227,24 @@ func fitsConfigMap(files []ChartFile) error {
 			total>>10, maxConfigMapData>>10)
 	}
 	return nil
+}
+
+// readmeTables fills the README's generated sections, each between a line
+// "<!-- BEGIN generated: NAME ... -->" and a line "<!-- END generated: NAME -->".
+func readmeTables(readme []byte) ([]byte, error) {
+	out := string(readme)
+	for name, table := range map[string]string{"watches fields": watches.MarkdownFields(), "limits": watches.MarkdownLimits()} {
+		begin, end := "<!-- BEGIN generated: "+name+" ", "<!-- END generated: "+name+" -->"
+		i := strings.Index(out, begin)
+		if i < 0 {
+			return nil, fmt.Errorf("no %q marker", begin)
+		}
+		i += strings.IndexByte(out[i:], '\n') + 1
+		j := strings.Index(out[i:], end)
+		if j < 0 {
+			return nil, fmt.Errorf("no %q marker after its beginning", end)
+		}
+		out = out[:i] + table + out[i+j:]
+	}
+	return []byte(out), nil
 }

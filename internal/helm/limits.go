@@ -44,10 +44,12 @@ const (
 	DefaultActionTimeout = 5 * time.Minute
 )
 
-// The names of the limits, as watches.yaml's limits field spells them.
+// The names of the limits, as watches.yaml's limits field spells them (the one spelling of
+// each: internal/watches/fields.go declares the limits with these).
 const (
 	LimitObjects       = "maxObjects"
 	LimitManifestBytes = "maxManifestBytes"
+	LimitActionTimeout = "actionTimeout"
 )
 
 func (l Limits) objects() int {

@@ -96,10 +96,11 @@ type Limits struct {
 	Memory int64
 }
 
-// The bounds a render is stopped at.
+// The bounds a render is stopped at: the render's own names, which internal/helm maps onto the
+// watch's limits (renderTimeout, renderMemory, maxManifestBytes).
 const (
-	BoundTimeout = "renderTimeout"
-	BoundMemory  = "renderMemory"
+	BoundTimeout = "timeout"
+	BoundMemory  = "memory"
 	BoundStack   = "stack"
 	BoundOutput  = "output"
 	// BoundBudget: the render's memory bound is larger than the pool's whole budget, so it

@@ -3,4 +3,31 @@
 //
 // It validates everything it can without a cluster (fields, templates, selectors, durations,
 // chart directories) and names the entry and field in every error. It owns no runtime state.
+//
+// Every key of an entry and of its limits is declared once, in fields.go: its JSON key, its
+// default as the README shows it, its docs line, and for a limit its check. The README's
+// reference tables are generated from there (`make manifests`), and tests fail when the
+// structs, the tables or the README disagree.
+//
+// # Adding a field
+//
+//  1. watches.go: the field on Watch, with its JSON key, and the accessor the reconciler reads
+//     (with the default applied: RollsBack, HistoryLimit, …); a default that is a number is a
+//     constant beside DefaultMaxHistory.
+//  2. fields.go: its row in Fields, where the README should list it.
+//  3. Its check, in the step of complete that owns its concern (checkLimits, checkTenancy,
+//     checkPolicies, …), naming the field in the error; `rudder lint` reports it as Load does.
+//  4. `make manifests` rewrites the README's table; watches_test.go gets a row for a value that
+//     loads and one that does not.
+//
+// # Adding a limit
+//
+//  1. limits.go: the field on Limits (a quantity or a duration as metav1 types, so that
+//     watches.yaml spells them as Kubernetes does), and its mapping in Limits.helm.
+//  2. internal/helm/limits.go: the field on helm.Limits with its Default constant, and where it
+//     is enforced (a limit of what a render may do goes on to render.Limits in
+//     internal/helm/render.go); a refusal is a LimitError naming the limit.
+//  3. fields.go: its row in LimitFields: key, the default made of helm's constant, docs line,
+//     check.
+//  4. `make manifests`, and a test that a CR past the limit is refused naming it.
 package watches

@@ -1,8 +1,6 @@
 package watches
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -31,28 +29,6 @@ type Limits struct {
 	MaxActionsPerNamespace int `json:"maxActionsPerNamespace,omitempty"`
 	// MaxLookups is the most lookups one render may make (default 100).
 	MaxLookups int `json:"maxLookups,omitempty"`
-}
-
-func (l *Limits) check() error {
-	switch {
-	case l == nil:
-		return nil
-	case l.MaxObjects < 0:
-		return fmt.Errorf("limits.maxObjects: %d must not be negative", l.MaxObjects)
-	case l.MaxManifestBytes != nil && l.MaxManifestBytes.Sign() <= 0:
-		return fmt.Errorf("limits.maxManifestBytes: %s must be positive", l.MaxManifestBytes)
-	case l.ActionTimeout != nil && l.ActionTimeout.Duration <= 0:
-		return fmt.Errorf("limits.actionTimeout: %s must be positive", l.ActionTimeout.Duration)
-	case l.RenderTimeout != nil && l.RenderTimeout.Duration <= 0:
-		return fmt.Errorf("limits.renderTimeout: %s must be positive", l.RenderTimeout.Duration)
-	case l.RenderMemory != nil && l.RenderMemory.Value() < 64<<20:
-		return fmt.Errorf("limits.renderMemory: %s is below the 64Mi a render worker needs", l.RenderMemory)
-	case l.MaxLookups < 0:
-		return fmt.Errorf("limits.maxLookups: %d must not be negative", l.MaxLookups)
-	case l.MaxActionsPerNamespace < 0:
-		return fmt.Errorf("limits.maxActionsPerNamespace: %d must not be negative", l.MaxActionsPerNamespace)
-	}
-	return nil
 }
 
 // helm is the Limits a release of the watch is held to.
