@@ -91,7 +91,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 	crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 
 	// 4. No new revision while idle.
-	crtest.Passes(t, k8s, gvk, ns, name, 2)
+	passes.Passes(t, k8s, gvk, ns, name, 2)
 	release, err := ws[0].ReleaseNameOf(crtest.MustGet(t, k8s, gvk, ns, name))
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 		c := crtest.Condition(u, "Ready")
 		return rev == 2 && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == u.GetGeneration(), nil
 	})
-	crtest.Passes(t, k8s, gvk, ns, name, 2)
+	passes.Passes(t, k8s, gvk, ns, name, 2)
 	if history := crtest.History(t, cluster, ns, release); len(history) != 2 {
 		t.Fatalf("a chart edit: history has %d revisions, want 2", len(history))
 	}

@@ -40,6 +40,8 @@ var (
 	cluster *testcluster.Cluster
 	k8s     client.Client
 	root    string
+	// passes counts the passes of the rudders the tests run in this process, per CR.
+	passes = crtest.NewPassCounter()
 
 	nginxGVK  = schema.GroupVersionKind{Group: "operator.example.com", Version: "v1alpha1", Kind: "NginxOperator"}
 	atGVK     = schema.GroupVersionKind{Group: "cnat.ishankhare.dev", Version: "v1alpha1", Kind: "At"}
@@ -246,7 +248,7 @@ func TestManagerRBAC(t *testing.T) {
 	}
 	mgr, _, err := controllers.NewManager(cfg, controllers.ManagerOptions{
 		Watches: append(ws, extra...), LeaderElection: true, LeaderElectionNS: systemNS,
-		MaxConcurrentReconciles: 2,
+		MaxConcurrentReconciles: 2, OnPass: passes.Observe,
 	})
 	if err != nil {
 		t.Fatal(err)

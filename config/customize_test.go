@@ -165,7 +165,7 @@ func TestHealthChecksAndRefusedPatches(t *testing.T) {
 		}}}}
 	})
 	// Not Ready while the Database has no phase, though kstatus would call it Current.
-	crtest.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
+	passes.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
 	if c := crtest.Condition(crtest.MustGet(t, k8s, s.gvk, s.ns, s.name), "Ready"); c == nil || c.Status == metav1.ConditionTrue {
 		t.Fatalf("Ready before the health check says so: %+v", c)
 	}
@@ -215,7 +215,7 @@ func TestHealthChecksAndRefusedPatches(t *testing.T) {
 		return err == nil && db.GetLabels()["team"] == "data" && len(crtest.History(t, cluster, s.ns, s.name)) == 2, err
 	})
 	crtest.WaitCondition(t, k8s, s.gvk, s.ns, s.name, "Ready", metav1.ConditionTrue, "", time.Minute)
-	crtest.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
+	passes.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
 	if h := crtest.History(t, cluster, s.ns, s.name); len(h) != 2 {
 		t.Fatalf("changing commonMetadata: history has %d revisions, want 2", len(h))
 	}

@@ -55,6 +55,7 @@ func startRudder(t *testing.T, cfg *rest.Config, opts controllers.ManagerOptions
 func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts controllers.ManagerOptions) (stop func()) {
 	t.Helper()
 	opts.Watches = ws
+	opts.OnPass = passes.Observe
 	mgr, _, err := controllers.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -83,6 +83,43 @@ type result struct {
 	phase phase
 	head  *helm.Head
 	rel   *release.Release
+	// call is how the action's own work went, as rudder_release_actions_total counts it (do
+	// counts it, for every action): its Helm call, or the writes it made (callNone: it found
+	// nothing to do, as a supersede with nothing to mark, or met no call at all).
+	call callResult
+}
+
+// callResult is how an action's work went.
+type callResult int
+
+const (
+	callNone callResult = iota
+	callOK
+	callFailed
+)
+
+// callOf is the callResult of an action's work that ended in err.
+func callOf(err error) callResult {
+	if err != nil {
+		return callFailed
+	}
+	return callOK
+}
+
+// countAction counts an action's work in rudder_release_actions_total: for every action, from
+// do, and for the uninstall of a deleted CR.
+func countAction(gvk, action string, c callResult) {
+	if c != callNone {
+		releaseActions.WithLabelValues(gvk, action, c.label()).Inc()
+	}
+}
+
+// label is the result label of rudder_release_actions_total.
+func (c callResult) label() string {
+	if c == callFailed {
+		return "failed"
+	}
+	return "ok"
 }
 
 // step is an action a pass took and its result.
@@ -138,6 +175,7 @@ func (p *pass) do(ctx context.Context, a action, obs observed, o *outcome) resul
 	start := time.Now()
 	res := a.run(ctx, p, obs)
 	actionSeconds.WithLabelValues(p.r.gvkLabel(), a.String(), res.verdict.label()).Observe(time.Since(start).Seconds())
+	countAction(p.r.gvkLabel(), a.String(), res.call)
 	o.add(a, res)
 	return res
 }

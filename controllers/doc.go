@@ -29,8 +29,11 @@
 //     its metric label, its Events' action, its key in situation.taken), and run makes the
 //     call to Helm and returns a result: the verdict (succeeded, failed, retry, blocked), the
 //     reason and message, the Events (notes), the conditions it sets (result.conditions, by
-//     type: report sets them), and what status.release learns (record). When it knows the
-//     release as it left it, result.after says so, which spares a read of storage.
+//     type: report sets them), what status.release learns (record), and how its own work went
+//     (result.call: do, the one place every action runs through, counts it in
+//     rudder_release_actions_total and times it). When it knows the release as it left it,
+//     result.after says so, which spares a read of storage. Whatever it asks of Helm takes
+//     the pass's context, which a deletion of the CR or rudder's stop cancels.
 //  2. plan.go: the fact of the situation that calls for it, filled in by pass.situation, and
 //     its case in next (which state, after which step). next stays pure: every fact it needs
 //     is read by situation first.

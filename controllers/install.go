@@ -34,14 +34,12 @@ func (install) run(ctx context.Context, p *pass, obs observed) result {
 		p.log.V(1).Info("release name in use although the cache has no revision; reading storage", "release", p.relName)
 		return result{verdict: succeeded, notes: pre}
 	case err != nil:
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "failed").Inc()
 		res := p.releaseFailed("Install", "installing", rstatus.ReasonInstallFailed, err)
-		res.notes = append(append(pre, requestNotes(req)...), res.notes...)
+		res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callFailed
 		return res
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), actInstall, "ok").Inc()
 	res := p.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description))
-	res.notes = append(append(pre, requestNotes(req)...), res.notes...)
+	res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callOK
 	return res
 }
 
@@ -90,9 +88,9 @@ func (removeFailedInstall) String() string { return actRemoveFailed }
 
 func (removeFailedInstall) run(ctx context.Context, p *pass, _ observed) result {
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: removing failed install"); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", p.relName, err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", p.relName, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}
+	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}, call: callOK}
 }
 
 // finishUninstall completes an uninstall that died (rudder's clean-up of a failed install,
@@ -103,7 +101,7 @@ func (finishUninstall) String() string { return actFinishUninstall }
 
 func (finishUninstall) run(ctx context.Context, p *pass, _ observed) result {
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}}
+	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}, call: callOK}
 }

@@ -143,7 +143,7 @@ func TestAtSampleRunsOnce(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "at-sample"}, &corev1.Pod{})
 		return apierrors.IsNotFound(err), nil
 	})
-	crtest.Passes(t, k8s, atGVK, "default", "at-sample", 3)
+	passes.Passes(t, k8s, atGVK, "default", "at-sample", 3)
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "at-sample"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a DONE At brought its pod back: %v", err)
 	}
@@ -171,7 +171,7 @@ func TestAtInTheFutureWaits(t *testing.T) {
 		p, err := phase(ctx)
 		return p == cnatv1alpha1.PhasePending, err
 	})
-	crtest.Passes(t, k8s, atGVK, ns, "later", 3)
+	passes.Passes(t, k8s, atGVK, ns, "later", 3)
 	if p, err := phase(ctx); err != nil || p != cnatv1alpha1.PhasePending {
 		t.Fatalf("phase %q (%v) before the schedule", p, err)
 	}
@@ -179,7 +179,7 @@ func TestAtInTheFutureWaits(t *testing.T) {
 		t.Fatalf("pod exists before the schedule (err=%v)", err)
 	}
 	hookClock.Step(time.Hour)
-	crtest.Passes(t, k8s, atGVK, ns, "later", 1)
+	passes.Passes(t, k8s, atGVK, ns, "later", 1)
 	crtest.Eventually(t, "DONE after the schedule", 60*time.Second, func(ctx context.Context) (bool, error) {
 		if p, err := phase(ctx); err != nil || p != cnatv1alpha1.PhaseDone {
 			return false, fmt.Errorf("phase %q (%w)", p, err)

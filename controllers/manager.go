@@ -88,6 +88,8 @@ type ManagerOptions struct {
 
 	// Clock for the hooks and reconcilers (tests inject a fake one).
 	Clock clock.PassiveClock
+	// OnPass is each Reconciler's (see Options.OnPass).
+	OnPass func(gvk schema.GroupVersionKind, cr *unstructured.Unstructured)
 	// SeveralManagers allows more than one rudder manager in a process (tests): controller
 	// names, which name their metrics, are then not checked for uniqueness.
 	SeveralManagers bool
@@ -160,7 +162,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		r, err := New(Options{
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks, Sources: sources,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
-			Recorder: recorder, Clock: opts.Clock, DefaultServiceAccount: opts.DefaultServiceAccount,
+			Recorder: recorder, Clock: opts.Clock, OnPass: opts.OnPass, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			Carried: carried,

@@ -201,12 +201,13 @@ func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 	}
 	if len(restored) > 0 {
 		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
+		res.call = callOK
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
 			fmt.Sprintf("restored from revision %d without a new revision: %s", obs.head.Revision, strings.Join(restored, ", "))}}
 	}
 	if err != nil {
 		f := fail(err)
-		f.notes = res.notes
+		f.notes, f.call = res.notes, callFailed
 		return f
 	}
 	return res

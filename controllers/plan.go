@@ -141,6 +141,8 @@ const (
 	actAdopt           = "adopt"
 	actReapply         = "reapply"
 	actTest            = "test"
+	// actUninstall is the uninstall of a deleted CR's release, which finalize runs.
+	actUninstall = "uninstall"
 )
 
 // next is the one step after situation s: an action, or (nil) the end of the pass. It is pure.

@@ -65,6 +65,10 @@ type Options struct {
 	WatchAccess func(context.Context, schema.GroupVersionKind) error
 	// Clock is injectable for tests (default: the real clock).
 	Clock clock.PassiveClock
+	// OnPass, when set, is called as each pass ends, with the CR the pass read (nil: it was
+	// gone), which it must not keep or change. Tests count a CR's passes with it
+	// (crtest.PassCounter).
+	OnPass func(gvk schema.GroupVersionKind, cr *unstructured.Unstructured)
 
 	// Carried are the label keys this replica's shard selector names (--watch-label-selector):
 	// each CR's values for them are carried to its release records and operands, so that the
@@ -191,7 +195,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// ctx carries controller-runtime's logger, which names the controller, the CR and the
 	// reconcileID; lines about the release add it.
 	start := r.opts.Clock.Now()
-	defer func() { observeReconcile(r.gvkLabel(), r.opts.Clock.Since(start), retErr) }()
+	var seen *unstructured.Unstructured
+	defer func() {
+		observeReconcile(r.gvkLabel(), r.opts.Clock.Since(start), retErr)
+		if r.opts.OnPass != nil {
+			r.opts.OnPass(r.gvk, seen)
+		}
+	}()
 
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.gvk)
@@ -201,6 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	seen = obj
 	ctx, leave, err := r.gate.enter(ctx, req.NamespacedName)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -249,10 +260,10 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		if rel != nil && rel.Labels[helm.LabelOwnerUID] == string(obj.GetUID()) {
 			if err := r.opts.Helm.Uninstall(ctx, scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
 				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
-				releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "failed").Inc()
+				countAction(r.gvkLabel(), actUninstall, callFailed)
 				return reconcile.Result{}, fmt.Errorf("uninstalling release %s: %w", name, err)
 			}
-			releaseActions.WithLabelValues(r.gvkLabel(), "uninstall", "ok").Inc()
+			countAction(r.gvkLabel(), actUninstall, callOK)
 			r.event(obj, corev1.EventTypeNormal, "Uninstalled", "Uninstall", "release %s uninstalled", name)
 			log.Info("release uninstalled", "release", name)
 		} else if rel != nil {

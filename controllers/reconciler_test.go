@@ -83,7 +83,7 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	}
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "idle", "Ready", metav1.ConditionTrue, "", timeout)
 	// A first forced pass: what the install left behind has settled.
-	crtest.Passes(t, k8s, widgetGVK, ns, "idle", 1)
+	passes.Passes(t, k8s, widgetGVK, ns, "idle", 1)
 	u, err := crtest.Get(ctx, k8s, widgetGVK, ns, "idle")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	}
 	before := statusWrites(t)
 	// 20 passes, counted, not assumed.
-	crtest.Passes(t, k8s, widgetGVK, ns, "idle", 20)
+	passes.Passes(t, k8s, widgetGVK, ns, "idle", 20)
 	if got := len(crtest.History(t, cluster, ns, "idle")); got != 1 {
 		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
 	}
@@ -196,7 +196,7 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// No retry loop: the same broken (chart, values) is not tried again.
-	crtest.Passes(t, k8s, widgetGVK, ns, "bad", 3)
+	passes.Passes(t, k8s, widgetGVK, ns, "bad", 3)
 	if h := crtest.History(t, cluster, ns, "bad"); len(h) != 3 {
 		t.Fatalf("passes over a held-back failure changed the history: %s", describe(h))
 	}
@@ -222,7 +222,7 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "70000") {
 		t.Fatalf("Released message: %s", msg)
 	}
-	crtest.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
+	passes.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
 	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
 	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
@@ -400,7 +400,7 @@ func TestPauseAndResume(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "2"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
-	crtest.Passes(t, k8s, widgetGVK, ns, "p", 3)
+	passes.Passes(t, k8s, widgetGVK, ns, "p", 3)
 	if h := crtest.History(t, cluster, ns, "p"); len(h) != 1 {
 		t.Fatalf("passes over a paused CR changed the release: %s", describe(h))
 	}

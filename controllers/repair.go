@@ -24,14 +24,13 @@ func (unlock) run(ctx context.Context, p *pass, obs observed) result {
 	rel := obs.rel
 	prev := rel.Info.Status
 	if err := p.r.opts.Helm.Unlock(ctx, p.scope, rel); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", p.relName, err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", p.relName, err), call: callFailed}
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), actUnlock, "ok").Inc()
 	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
 	h := helm.HeadOf(rel)
 	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: helm.DetermineState(h, p.want)},
 		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}},
-		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}}
+		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}, call: callOK}
 }
 
 // supersede completes a history the cache shows with older revisions still marked deployed
@@ -45,13 +44,13 @@ func (supersede) run(ctx context.Context, p *pass, obs observed) result {
 	marked, err := p.r.opts.Helm.Supersede(ctx, p.scope, p.relName)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError,
-			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", p.relName, err)}
+			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", p.relName, err), call: callFailed}
 	}
 	head := *obs.head
 	head.OlderDeployed = nil
 	res := result{verdict: succeeded, after: &observed{head: &head, rel: obs.rel, state: obs.state}}
 	if len(marked) > 0 {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actSupersede, "ok").Inc()
+		res.call = callOK
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonSuperseded, "Supersede", fmt.Sprintf(
 			"revisions %v were still marked deployed next to revision %d (an update of their records was lost while they were replaced); marked superseded",
 			marked, obs.head.Revision)}}
@@ -77,7 +76,7 @@ func (adopt) String() string { return actAdopt }
 func (adopt) run(ctx context.Context, p *pass, obs observed) result {
 	keys, want := p.r.opts.Carried, p.carried()
 	if err := p.r.opts.Helm.Relabel(ctx, p.scope, p.relName, keys, want); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", p.relName, err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", p.relName, err), call: callFailed}
 	}
 	// The objects a record names are relabelled under the same rules as every action: within
 	// the confinement, and (through the writer's guard) only those the release made.
@@ -92,9 +91,9 @@ func (adopt) run(ctx context.Context, p *pass, obs observed) result {
 		}
 	}
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", p.relName, err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", p.relName, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &obs, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
+	return result{verdict: succeeded, after: &obs, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
 		"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
 		p.relName, len(objs), describeLabels(keys, want))}}}
 }

@@ -43,19 +43,17 @@ func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
 	replaced, err := p.rollbackTo(ctx, a.to, desc)
 	if err != nil {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
-		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err,
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
 			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
 				fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}),
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
 	now, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
 	if err != nil || now == nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err), call: callOK}
 	}
 	h := helm.HeadOf(now)
-	res := result{verdict: failed, forbidden: forbidden, after: &observed{head: h, rel: now, state: helm.DetermineState(h, p.want)},
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: helm.DetermineState(h, p.want)},
 		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
@@ -122,17 +120,16 @@ func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result 
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
 	replaced, err := p.rollbackTo(ctx, to, desc)
 	if err != nil {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "failed").Inc()
 		if isTransient(err) {
 			// This value is tried again.
-			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced,
+			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced, call: callFailed,
 				err: fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err)}
 		}
 		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err))
-		res.notes = append(replaced, res.notes...)
+		res.notes, res.call = append(replaced, res.notes...), callFailed
 		return res
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), actRollback, "ok").Inc()
+	res.call = callOK
 	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
 	res.notes = append(replaced, note{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg})
 	res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}}

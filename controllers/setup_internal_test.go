@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -13,6 +13,12 @@ import (
 // While a dependent watch is being started, other passes needing the kind wait for the outcome
 // (they must not read through a watch that is not there); a failed start is retried later.
 func TestEnsureWatchSharesOneStart(t *testing.T) {
+	// In a synctest bubble, synctest.Wait returns once every goroutine of the test is blocked:
+	// the test waits for the callers to be waiting, not for time to pass.
+	synctest.Test(t, testEnsureWatchSharesOneStart)
+}
+
+func testEnsureWatchSharesOneStart(t *testing.T) {
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	release := make(chan struct{})
 	var checks, adds atomic.Int32
@@ -32,14 +38,16 @@ func TestEnsureWatchSharesOneStart(t *testing.T) {
 	ctx := context.Background()
 	first, second := make(chan error, 1), make(chan error, 1)
 	go func() { first <- r.ensureWatch(ctx, gvk) }()
-	for checks.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	synctest.Wait() // the first caller is checking access
 	go func() { second <- r.ensureWatch(ctx, gvk) }()
+	synctest.Wait() // the second caller is blocked too: on the first's start, or on a check of its own
 	select {
 	case err := <-second:
 		t.Fatalf("second caller returned before the start finished: %v", err)
-	case <-time.After(50 * time.Millisecond):
+	default:
+	}
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("%d access checks while one start is under way, want 1", n)
 	}
 	close(release)
 	for _, ch := range []chan error{first, second} {

@@ -27,6 +27,8 @@ var (
 	charts   *chartsource.Source
 	chartDir string // a private copy of charts/ and testdata/charts, editable by tests
 	root     string
+	// passes counts the passes of the rudder the suite runs, per CR.
+	passes = crtest.NewPassCounter()
 )
 
 var (
@@ -46,7 +48,7 @@ func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(
 func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *shiftedClock) Step(d time.Duration)            { c.offset.Add(int64(d)) }
 
-// Tests that count passes (crtest.Passes), read a kind's metrics or edit charts are not
+// Tests that read a kind's metrics or edit charts are not
 // parallel: Go runs them first, one at a time, so that nothing else moves their counters. The
 // others each work in a namespace of their own and run in parallel after them.
 func TestMain(m *testing.M) {
@@ -94,7 +96,7 @@ func setup(e *crtest.Env) (func() error, error) {
 	}
 	mgr, src, err := controllers.NewManager(cluster.Config, controllers.ManagerOptions{
 		Watches: ws, ChartReload: true, ChartDebounce: 300 * time.Millisecond, ChartRescan: 0,
-		MaxConcurrentReconciles: 4, Hooks: controllers.BuiltinHooks(hookClock),
+		MaxConcurrentReconciles: 4, Hooks: controllers.BuiltinHooks(hookClock), OnPass: passes.Observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up rudder: %w", err)

@@ -30,24 +30,23 @@ func (a test) run(ctx context.Context, p *pass, obs observed) result {
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
 		msg := fmt.Sprintf("testing release %s: %v", p.relName, err)
 		if helm.IsForbidden(err) {
-			return p.forbidden("Test", msg)
+			res := p.forbidden("Test", msg)
+			res.call = callFailed
+			return res
 		}
-		return result{verdict: retry, reason: rstatus.ReasonTestFailed, err: errors.New(msg)}
+		return result{verdict: retry, reason: rstatus.ReasonTestFailed, err: errors.New(msg), call: callFailed}
 	}
 	tested := &rstatus.TestedRelease{Revision: a.revision, Result: rstatus.TestSucceeded, Failed: failedHooks}
 	if len(failedHooks) == 0 {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "ok").Inc()
 		msg := fmt.Sprintf("revision %d: %d tests passed", a.revision, len(ran))
 		if len(ran) > 0 {
 			msg += ": " + strings.Join(ran, ", ")
 		}
 		return result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg}},
-			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", msg}}, record: record{tested: tested}}
+			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", msg}}, record: record{tested: tested}, call: callOK}
 	}
-	releaseActions.WithLabelValues(p.r.gvkLabel(), actTest, "failed").Inc()
 	tested.Result = rstatus.TestFailed
 	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "))
 	if err != nil {
@@ -56,7 +55,7 @@ func (a test) run(ctx context.Context, p *pass, obs observed) result {
 	}
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
-		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}}
+		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}, call: callFailed}
 	if p.r.opts.Watch.TestRollsBack() {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+p.relName+": "+msg
 		res.record.failed = p.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed

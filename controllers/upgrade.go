@@ -28,17 +28,15 @@ func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
 	rel, err := p.r.opts.Helm.Upgrade(ctx, req)
 	var res result
 	if err == nil {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actUpgrade, "ok").Inc()
 		res = p.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description))
 		for _, obj := range req.Replaced {
 			res.notes = append(res.notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Upgrade",
 				fmt.Sprintf("replaced %s (deleted and created) in revision %d: its update changes an immutable field (upgrade.force)", obj, rel.Version)})
 		}
 	} else {
-		releaseActions.WithLabelValues(p.r.gvkLabel(), actUpgrade, "failed").Inc()
 		res = p.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)
 	}
-	res.notes = append(append(pre, requestNotes(req)...), res.notes...)
+	res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callOf(err)
 	return res
 }
 

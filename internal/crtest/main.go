@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,27 +173,70 @@ func NewCR(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *u
 	return u
 }
 
-// Passes makes n passes of rudder (running in this process) over the CR happen, one after
-// another, and returns once each has completed: it changes an annotation, which always causes
-// a pass, and waits for the kind's pass counter to move. Assert "nothing happened" after it,
-// never after a sleep.
-func Passes(t testing.TB, c client.Client, gvk schema.GroupVersionKind, ns, name string, n int) {
+// PassCounter counts rudder's passes over each CR and what each saw: give its Observe to
+// controllers.ManagerOptions.OnPass of the rudder running in the test's process.
+type PassCounter struct {
+	mu sync.Mutex
+	// pokes is, per CR, the poke annotation values passes saw.
+	pokes map[passOf]map[string]bool
+}
+
+type passOf struct {
+	gvk schema.GroupVersionKind
+	key types.NamespacedName
+}
+
+// pokeAnnotation is what Passes changes to cause a pass.
+const pokeAnnotation = "test.rudder.dev/poke"
+
+// NewPassCounter returns a counter of no passes yet.
+func NewPassCounter() *PassCounter { return &PassCounter{pokes: map[passOf]map[string]bool{}} }
+
+// Observe records a pass that read cr (nil: the CR was gone).
+func (pc *PassCounter) Observe(gvk schema.GroupVersionKind, cr *unstructured.Unstructured) {
+	if cr == nil {
+		return
+	}
+	poke, ok := cr.GetAnnotations()[pokeAnnotation]
+	if !ok {
+		return
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	k := passOf{gvk, client.ObjectKeyFromObject(cr)}
+	if pc.pokes[k] == nil {
+		pc.pokes[k] = map[string]bool{}
+	}
+	pc.pokes[k][poke] = true
+}
+
+func (pc *PassCounter) saw(gvk schema.GroupVersionKind, ns, name, poke string) bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.pokes[passOf{gvk, types.NamespacedName{Namespace: ns, Name: name}}][poke]
+}
+
+// Passes makes n passes of rudder over the CR happen, one after another, and returns once each
+// has completed: it sets an annotation to a new value, which always causes a pass, and waits
+// until a pass of this CR that read that value has ended (a pass of another CR, or one of this
+// CR already under way, does not count). Assert "nothing happened" after it, never after a
+// sleep.
+func (pc *PassCounter) Passes(t testing.TB, c client.Client, gvk schema.GroupVersionKind, ns, name string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	kind := map[string]string{"gvk": gvk.Kind + "." + gvk.Group + "/" + gvk.Version}
 	for i := range n {
-		passes := Metric(t, "rudder_reconcile_pass_seconds", kind)
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		u.SetNamespace(ns)
 		u.SetName(name)
+		poke := fmt.Sprintf("%d-%d", time.Now().UnixNano(), i)
 		// A merge patch of the annotation alone: no conflict with rudder's status writes.
-		poke := fmt.Sprintf(`{"metadata":{"annotations":{"test.rudder.dev/poke":"%d-%d"}}}`, time.Now().UnixNano(), i)
-		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(poke))); err != nil {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, pokeAnnotation, poke)
+		if err := c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
 		Eventually(t, fmt.Sprintf("pass %d of %s %s/%s", i+1, gvk.Kind, ns, name), 60*time.Second, func(context.Context) (bool, error) {
-			return Metric(t, "rudder_reconcile_pass_seconds", kind) > passes, nil
+			return pc.saw(gvk, ns, name, poke), nil
 		})
 	}
 }

@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -247,28 +249,136 @@ func tail(s string) string {
 }
 
 // TestControlPlaneRestarts SIGKILLs kube-apiserver, then etcd, each in the middle of installs
-// or upgrades, keeps it down for a few seconds and starts it again.
+// or upgrades, keeps it down for a few seconds and starts it again. Each kill is checked to
+// have landed in the middle of the work (killMidWork), and made again on new work otherwise.
 func TestControlPlaneRestarts(t *testing.T) {
-	ns := crtest.NewNamespace(t, k8s, "faults-")
+	crtest.NeedsCluster(t)
 	start(t, "rudder")
-	names := createWebs(t, ns, 10, 1)
-	ctx := context.Background()
-	time.Sleep(300 * time.Millisecond) // a point in the middle of the installs
-	if err := cluster.KillAndRestart(ctx, "kube-apiserver", 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if !cluster.Running("kube-apiserver") {
-		t.Fatal("kube-apiserver was not restarted by the test")
-	}
+	var ns string
+	var names []string
+	killMidWork(t, "kube-apiserver", func() int {
+		ns = crtest.NewNamespace(t, k8s, "faults-")
+		names = createWebs(t, ns, 10, 1)
+		return 1
+	}, func() (string, []string) { return ns, names })
 	converged(t, ns, names, 1)
 
-	setReplicas(t, ns, names, 2)
-	time.Sleep(300 * time.Millisecond) // in the middle of the upgrades
-	if err := cluster.KillAndRestart(ctx, "etcd", 3*time.Second); err != nil {
+	replicas := int64(1)
+	killMidWork(t, "etcd", func() int {
+		converged(t, ns, names, replicas) // the work of a try that missed is over first
+		revision := newestRevision(t, ns, names[0]) + 1
+		replicas++
+		setReplicas(t, ns, names, replicas)
+		return revision
+	}, func() (string, []string) { return ns, names })
+	converged(t, ns, names, replicas)
+}
+
+// killMidWork starts work (which returns the revision every CR's release moves to, or past:
+// a revision the kill failed is followed by another), waits until it is under way (a record of
+// that revision stored) and kills the control-plane component proc while it is (not every
+// release there yet), keeping it down 3 s. The kill landed in the middle of the work when a
+// record of the revision or after was stored after the restart too; otherwise (the work was
+// over before the kill, or done before it took effect) the work is started again, up to three
+// times.
+func killMidWork(t *testing.T, proc string, work func() (revision int), of func() (string, []string)) {
+	t.Helper()
+	const tries = 3
+	for try := 1; ; try++ {
+		revision := work()
+		ns, names := of()
+		if !underWay(t, ns, names, revision) {
+			t.Logf("try %d: the work was over before %s could be killed", try, proc)
+		} else {
+			if err := cluster.KillAndRestart(context.Background(), proc, 3*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !cluster.Running(proc) {
+				t.Fatalf("%s was not restarted by the test", proc)
+			}
+			up := time.Now()
+			crtest.Eventually(t, fmt.Sprintf("revision %d or after deployed for every release", revision), 3*time.Minute, func(context.Context) (bool, error) {
+				return records(t, ns, revision).deployed == len(names), nil
+			})
+			if records(t, ns, revision).newest.After(up.Add(-time.Second)) {
+				return // a record was stored after the restart: the kill was in the middle
+			}
+			t.Logf("try %d: every record of revision %d was stored before %s was killed", try, revision, proc)
+		}
+		if try == tries {
+			t.Fatalf("%d tries, and no kill of %s landed in the middle of the work", tries, proc)
+		}
+	}
+}
+
+// underWay waits until a release of names has a record of revision (or after) and reports true
+// if, then, not every one is deployed there yet.
+func underWay(t *testing.T, ns string, names []string, revision int) bool {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		r := records(t, ns, revision)
+		switch {
+		case r.deployed == len(names):
+			return false
+		case r.stored > 0:
+			return true
+		}
+		time.Sleep(10 * time.Millisecond) // polling the API server for the first record
+	}
+	t.Fatalf("no release of namespace %s reached revision %d in a minute", ns, revision)
+	return false
+}
+
+// revisionRecords counts the release records of a namespace from one revision on.
+type revisionRecords struct {
+	// stored counts the records of the revision or after; deployed the releases whose newest
+	// record is one of those, deployed.
+	stored, deployed int
+	// newest is when the newest of them was stored (the API server's second).
+	newest time.Time
+}
+
+func records(t *testing.T, ns string, revision int) revisionRecords {
+	t.Helper()
+	var list corev1.SecretList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
 		t.Fatal(err)
 	}
-	if !cluster.Running("etcd") {
-		t.Fatal("etcd was not restarted by the test")
+	var r revisionRecords
+	newestOf := map[string]*corev1.Secret{}
+	for i := range list.Items {
+		s := &list.Items[i]
+		v, _ := strconv.Atoi(s.Labels["version"])
+		if v < revision {
+			continue
+		}
+		r.stored++
+		if c := s.CreationTimestamp.Time; c.After(r.newest) {
+			r.newest = c
+		}
+		if n := newestOf[s.Labels["name"]]; n == nil || v > atoi(n.Labels["version"]) {
+			newestOf[s.Labels["name"]] = s
+		}
 	}
-	converged(t, ns, names, 2)
+	for _, s := range newestOf {
+		if s.Labels["status"] == release.StatusDeployed.String() {
+			r.deployed++
+		}
+	}
+	return r
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// newestRevision is the newest revision of a release.
+func newestRevision(t *testing.T, ns, name string) int {
+	t.Helper()
+	n := 0
+	for _, r := range crtest.History(t, cluster, ns, name) {
+		n = max(n, r.Version)
+	}
+	return n
 }
