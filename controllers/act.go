@@ -12,6 +12,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // foreignPendingGrace is how long a pending revision that rudder did not start is left to the
@@ -52,7 +53,7 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 			reason = p.failureReason(o)
 		}
 		msg := fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
-			helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
+			records.DisplayDigest(p.want.ChartDigest), records.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
 		// Written again: a no-op, unless the shadow alone knew it.
 		res := result{verdict: failed, reason: reason, message: msg, record: record{failed: held}}
 		// Released keeps what happened to the release last (RolledBack, InstallFailed, …) when
@@ -119,7 +120,7 @@ func (p *pass) failureReason(o *outcome) string {
 // foreign reports whether the pending newest revision belongs to an operation rudder did not
 // start that may still be running.
 func (p *pass) foreign(rel *release.Release) bool {
-	if h := helm.HeadOf(rel); rel == nil || rel.Info == nil || h.MadeByRudder() || h.RudderRollback() {
+	if h := records.HeadOf(rel); rel == nil || rel.Info == nil || h.MadeByRudder() || h.RudderRollback() {
 		// rudder's own: an install or upgrade carries LabelRevision, a rollback
 		// LabelRollbackRevision, each with its own number.
 		return false
@@ -138,7 +139,7 @@ func (p *pass) waitForOperation(rel *release.Release) result {
 }
 
 // inSync ends a pass on a revision deployed from exactly what the spec and chart give now.
-func (p *pass) inSync(h *helm.Head) result {
+func (p *pass) inSync(h *records.Head) result {
 	res := result{verdict: succeeded, phase: phaseInSync, reason: rstatus.ReasonUpToDate, head: h}
 	if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
 		(c.Reason == rstatus.ReasonInstallSucceeded || c.Reason == rstatus.ReasonUpgradeSucceeded) {
@@ -177,11 +178,11 @@ func stApplied(st *rstatus.Release) *rstatus.AppliedRelease {
 
 // conflict ends a pass on a release of the CR's name that another owner made.
 func (p *pass) conflict(rel *release.Release) result {
-	owner := rel.Labels[helm.LabelOwnerKind]
+	owner := rel.Labels[records.LabelOwnerKind]
 	if owner == "" {
 		owner = "something other than rudder"
 	} else {
-		owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[helm.LabelOwnerUID])
+		owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[records.LabelOwnerUID])
 	}
 	msg := fmt.Sprintf("release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
 		p.relName, p.key.Namespace, owner)

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // An action is one thing a pass does to a release, or to the objects of its revision
@@ -81,7 +81,7 @@ type result struct {
 	// phase is what the pass ended in when a succeeded result ends it; head and rel the
 	// revision it ended on (nil: none), whose objects the pass then looks at.
 	phase phase
-	head  *helm.Head
+	head  *records.Head
 	rel   *release.Release
 	// call is how the action's own work went, as rudder_release_actions_total counts it (do
 	// counts it, for every action): its Helm call, or the writes it made (callNone: it found
@@ -187,8 +187,8 @@ func (p *pass) after(ctx context.Context, res result) (observed, error) {
 	case res.after != nil:
 		return *res.after, nil
 	case res.made != nil:
-		h := helm.HeadOf(res.made)
-		return observed{head: h, rel: res.made, state: helm.DetermineState(h, p.want)}, nil
+		h := records.HeadOf(res.made)
+		return observed{head: h, rel: res.made, state: records.DetermineState(h, p.want)}, nil
 	}
 	return p.observeRelease(ctx, true)
 }

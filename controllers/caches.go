@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -18,7 +18,7 @@ import (
 // not make.
 
 // foreignRecordsCache is the cache of the release records rudder did not make
-// (helm.ForeignRecords: Helm's, Flux's, another tool's) in the namespaces rudder serves, as
+// (records.ForeignRecords: Helm's, Flux's, another tool's) in the namespaces rudder serves, as
 // metadata: with it beside the cache of rudder's own records, an install's check that its
 // release name is free costs no request. nil for a shard, whose cache of rudder's records holds
 // only the shard's: its installs check the name with Helm's LIST, as before.
@@ -29,12 +29,12 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
 		DefaultTransform: stripManagedFields,
-		ByObject:         map[client.Object]cache.ByObject{helm.ReleaseSecret(): {Label: helm.ForeignRecords()}},
+		ByObject:         map[client.Object]cache.ByObject{records.ReleaseSecret(): {Label: records.ForeignRecords()}},
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := helm.IndexReleaseSecrets(context.Background(), c); err != nil {
+	if err := records.IndexReleaseSecrets(context.Background(), c); err != nil {
 		return nil, fmt.Errorf("indexing foreign release Secrets: %w", err)
 	}
 	return c, mgr.Add(c)
@@ -50,7 +50,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
 			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
-			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{helm.LabelManaged: "true"}), shard),
+			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{records.LabelManaged: "true"}), shard),
 		})
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The kinds of the confinement tests (controllers/testdata/charts): each chart tries one way
@@ -269,7 +269,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	rev2 := *last
 	info := *last.Info
 	rev2.Info, rev2.Version, rev2.Labels = &info, 2, maps.Clone(last.Labels)
-	rev2.Labels[helm.LabelRevision] = "2"
+	rev2.Labels[records.LabelRevision] = "2"
 	rev2.Manifest += "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, namespace: " + victim + "}\ndata: {owner: rudder}\n"
 	rev2.Hooks = []*release.Hook{{Name: "cleanup", Kind: "ConfigMap", Path: "legacy/templates/hook.yaml",
 		Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hook-ran, namespace: " + victim + "}\n",

@@ -4,7 +4,7 @@
 // Each reconcile is a pass (pass.go) in three steps:
 //
 //   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
-//     hooks' word, and the release's newest revision, classified by helm.DetermineState;
+//     hooks' word, and the release's newest revision, classified by records.DetermineState;
 //   - act (actions.go) takes one action at a time. next (plan.go), a pure function, maps the
 //     state and what the pass met so far (the situation) to the next action or to how the
 //     pass ends; the pass runs the action, observes the release as it left it, and asks next
@@ -16,7 +16,7 @@
 //     Result.
 //
 // Helm and its storage are reached only through the Releases interface, which *helm.Client
-// implements; unit tests drive the pass with *helm.Memory, Helm's own actions over its memory
+// implements; unit tests drive the pass with *helmtest.Memory, Helm's own actions over its memory
 // storage driver (fakehelm_test.go adds a spy and failures).
 //
 // # Adding an action
@@ -41,7 +41,7 @@
 //     writeRelease writes, with a shadow (shadows) when a pass reading the CR from a cache
 //     behind that write must not act again.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
-//     *helm.Client and on *helm.Memory.
+//     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
 // Then rows in TestNext (plan_test.go) for every state and previous result it meets, rows in
 // TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and Events, failures

@@ -10,14 +10,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// fakeHelm is Helm without a cluster — helm.Memory, Helm's own actions over its memory
+// The test double implements the boundary as the Client does.
+var _ Releases = (*helmtest.Memory)(nil)
+
+// fakeHelm is Helm without a cluster — helmtest.Memory, Helm's own actions over its memory
 // storage driver, so that its history is the one Helm writes — with a spy's hooks: it
 // records the calls the reconciler makes of storage and actions (the cached Head costs no
 // request and is not one), and fails those a case asks it to.
 type fakeHelm struct {
-	*helm.Memory
+	*helmtest.Memory
 	mu    sync.Mutex
 	calls []string
 	// hidden: the cache shows none of the release's records (a shard that does not select
@@ -38,7 +43,7 @@ type fakeHelm struct {
 }
 
 func newFakeHelm(writer client.Client, manifest string) *fakeHelm {
-	m := helm.NewMemory()
+	m := helmtest.NewMemory()
 	m.Manifest, m.Client = manifest, writer
 	return &fakeHelm{Memory: m}
 }
@@ -81,7 +86,7 @@ func (f *fakeHelm) failing(err error, set func(error), action func() error) erro
 	return action()
 }
 
-func (f *fakeHelm) Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error) {
+func (f *fakeHelm) Head(ctx context.Context, s helm.Scope, name string) (*records.Head, error) {
 	if f.hidden {
 		return nil, nil
 	}

@@ -11,9 +11,10 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// install installs the release (helm.StateAbsent).
+// install installs the release (records.StateAbsent).
 type install struct{}
 
 func (install) String() string { return actInstall }
@@ -48,7 +49,7 @@ func (p *pass) madeRevision(req *helm.Request, rel *release.Release, reason, eve
 	return result{verdict: succeeded, phase: phaseInSync, reason: reason,
 		notes:    []note{{corev1.EventTypeNormal, reason, event, msg}},
 		released: &condition{metav1.ConditionTrue, reason, msg},
-		made:     rel, objects: req.Objects, head: helm.HeadOf(rel), rel: rel,
+		made:     rel, objects: req.Objects, head: records.HeadOf(rel), rel: rel,
 		record: p.madeRecord(rel)}
 }
 
@@ -81,7 +82,7 @@ func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 }
 
 // removeFailedInstall uninstalls a release whose install failed and that has no deployed
-// revision, with the objects it made (helm.StateFailed, never deployed).
+// revision, with the objects it made (records.StateFailed, never deployed).
 type removeFailedInstall struct{}
 
 func (removeFailedInstall) String() string { return actRemoveFailed }
@@ -90,11 +91,11 @@ func (removeFailedInstall) run(ctx context.Context, p *pass, _ observed) result 
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: removing failed install"); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", p.relName, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}, call: callOK}
+	return result{verdict: succeeded, after: &observed{state: records.StateAbsent}, call: callOK}
 }
 
 // finishUninstall completes an uninstall that died (rudder's clean-up of a failed install,
-// killed) or one that kept its history: Helm installs over neither (helm.StateUninstalled).
+// killed) or one that kept its history: Helm installs over neither (records.StateUninstalled).
 type finishUninstall struct{}
 
 func (finishUninstall) String() string { return actFinishUninstall }
@@ -103,5 +104,5 @@ func (finishUninstall) run(ctx context.Context, p *pass, _ observed) result {
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", p.relName, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: helm.StateAbsent}, call: callOK}
+	return result{verdict: succeeded, after: &observed{state: records.StateAbsent}, call: callOK}
 }

@@ -35,8 +35,8 @@ import (
 	"github.com/rudder-operator/rudder/controllers/application"
 	"github.com/rudder-operator/rudder/controllers/at"
 	"github.com/rudder-operator/rudder/internal/chartsource"
-	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -264,12 +264,12 @@ func (o *ManagerOptions) cacheNamespaces() map[string]cache.Config {
 // them).
 func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector,
 	mapper meta.RESTMapper, late map[schema.GroupVersionKind]bool) (manager.Manager, *kindCaches, error) {
-	ownedReleases, err := labels.NewRequirement(helm.LabelOwnerUID, selection.Exists, nil)
+	ownedReleases, err := labels.NewRequirement(records.LabelOwnerUID, selection.Exists, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	byObject := map[client.Object]cache.ByObject{
-		helm.ReleaseSecret(): {Label: narrowed(labels.NewSelector().Add(*ownedReleases), shard)},
+		records.ReleaseSecret(): {Label: narrowed(labels.NewSelector().Add(*ownedReleases), shard)},
 	}
 	// Each watch's CRs: only those of its selector and of this shard. A kind not served yet
 	// gets a cache of its own once it is (see kindCaches).
@@ -312,7 +312,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := helm.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := records.IndexReleaseSecrets(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return nil, nil, fmt.Errorf("indexing release Secrets: %w", err)
 	}
 	if opts.HealthProbeBindAddress != "0" {

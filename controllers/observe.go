@@ -9,17 +9,18 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // observed is the release as a pass found it.
 type observed struct {
 	// head is the newest revision (nil: none).
-	head *helm.Head
+	head *records.Head
 	// rel is the decoded newest revision when storage was read (nil when the cache decided).
 	rel *release.Release
-	// state is what the release needs, decided once per read by helm.DetermineState.
-	state helm.State
+	// state is what the release needs, decided once per read by records.DetermineState.
+	state records.State
 	// assumed: nothing was read. Neither the cache nor the CR's status knows a release, so it
 	// is taken to be absent; Helm's install checks the name in storage before it writes.
 	assumed bool
@@ -53,15 +54,15 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	if out := p.preReleaseHooks(ctx); out != nil {
 		return out
 	}
-	vd, err := helm.ValuesDigest(p.values)
+	vd, err := records.ValuesDigest(p.values)
 	if err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	p.chartDigest = p.r.opts.Watch.ChartDigest(p.snap.Digest)
-	p.want = helm.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: helm.LabelDigest(p.chartDigest), ValuesDigest: vd,
+	p.want = records.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: records.LabelDigest(p.chartDigest), ValuesDigest: vd,
 		Generation: p.gen}
 	if p.st.Release != nil && p.st.Release.Applied != nil {
-		p.want.Applied = &helm.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
+		p.want.Applied = &records.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
 	}
 	if p.release, err = p.observeRelease(ctx, false); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
@@ -136,17 +137,17 @@ func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, 
 		case h != nil && p.st.Release != nil && h.Revision < p.st.Release.Revision:
 			// The cache is behind this CR's own status (a revision a pass just made).
 		case h != nil:
-			if s := helm.DetermineState(h, p.want); s == helm.StateInSync || s == helm.StateRolledBack {
+			if s := records.DetermineState(h, p.want); s == records.StateInSync || s == records.StateRolledBack {
 				return observed{head: h, state: s}, nil
 			}
 		case p.st.Release == nil:
-			return observed{state: helm.StateAbsent, assumed: true}, nil
+			return observed{state: records.StateAbsent, assumed: true}, nil
 		}
 	}
 	rel, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
 	if err != nil {
 		return observed{}, fmt.Errorf("reading release %s: %w", p.relName, err)
 	}
-	h := helm.HeadOf(rel)
-	return observed{head: h, rel: rel, state: helm.DetermineState(h, p.want)}, nil
+	h := records.HeadOf(rel)
+	return observed{head: h, rel: rel, state: records.DetermineState(h, p.want)}, nil
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The kinds of the ownership-and-bounds tests: each is the tenantbox chart (extraObjects
@@ -110,7 +110,7 @@ func TestKeptHooksAreTheReleases(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "keeper-migrated"}, &first); err != nil {
 		t.Fatal(err)
 	}
-	if first.Labels[helm.LabelManaged] != "true" || first.Annotations[helm.AnnotationOwner] != "test.rudder.dev/TenantBox/"+ns+"/keeper" ||
+	if first.Labels[records.LabelManaged] != "true" || first.Annotations[records.AnnotationOwner] != "test.rudder.dev/TenantBox/"+ns+"/keeper" ||
 		len(first.OwnerReferences) != 1 || first.OwnerReferences[0].Name != "keeper" {
 		t.Fatalf("the kept hook lacks rudder's marks: labels %v, annotations %v, owners %v", first.Labels, first.Annotations, first.OwnerReferences)
 	}

@@ -20,13 +20,14 @@ import (
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // A pass is one reconcile of one CR, in three steps:
 //
 //   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
 //     hooks' word, and the release's newest revision, read once and classified once by
-//     helm.DetermineState;
+//     records.DetermineState;
 //   - act (actions.go) takes the actions that state calls for, one at a time, each chosen by
 //     next (plan.go) from the state and what the previous action left, until next says how
 //     the pass ends; then, on a revision, settle looks at its objects (objects.go), restoring
@@ -60,7 +61,7 @@ type pass struct {
 	relName     string
 	values      map[string]any
 	overridden  []string // watches.yaml overrideValues keys applied on top of the spec
-	want        helm.Desired
+	want        records.Desired
 	held        *hook.Decision // a pre-release hook said "not now"
 	release     observed
 

@@ -33,6 +33,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -128,7 +129,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w"}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(helm.StaticMapper()).
 		WithObjects(cr, cm).WithStatusSubresource(cr).
-		WithIndex(helm.ReleaseSecret(), helm.ReleaseSecretIndex, helm.ReleaseNameOf).Build()
+		WithIndex(records.ReleaseSecret(), records.ReleaseSecretIndex, records.ReleaseNameOf).Build()
 	h := &harness{t: t, c: c, key: types.NamespacedName{Namespace: "ns", Name: "w"},
 		rec:   events.NewFakeRecorder(100),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
@@ -147,8 +148,8 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	cs, _ := charts.Get(ws[0].ChartPath())
-	h.chartDigest = helm.LabelDigest(cs.Current.Digest)
-	if h.valuesDigest, err = helm.ValuesDigest(spec); err != nil {
+	h.chartDigest = records.LabelDigest(cs.Current.Digest)
+	if h.valuesDigest, err = records.ValuesDigest(spec); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -168,8 +169,8 @@ func (h *harness) seed(status release.Status, current bool, madeAs int, owner ty
 	}
 	rel := &release.Release{Name: "w", Namespace: "ns", Manifest: h.helm.Manifest,
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "widget", Version: "0.1.0"}},
-		Labels: map[string]string{helm.LabelOwnerUID: string(owner), helm.LabelOwnerKind: helm.KindLabel(unitGVK.GroupKind()),
-			helm.LabelChartDigest: h.chartDigest, helm.LabelValuesDigest: vd, helm.LabelRevision: strconv.Itoa(madeAs)},
+		Labels: map[string]string{records.LabelOwnerUID: string(owner), records.LabelOwnerKind: records.KindLabel(unitGVK.GroupKind()),
+			records.LabelChartDigest: h.chartDigest, records.LabelValuesDigest: vd, records.LabelRevision: strconv.Itoa(madeAs)},
 		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: helmtime.Time{Time: h.clock.Now()}}}
 	h.helm.Seed(rel)
 	return rel
@@ -455,7 +456,7 @@ func TestPassDecisionTable(t *testing.T) {
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, true, 0, unitUID)
 			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
-			rb.Labels[helm.LabelRollbackRevision] = strconv.Itoa(rb.Version)
+			rb.Labels[records.LabelRollbackRevision] = strconv.Itoa(rb.Version)
 			rb.Info.Description = "a description rudder does not read"
 		},
 		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
@@ -467,7 +468,7 @@ func TestPassDecisionTable(t *testing.T) {
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, true, 0, unitUID)
 			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
-			rb.Labels[helm.LabelRollbackRevision] = "1"
+			rb.Labels[records.LabelRollbackRevision] = "1"
 		},
 		calls:  []string{"Last"},
 		waits:  true,

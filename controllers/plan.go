@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// The pass decides in two pure steps: helm.DetermineState classifies the release's newest
+// The pass decides in two pure steps: records.DetermineState classifies the release's newest
 // revision against what the CR wants, and next maps that state, with the few facts of a
 // situation, to the one action to take now, or to how the pass ends. The pass runs the action,
 // observes the release as the action left it, and asks next again: an install that failed is
@@ -16,7 +16,7 @@ import (
 
 // situation is everything next decides from.
 type situation struct {
-	state helm.State
+	state records.State
 	// held: a pre-release hook holds the release ("not now").
 	held bool
 	// rollbackTo is the rudder.dev/rollback-to value to act on ("" when none is due).
@@ -82,14 +82,14 @@ func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (situati
 	s.retries = p.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
-		s.testDue = p.r.opts.Watch.Tests() && obs.state == helm.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
+		s.testDue = p.r.opts.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
 	}
 	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
 	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
 	switch {
-	case obs.state == helm.StateLocked:
+	case obs.state == records.StateLocked:
 		s.foreign = p.foreign(obs.rel)
-	case obs.state == helm.StateFailed || (s.testFailed() && s.testRollsBack):
+	case obs.state == records.StateFailed || (s.testFailed() && s.testRollsBack):
 		if o.taken[actInstall] || (s.upgradeFailed() && !s.rollsBack) {
 			break // nothing was deployed before a first install; nothing is rolled back to
 		}
@@ -113,7 +113,7 @@ const (
 	endLast ending = iota
 	// endInSync: on a deployed revision made from the current spec and chart.
 	endInSync
-	// endRolledBack: on a deployed rollback that is kept (helm.StateRolledBack).
+	// endRolledBack: on a deployed rollback that is kept (records.StateRolledBack).
 	endRolledBack
 	// endConflict: on a release of the CR's name that another owner made.
 	endConflict
@@ -169,7 +169,7 @@ func (s situation) step() (action, ending) {
 		return nil, endHeldBack
 	case s.made && s.failure == nil:
 		return nil, endLast
-	case s.relabel && s.state != helm.StateConflict && !s.taken[actAdopt]:
+	case s.relabel && s.state != records.StateConflict && !s.taken[actAdopt]:
 		return adopt{}, 0
 	}
 	return s.forState()
@@ -187,29 +187,29 @@ func (s situation) once(a action, otherwise ending) (action, ending) {
 func (s situation) forState() (action, ending) {
 	failedBefore := s.heldBack || s.failure != nil
 	switch s.state {
-	case helm.StateConflict:
+	case records.StateConflict:
 		return nil, endConflict
-	case helm.StateInSync, helm.StateRolledBack:
+	case records.StateInSync, records.StateRolledBack:
 		end := endInSync
 		switch {
-		case s.state == helm.StateRolledBack && failedBefore:
+		case s.state == records.StateRolledBack && failedBefore:
 			// The rollback of a revision whose tests failed: the pair stays held back.
 			end = endHeldBack
-		case s.state == helm.StateRolledBack:
+		case s.state == records.StateRolledBack:
 			end = endRolledBack
 		}
 		if s.olderDeployed {
 			return s.once(supersede{}, end)
 		}
 		return nil, end
-	case helm.StateLocked:
+	case records.StateLocked:
 		if s.foreign {
 			return nil, endWaiting
 		}
 		return s.once(unlock{}, endLast)
-	case helm.StateUninstalled:
+	case records.StateUninstalled:
 		return s.once(finishUninstall{}, endLast)
-	case helm.StateFailed:
+	case records.StateFailed:
 		switch {
 		case s.upgradeFailed() && (!s.rollsBack || s.deployed == 0):
 			return nil, endHeldBack // not rolled back, or nothing to roll back to
@@ -221,12 +221,12 @@ func (s situation) forState() (action, ending) {
 			return nil, endHeldBack
 		}
 		return s.once(upgrade{}, endLast)
-	case helm.StateOutOfSync:
+	case records.StateOutOfSync:
 		if failedBefore {
 			return nil, endHeldBack
 		}
 		return s.once(upgrade{}, endLast)
-	default: // helm.StateAbsent
+	default: // records.StateAbsent
 		if failedBefore {
 			return nil, endHeldBack
 		}

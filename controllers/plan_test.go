@@ -5,7 +5,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The pure half of the decision table: state × what the pass met so far → the next action or
@@ -37,7 +37,7 @@ func TestNext(t *testing.T) {
 		superseded      = took(supersede{}, succeeded, false, false)
 		testFailed      = took(test{}, failed, false, false)
 		tested          = took(test{}, succeeded, false, false)
-		absent, failedS = helm.StateAbsent, helm.StateFailed
+		absent, failedS = records.StateAbsent, records.StateFailed
 	)
 	cases := []struct {
 		name string
@@ -45,12 +45,12 @@ func TestNext(t *testing.T) {
 		want string // an action's name, or "end:<ending>"
 	}{
 		// Before any state: the hook's hold, a requested rollback, adoption.
-		{"held by a hook", situation{state: helm.StateOutOfSync, held: true}, "end:held"},
-		{"rollback-to due", situation{state: helm.StateInSync, rollbackTo: "1"}, actRequestRollback},
-		{"rollback-to handled", situation{state: helm.StateRolledBack, rollbackTo: "1", last: requested}, "end:rolled back"},
-		{"records of another shard", situation{state: helm.StateInSync, relabel: true}, actAdopt},
-		{"adopted", situation{state: helm.StateInSync, relabel: true, last: adopted}, "end:in sync"},
-		{"another owner's records are not adopted", situation{state: helm.StateConflict, relabel: true}, "end:conflict"},
+		{"held by a hook", situation{state: records.StateOutOfSync, held: true}, "end:held"},
+		{"rollback-to due", situation{state: records.StateInSync, rollbackTo: "1"}, actRequestRollback},
+		{"rollback-to handled", situation{state: records.StateRolledBack, rollbackTo: "1", last: requested}, "end:rolled back"},
+		{"records of another shard", situation{state: records.StateInSync, relabel: true}, actAdopt},
+		{"adopted", situation{state: records.StateInSync, relabel: true, last: adopted}, "end:in sync"},
+		{"another owner's records are not adopted", situation{state: records.StateConflict, relabel: true}, "end:conflict"},
 
 		// Absent.
 		{"absent", situation{state: absent}, actInstall},
@@ -59,34 +59,34 @@ func TestNext(t *testing.T) {
 		{"absent after removing a failed install", situation{state: absent, failure: installFailed, last: removed}, "end:held back"},
 		{"absent after removing a failed install, retries left", situation{state: absent, failure: installFailed, last: removed, retries: true}, "end:retrying"},
 		{"absent, held back, retries left", situation{state: absent, heldBack: true, retries: true}, "end:retrying"},
-		{"installed", situation{state: helm.StateInSync, last: installed}, "end:last"},
+		{"installed", situation{state: records.StateInSync, last: installed}, "end:last"},
 		{"name taken, storage says absent", situation{state: absent, last: nameTaken}, "end:last"},
 
 		// Deployed.
-		{"in sync", situation{state: helm.StateInSync}, "end:in sync"},
-		{"in sync, older revisions deployed", situation{state: helm.StateInSync, olderDeployed: true}, actSupersede},
-		{"in sync, superseded", situation{state: helm.StateInSync, olderDeployed: true, last: superseded}, "end:in sync"},
-		{"rolled back, kept", situation{state: helm.StateRolledBack}, "end:rolled back"},
-		{"rolled back, older revisions deployed", situation{state: helm.StateRolledBack, olderDeployed: true}, actSupersede},
-		{"out of sync", situation{state: helm.StateOutOfSync}, actUpgrade},
-		{"out of sync, held back", situation{state: helm.StateOutOfSync, heldBack: true, rollsBack: true}, "end:held back"},
-		{"name taken, storage says out of sync", situation{state: helm.StateOutOfSync, last: nameTaken}, actUpgrade},
-		{"upgraded", situation{state: helm.StateInSync, last: upgraded}, "end:last"},
-		{"upgrade refused before a revision", situation{state: helm.StateOutOfSync, failure: upgradeFailed, last: upgradeFailed}, "end:held back"},
-		{"upgrade forbidden before a revision", situation{state: helm.StateOutOfSync, failure: upgradeRefused, last: upgradeRefused}, "end:held back"},
-		{"rolled back after a failed upgrade", situation{state: helm.StateOutOfSync, failure: rolledBack, last: rolledBack, rollsBack: true}, "end:held back"},
+		{"in sync", situation{state: records.StateInSync}, "end:in sync"},
+		{"in sync, older revisions deployed", situation{state: records.StateInSync, olderDeployed: true}, actSupersede},
+		{"in sync, superseded", situation{state: records.StateInSync, olderDeployed: true, last: superseded}, "end:in sync"},
+		{"rolled back, kept", situation{state: records.StateRolledBack}, "end:rolled back"},
+		{"rolled back, older revisions deployed", situation{state: records.StateRolledBack, olderDeployed: true}, actSupersede},
+		{"out of sync", situation{state: records.StateOutOfSync}, actUpgrade},
+		{"out of sync, held back", situation{state: records.StateOutOfSync, heldBack: true, rollsBack: true}, "end:held back"},
+		{"name taken, storage says out of sync", situation{state: records.StateOutOfSync, last: nameTaken}, actUpgrade},
+		{"upgraded", situation{state: records.StateInSync, last: upgraded}, "end:last"},
+		{"upgrade refused before a revision", situation{state: records.StateOutOfSync, failure: upgradeFailed, last: upgradeFailed}, "end:held back"},
+		{"upgrade forbidden before a revision", situation{state: records.StateOutOfSync, failure: upgradeRefused, last: upgradeRefused}, "end:held back"},
+		{"rolled back after a failed upgrade", situation{state: records.StateOutOfSync, failure: rolledBack, last: rolledBack, rollsBack: true}, "end:held back"},
 
 		// Tests (test.enable).
-		{"installed, tests due", situation{state: helm.StateInSync, last: installed, testDue: true}, actTest},
-		{"upgraded, tests due", situation{state: helm.StateInSync, last: upgraded, testDue: true, testRollsBack: true}, actTest},
-		{"in sync, tests never ran (a crash after the upgrade)", situation{state: helm.StateInSync, testDue: true}, actTest},
-		{"tested", situation{state: helm.StateInSync, last: tested, made: true}, "end:last"},
-		{"tested, after a crash", situation{state: helm.StateInSync, last: tested}, "end:in sync"},
-		{"tests failed, rolled back", situation{state: helm.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true, deployed: 1}, actRollback},
-		{"tests failed, nothing to roll back to", situation{state: helm.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true}, "end:held back"},
-		{"tests failed, rolled back: kept held back", situation{state: helm.StateRolledBack, last: rolledBack, failure: rolledBack, made: true,
+		{"installed, tests due", situation{state: records.StateInSync, last: installed, testDue: true}, actTest},
+		{"upgraded, tests due", situation{state: records.StateInSync, last: upgraded, testDue: true, testRollsBack: true}, actTest},
+		{"in sync, tests never ran (a crash after the upgrade)", situation{state: records.StateInSync, testDue: true}, actTest},
+		{"tested", situation{state: records.StateInSync, last: tested, made: true}, "end:last"},
+		{"tested, after a crash", situation{state: records.StateInSync, last: tested}, "end:in sync"},
+		{"tests failed, rolled back", situation{state: records.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true, deployed: 1}, actRollback},
+		{"tests failed, nothing to roll back to", situation{state: records.StateInSync, last: testFailed, failure: testFailed, made: true, testRollsBack: true}, "end:held back"},
+		{"tests failed, rolled back: kept held back", situation{state: records.StateRolledBack, last: rolledBack, failure: rolledBack, made: true,
 			testRollsBack: true, taken: map[string]bool{actTest: true, actRollback: true, actUpgrade: true}}, "end:held back"},
-		{"rolled back after failed tests, a later pass", situation{state: helm.StateRolledBack, heldBack: true}, "end:held back"},
+		{"rolled back after failed tests, a later pass", situation{state: records.StateRolledBack, heldBack: true}, "end:held back"},
 
 		// Failed.
 		{"failed install left by a dead pass", situation{state: failedS}, actRemoveFailed},
@@ -105,12 +105,12 @@ func TestNext(t *testing.T) {
 		{"unlocked, never deployed", situation{state: failedS, last: unlocked}, actRemoveFailed},
 
 		// Pending, uninstalled, someone else's.
-		{"left pending by a dead operation", situation{state: helm.StateLocked}, actUnlock},
-		{"another operation's, in its grace", situation{state: helm.StateLocked, foreign: true}, "end:waiting"},
-		{"uninstall that died", situation{state: helm.StateUninstalled}, actFinishUninstall},
-		{"uninstall that died, held back", situation{state: helm.StateUninstalled, heldBack: true}, actFinishUninstall},
-		{"another owner's release", situation{state: helm.StateConflict}, "end:conflict"},
-		{"another owner's release after a failed install", situation{state: helm.StateConflict, failure: installFailed, last: installFailed}, "end:conflict"},
+		{"left pending by a dead operation", situation{state: records.StateLocked}, actUnlock},
+		{"another operation's, in its grace", situation{state: records.StateLocked, foreign: true}, "end:waiting"},
+		{"uninstall that died", situation{state: records.StateUninstalled}, actFinishUninstall},
+		{"uninstall that died, held back", situation{state: records.StateUninstalled, heldBack: true}, actFinishUninstall},
+		{"another owner's release", situation{state: records.StateConflict}, "end:conflict"},
+		{"another owner's release after a failed install", situation{state: records.StateConflict, failure: installFailed, last: installFailed}, "end:conflict"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,8 +134,8 @@ func TestNext(t *testing.T) {
 // an end within as many steps as there are actions, and never takes an action twice.
 func TestNextEnds(t *testing.T) {
 	t.Parallel()
-	states := []helm.State{helm.StateAbsent, helm.StateConflict, helm.StateLocked, helm.StateUninstalled,
-		helm.StateFailed, helm.StateOutOfSync, helm.StateInSync, helm.StateRolledBack}
+	states := []records.State{records.StateAbsent, records.StateConflict, records.StateLocked, records.StateUninstalled,
+		records.StateFailed, records.StateOutOfSync, records.StateInSync, records.StateRolledBack}
 	for _, st := range states {
 		for flags := range 1 << 10 {
 			s := situation{state: st, heldBack: flags&1 != 0, rollsBack: flags&2 != 0, olderDeployed: flags&4 != 0,

@@ -30,6 +30,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -257,7 +258,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
 		}
-		if rel != nil && rel.Labels[helm.LabelOwnerUID] == string(obj.GetUID()) {
+		if rel != nil && rel.Labels[records.LabelOwnerUID] == string(obj.GetUID()) {
 			if err := r.opts.Helm.Uninstall(ctx, scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
 				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
 				countAction(r.gvkLabel(), actUninstall, callFailed)

@@ -19,7 +19,7 @@ import (
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 const timeout = 60 * time.Second
@@ -268,9 +268,9 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	pending.Version++
 	pending.Info.Status = release.StatusPendingUpgrade
 	pending.Info.Description = "killed mid-upgrade"
-	// As rudder's own upgrade stores it (see helm.LabelRevision).
+	// As rudder's own upgrade stores it (see records.LabelRevision).
 	pending.Labels = maps.Clone(last.Labels)
-	pending.Labels[helm.LabelRevision] = strconv.Itoa(pending.Version)
+	pending.Labels[records.LabelRevision] = strconv.Itoa(pending.Version)
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -29,12 +30,12 @@ var _ SourceReader = (*Sources)(nil)
 // revisions, and run one action on it. Every call acts as, and within, the scope it is given,
 // and ends with its context: a pass's is cancelled when its CR is deleted or rudder stops, and
 // whatever the call runs (a hook's wait above all) ends with it.
-// *helm.Client is the implementation; unit tests of the pass use *helm.Memory, Helm's own
+// *helm.Client is the implementation; unit tests of the pass use *helmtest.Memory, Helm's own
 // actions over its memory storage driver.
 type Releases interface {
 	// Head is the newest revision as the manager's cache of release records shows it (nil,
 	// nil: none there): no request, no decoding.
-	Head(ctx context.Context, s helm.Scope, name string) (*helm.Head, error)
+	Head(ctx context.Context, s helm.Scope, name string) (*records.Head, error)
 	// Last is the newest revision (nil, nil: none).
 	Last(ctx context.Context, s helm.Scope, name string) (*release.Release, error)
 	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
@@ -61,7 +62,4 @@ type Releases interface {
 	Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error
 }
 
-var (
-	_ Releases = (*helm.Client)(nil)
-	_ Releases = (*helm.Memory)(nil)
-)
+var _ Releases = (*helm.Client)(nil)

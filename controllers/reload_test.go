@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // TestLiveChartReload edits the gizmo chart through ConfigMap-style atomic swaps: every Gizmo
@@ -67,8 +67,8 @@ func TestLiveChartReload(t *testing.T) {
 		if len(h) != 2 {
 			t.Fatalf("%s: %s", n, describe(h))
 		}
-		if !strings.Contains(h[1].Info.Description, helm.DisplayDigest(st.Current.Digest)) {
-			t.Errorf("revision description %q does not name digest %s", h[1].Info.Description, helm.DisplayDigest(st.Current.Digest))
+		if !strings.Contains(h[1].Info.Description, records.DisplayDigest(st.Current.Digest)) {
+			t.Errorf("revision description %q does not name digest %s", h[1].Info.Description, records.DisplayDigest(st.Current.Digest))
 		}
 	}
 

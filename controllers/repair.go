@@ -11,11 +11,12 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The actions that repair a release's records: no new revision.
 
-// unlock marks a pending revision that a dead operation left as failed (helm.StateLocked).
+// unlock marks a pending revision that a dead operation left as failed (records.StateLocked).
 type unlock struct{}
 
 func (unlock) String() string { return actUnlock }
@@ -27,8 +28,8 @@ func (unlock) run(ctx context.Context, p *pass, obs observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", p.relName, err), call: callFailed}
 	}
 	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
-	h := helm.HeadOf(rel)
-	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: helm.DetermineState(h, p.want)},
+	h := records.HeadOf(rel)
+	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, p.want)},
 		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}},
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}, call: callOK}
 }
@@ -61,7 +62,7 @@ func (supersede) run(ctx context.Context, p *pass, obs observed) result {
 // needsAdoption reports whether the CR's release carries other shard labels than the CR.
 func (p *pass) needsAdoption(rel *release.Release) bool {
 	keys := p.r.opts.Carried
-	return len(keys) > 0 && rel.Labels[helm.LabelOwnerUID] == p.want.OwnerUID && !helm.CarriedMatch(keys, p.carried(), rel.Labels)
+	return len(keys) > 0 && rel.Labels[records.LabelOwnerUID] == p.want.OwnerUID && !helm.CarriedMatch(keys, p.carried(), rel.Labels)
 }
 
 // adopt takes over a release whose records carry other labels than the CR now has: the CR was

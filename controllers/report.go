@@ -18,6 +18,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -75,7 +76,7 @@ type outcome struct {
 	nudged bool
 
 	// The revision the pass ended on (nil: none) and, when decoded, its release.
-	head *helm.Head
+	head *records.Head
 	rel  *release.Release
 	// applied: Helm applied every object of head just now (an install or upgrade), creating
 	// missing ones and merging edited ones back; made are then their identities, when Helm's
@@ -314,11 +315,11 @@ func (p *pass) reportChartAndPause(o *outcome) {
 			p.event(note{corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", p.chartErr.Error()})
 		}
 		p.set(rstatus.TypeChartReady, metav1.ConditionFalse, rstatus.ReasonChartInvalid,
-			fmt.Sprintf("%v (still using the last good version, digest %s)", p.chartErr, helm.DisplayDigest(p.snap.Digest)))
+			fmt.Sprintf("%v (still using the last good version, digest %s)", p.chartErr, records.DisplayDigest(p.snap.Digest)))
 		return
 	}
 	p.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
-		fmt.Sprintf("chart %s, digest %s", helm.ChartRef(p.snap.Chart), helm.DisplayDigest(p.snap.Digest)))
+		fmt.Sprintf("chart %s, digest %s", helm.ChartRef(p.snap.Chart), records.DisplayDigest(p.snap.Digest)))
 }
 
 // setKstatus sets kstatus's three conditions with one reason and message (Stalled=False

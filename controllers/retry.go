@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Retries (a watch's remediation.retries): a failed install or upgrade of a (chart, values) is
@@ -93,7 +93,7 @@ func (p *pass) retryLater(o *outcome) result {
 	wait := max(p.retryIn(f), time.Second)
 	n, retries := failures(f), p.r.opts.Watch.Retries()
 	msg := fmt.Sprintf("chart %s with values %s failed %d of at most %d times (remediation.retries %d); trying again in %s: %s",
-		helm.DisplayDigest(p.want.ChartDigest), helm.DisplayDigest(p.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second), f.failed.Message)
+		records.DisplayDigest(p.want.ChartDigest), records.DisplayDigest(p.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second), f.failed.Message)
 	res := result{verdict: blocked, phase: phaseRetrying, reason: rstatus.ReasonRetryScheduled, message: msg, requeue: wait,
 		record: record{failed: f}}
 	if c := p.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {

@@ -11,6 +11,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/libtext"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
@@ -52,8 +53,8 @@ func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 	if err != nil || now == nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err), call: callOK}
 	}
-	h := helm.HeadOf(now)
-	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: helm.DetermineState(h, p.want)},
+	h := records.HeadOf(now)
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, p.want)},
 		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
@@ -98,13 +99,13 @@ func (requestRollback) String() string { return actRequestRollback }
 func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result {
 	v := a.value
 	to, err := strconv.Atoi(v)
-	var target *helm.Head
+	var target *records.Head
 	if err == nil && to > 0 {
 		rel, err := p.r.opts.Helm.Revision(ctx, p.scope, p.relName, to)
 		if err != nil {
 			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err)}
 		}
-		target = helm.HeadOf(rel)
+		target = records.HeadOf(rel)
 	}
 	// Handled, whatever becomes of it (the pass goes on from the release as it was).
 	res := result{verdict: succeeded, after: &obs, record: record{rollbackRequest: &v}}

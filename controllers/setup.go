@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -54,7 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
 			crChanged(), r.cancelOnDelete())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
-		WatchesMetadata(helm.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
+		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
 			r.queue = q
@@ -98,20 +99,20 @@ const uidIndex = "rudder.dev/uid"
 // at its next periodic pass. rudder's own installs and upgrades wake nothing: the pass that
 // made them already knows.
 func (r *Reconciler) foreignRevision() predicate.Predicate {
-	kind := helm.KindLabel(r.gvk.GroupKind())
+	kind := records.KindLabel(r.gvk.GroupKind())
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
-		if !helm.IsReleaseRecord(l) || l[helm.LabelOwnerKind] != kind {
+		if !records.IsReleaseRecord(l) || l[records.LabelOwnerKind] != kind {
 			return false
 		}
-		h := helm.HeadOfLabels(l)
+		h := records.HeadOfLabels(l)
 		return h != nil && !h.Pending() && !h.MadeByRudder()
 	})
 }
 
 // releaseOwner maps a release record to its CR, through the owner UID on the record.
 func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
-	uid := o.GetLabels()[helm.LabelOwnerUID]
+	uid := o.GetLabels()[records.LabelOwnerUID]
 	if uid == "" {
 		return nil
 	}
@@ -260,7 +261,7 @@ func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKin
 // labels, annotations) also ask for a drift check; status changes only re-evaluate readiness.
 func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	owner := func(o client.Object) (types.NamespacedName, bool) {
-		gk, key, ok := helm.ParseOwnerAnnotation(o.GetAnnotations()[helm.AnnotationOwner])
+		gk, key, ok := records.ParseOwnerAnnotation(o.GetAnnotations()[records.AnnotationOwner])
 		return key, ok && gk == r.gvk.GroupKind()
 	}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -20,6 +20,7 @@ import (
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -140,7 +141,7 @@ func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
 		t.Errorf("conflict message: %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[helm.LabelOwnerUID] != "" {
+	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[records.LabelOwnerUID] != "" {
 		t.Fatalf("helm's release was touched: %s", describe(h))
 	}
 	var cm corev1.ConfigMap

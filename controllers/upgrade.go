@@ -11,7 +11,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// upgrade makes a new revision from the spec and chart (helm.StateOutOfSync, or a failed
+// upgrade makes a new revision from the spec and chart (records.StateOutOfSync, or a failed
 // newest revision with a deployed one before it).
 type upgrade struct{}
 

@@ -15,7 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Snapshot is one loaded, linted chart. It is immutable: never modify Chart.
@@ -186,7 +186,7 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 			}
 			s.swap(path, Loaded{Current: prev.Current}, dirs)
 			reloadsTotal.WithLabelValues(path, "recovered").Inc()
-			s.opts.Log.Info("chart recovered", "chart", path, "digest", helm.DisplayDigest(prev.Current.Digest))
+			s.opts.Log.Info("chart recovered", "chart", path, "digest", records.DisplayDigest(prev.Current.Digest))
 			return true, nil
 		}
 		if prev.Err != nil && prev.FailedDigest == d {
@@ -213,7 +213,7 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 	reloadSeconds.WithLabelValues(path).Observe(time.Since(start).Seconds())
 	if prev.Current != nil {
 		s.opts.Log.Info("chart reloaded", "chart", path, "version", snap.Chart.Metadata.Version,
-			"digest", helm.DisplayDigest(snap.Digest), "previousDigest", helm.DisplayDigest(prev.Current.Digest))
+			"digest", records.DisplayDigest(snap.Digest), "previousDigest", records.DisplayDigest(prev.Current.Digest))
 	}
 	return true, nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -164,7 +165,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if err := helm.ValidateValues(ch, values); err != nil {
 		return nil, fmt.Errorf("values do not match the chart's values.schema.json: %w", err)
 	}
-	vd, err := helm.ValuesDigest(values)
+	vd, err := records.ValuesDigest(values)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/libtext"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // storageOf is the release storage of a scope, for reads and rudder's own record updates.
@@ -25,7 +26,7 @@ func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, erro
 	if err != nil {
 		return nil, err
 	}
-	st := storage.Init(d.withContext(ctx))
+	st := storage.Init(d.WithContext(ctx))
 	st.Log = d.Log
 	return st, nil
 }
@@ -36,7 +37,7 @@ func (c *Client) Last(ctx context.Context, s Scope, name string) (*release.Relea
 	if err != nil {
 		return nil, err
 	}
-	return lastOf(st, name)
+	return records.Last(st, name)
 }
 
 // Revision is one revision of a release, or nil when the history holds no such revision.
@@ -45,7 +46,7 @@ func (c *Client) Revision(ctx context.Context, s Scope, name string, version int
 	if err != nil {
 		return nil, err
 	}
-	return revisionOf(st, name, version)
+	return records.Revision(st, name, version)
 }
 
 // LastDeployed is the newest revision before before whose status is deployed or superseded
@@ -55,26 +56,26 @@ func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before 
 	if err != nil {
 		return nil, err
 	}
-	return lastDeployedOf(st, name, before)
+	return records.LastDeployed(st, name, before)
 }
 
 // Head is the newest revision of a release as the cache of release records shows it (see
 // CachedHead): no API call, no decoding. nil: the cache holds none. It fails when the Client
 // was made without a cache.
-func (c *Client) Head(ctx context.Context, s Scope, name string) (*Head, error) {
+func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
 	if c.records == nil {
 		return nil, errors.New("helm client: no cache of release records")
 	}
-	return CachedHead(ctx, c.records, s.Namespace, name)
+	return records.CachedHead(ctx, c.records, s.Namespace, name)
 }
 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.
 var ErrNameInUse = errors.New("a release of that name exists")
 
-// installResult is the error of an install (nil: none), wrapping ErrNameInUse when Helm found
+// InstallResult is the error of an install (nil: none), wrapping ErrNameInUse when Helm found
 // the name taken: either by its own look at storage, or — when that look read nothing (Helm
 // goes on when its read fails) — by storing revision 1 and finding it there.
-func installResult(err error) error {
+func InstallResult(err error) error {
 	if err != nil && (errors.Is(err, driver.ErrReleaseExists) || libtext.HelmNameInUse(err)) {
 		return fmt.Errorf("%w: %w", ErrNameInUse, err)
 	}
@@ -101,7 +102,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1, query: queryInstall})
+	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: 1, query: records.QueryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	rel, err := in.RunWithContext(ctx, rendered, req.Values)
 	err = r.heldBy(ctx, c.mapper, err)
 	r.made(req, rel, err)
-	if err = installResult(r.result(err)); errors.Is(err, ErrNameInUse) {
+	if err = InstallResult(r.result(err)); errors.Is(err, ErrNameInUse) {
 		return nil, err
 	}
 	return rel, err
@@ -232,7 +233,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 		}
 		revision = last.Version + 1
 	}
-	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision, query: queryUpgrade})
+	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +339,7 @@ func (c *Client) Unlock(ctx context.Context, s Scope, rel *release.Release) erro
 	if err != nil {
 		return err
 	}
-	return unlock(st, rel)
+	return records.Unlock(st, rel)
 }
 
 // Supersede marks every deployed revision of a release but the newest superseded, and returns
@@ -349,7 +350,7 @@ func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, er
 	if err != nil {
 		return nil, err
 	}
-	return supersedeOlder(st, name)
+	return records.SupersedeOlder(st, name)
 }
 
 // Writer is the client that re-applies a scope's drifted objects and relabels them for a

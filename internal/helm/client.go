@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -38,7 +39,7 @@ type ClientOptions struct {
 	Renderer *render.Pool
 	// Records is a cache of release records, as ReleaseSecret and indexed by
 	// IndexReleaseSecrets: what Head reads (nil: Head fails, and callers read storage), and
-	// what an upgrade's reads of its release's history go through (see queryMode).
+	// what an upgrade's reads of its release's history go through (see records.QueryMode).
 	Records client.Reader
 	// Foreign is a cache of the release records rudder did not make (ForeignRecords), as
 	// Records: with both, an install's check that its name is free costs no request. It must
@@ -69,7 +70,7 @@ type Client struct {
 	prefix string
 
 	mu      sync.Mutex
-	drivers map[identity]*secretsDriver
+	drivers map[identity]*records.Driver
 	writers map[identity]*http.Client
 	caps    *chartutil.Capabilities
 }
@@ -108,7 +109,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	return &Client{
 		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, log: opts.Log,
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
-		drivers: map[identity]*secretsDriver{}, writers: map[identity]*http.Client{},
+		drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{},
 	}, nil
 }
 
@@ -135,7 +136,7 @@ func ProtobufConfig(cfg *rest.Config) *rest.Config {
 }
 
 // driver is the release storage of a namespace as the scope's identity, built once.
-func (c *Client) driver(s Scope) (*secretsDriver, error) {
+func (c *Client) driver(s Scope) (*records.Driver, error) {
 	id := identity{s.Namespace, s.ServiceAccount}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -150,7 +151,7 @@ func (c *Client) driver(s Scope) (*secretsDriver, error) {
 		}
 		secrets = cs
 	}
-	d := newSecretsDriver(secrets.Secrets(s.Namespace))
+	d := records.NewDriver(secrets.Secrets(s.Namespace))
 	d.Log = c.debug(s)
 	c.drivers[id] = d
 	return d, nil
@@ -212,7 +213,7 @@ func (r *run) settle(name string, err error) {
 	if err != nil || !r.records.lost.Load() {
 		return
 	}
-	marked, err := supersedeOlder(r.conf.Releases, name)
+	marked, err := records.SupersedeOlder(r.conf.Releases, name)
 	if err != nil {
 		r.log.Error(err, "an update of the release's records failed during the action; its older deployed revisions are left for the next pass", "release", name)
 		return
@@ -243,7 +244,7 @@ type storing struct {
 	record   *chart.Chart
 	revision int
 	// query says which of the action's queries of the release's records the caches answer.
-	query queryMode
+	query records.QueryMode
 }
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
@@ -253,9 +254,9 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	d = d.withContext(ctx)
-	if st.query != queryHelm && c.records != nil {
-		d = d.withQueries(st.query, s.Namespace, c.records, c.foreign)
+	d = d.WithContext(ctx)
+	if st.query != records.QueryHelm && c.records != nil {
+		d = d.WithQueries(st.query, s.Namespace, c.records, c.foreign)
 	}
 	caps, err := c.capabilities()
 	if err != nil {

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // testMapper serves the kinds the tests render: ConfigMap, Secret, Pod (namespaced), and
@@ -91,7 +93,7 @@ func TestManifestConfinement(t *testing.T) {
 				Key: types.NamespacedName{Namespace: "tenant", Name: "w"}, UID: "u1"}, conf: tt.conf, scoper: newScoper(testMapper(), nil)}
 			out, err := pr.Run(bytes.NewBufferString(tt.manifest))
 			checkViolation(t, err, tt.want)
-			if tt.want == "" && !strings.Contains(out.String(), LabelManaged) {
+			if tt.want == "" && !strings.Contains(out.String(), records.LabelManaged) {
 				t.Errorf("post-rendered manifest lacks the managed label:\n%s", out)
 			}
 		})

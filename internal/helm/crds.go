@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Helm's marks of the objects a release owns: an object that carries them is adopted by the
@@ -191,7 +193,7 @@ func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, 
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[AnnotationOwner] = owner
+		ann[records.AnnotationOwner] = owner
 		crd.SetAnnotations(ann)
 	}
 	obj, err := h.Get("", name)

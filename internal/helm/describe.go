@@ -6,6 +6,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // ValidateValues checks the final values (chart defaults coalesced) against the chart's
@@ -34,7 +36,7 @@ func ChartRef(ch *chart.Chart) string {
 // `helm history` ("rudder upgrade: generation 3, chart nginx-1.2.0@8b3b44e738b2, values …").
 func Description(action string, generation int64, ch *chart.Chart, chartDigest, valuesDigest string, overridden []string) string {
 	desc := fmt.Sprintf("rudder %s: generation %d, chart %s@%s, values %s", action, generation,
-		ChartRef(ch), DisplayDigest(chartDigest), DisplayDigest(valuesDigest))
+		ChartRef(ch), records.DisplayDigest(chartDigest), records.DisplayDigest(valuesDigest))
 	if len(overridden) > 0 {
 		desc += ", overrides " + strings.Join(overridden, ",")
 	}

@@ -7,7 +7,10 @@ import (
 	"sync/atomic"
 
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // checkedDriver is a scope's release storage for one action: a revision is checked against
@@ -18,8 +21,8 @@ import (
 // It also notes whether an update of a record failed: Helm's upgrade and rollback log such a
 // failure and go on (see run.settle).
 type checkedDriver struct {
-	// Driver is the storage: a namespace's Secrets (secretsDriver), or Helm's memory driver
-	// (Memory).
+	// Driver is the storage: a namespace's Secrets (records.Driver), or Helm's memory driver
+	// (helmtest.Memory, through StoreMarked).
 	driver.Driver
 	storing
 	check func(*release.Release) error
@@ -76,7 +79,7 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 	if d.stamp {
 		labels := make(map[string]string, len(rls.Labels)+1)
 		maps.Copy(labels, rls.Labels)
-		labels[LabelRevision] = strconv.Itoa(rls.Version)
+		labels[records.LabelRevision] = strconv.Itoa(rls.Version)
 		rls.Labels = labels
 	}
 	if d.description != "" {
@@ -85,8 +88,29 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 	if d.rollback {
 		labels := make(map[string]string, len(rls.Labels)+1)
 		maps.Copy(labels, rls.Labels)
-		labels[LabelRollbackRevision] = strconv.Itoa(rls.Version)
+		labels[records.LabelRollbackRevision] = strconv.Itoa(rls.Version)
 		rls.Labels = labels
 	}
 	return d.Driver.Create(key, rls)
+}
+
+// Marks are what an action's new revisions are stored with besides Helm's own (see storing):
+// for a test double of the Client's actions, which stores its revisions as the Client does.
+type Marks struct {
+	// FromSpec: made from a CR's spec (install, upgrade): LabelRevision records its number.
+	FromSpec bool
+	// Revision, when set, is the number the new revision must have.
+	Revision int
+	// Description replaces Helm's own; Rollback: a rollback rudder makes
+	// (LabelRollbackRevision records its number).
+	Description string
+	Rollback    bool
+}
+
+// StoreMarked is Helm's storage over d, storing each new revision with m as the Client's
+// actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
+func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
+	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, revision: m.Revision, description: m.Description, rollback: m.Rollback}})
+	st.Log = func(string, ...any) {}
+	return st
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // A template's lookup runs as the release's identity, and public charts feed values to tpl:
@@ -136,7 +138,7 @@ func (l *lookups) readable(gk schema.GroupKind, h *readHead) string {
 	if why := recordShaped(obj); why != "" {
 		return "a release record, which no render reads: " + why
 	}
-	if l.g.owner != "" && h.Metadata.Annotations[AnnotationOwner] == l.g.owner {
+	if l.g.owner != "" && h.Metadata.Annotations[records.AnnotationOwner] == l.g.owner {
 		return ""
 	}
 	if l.g.conf.AllowsRead(gk, h.Metadata.Name) {

@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // TestLookupsReadOnlyWhatTheReleaseMade: a render's lookup of an object the release did not
@@ -18,7 +20,7 @@ import (
 // refused and the render is said to be over it.
 func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 	owner := Owner{GVK: schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Box"}, Key: types.NamespacedName{Namespace: "tenant", Name: "box"}}
-	mark := OwnerAnnotation(owner.GVK.GroupKind(), owner.Key)
+	mark := records.OwnerAnnotation(owner.GVK.GroupKind(), owner.Key)
 	objects := map[string]string{
 		"victim": `{"kind":"Secret","metadata":{"name":"victim"},"data":{"password":"c2VjcmV0"}}`,
 		"own":    `{"kind":"Secret","metadata":{"name":"own","annotations":{"rudder.dev/owner":"` + mark + `"}},"data":{"k":"dg=="}}`,

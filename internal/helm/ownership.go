@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/rudder-operator/rudder/internal/libtext"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Ownership: inside its confinement, a release changes and deletes only what it made. What a
@@ -44,20 +45,20 @@ func ownerOf(o Owner) string {
 	if o.Key.Name == "" {
 		return ""
 	}
-	return OwnerAnnotation(o.GVK.GroupKind(), o.Key)
+	return records.OwnerAnnotation(o.GVK.GroupKind(), o.Key)
 }
 
 // notMadeBy says why an object whose annotations are annotations was not made by the release
 // whose AnnotationOwner is owner; "" when it was. The one decision of ownership: the guard and
 // the checks before an action's first write both ask it.
 func notMadeBy(annotations map[string]string, owner string) string {
-	switch got := annotations[AnnotationOwner]; got {
+	switch got := annotations[records.AnnotationOwner]; got {
 	case owner:
 		return ""
 	case "":
-		return fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it made", AnnotationOwner)
+		return fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it made", records.AnnotationOwner)
 	default:
-		return fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and deletes only what it made", AnnotationOwner, got, owner)
+		return fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and deletes only what it made", records.AnnotationOwner, got, owner)
 	}
 }
 

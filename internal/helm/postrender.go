@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Owner is the CR a release belongs to.
@@ -62,7 +64,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	var objects []map[string]any
 	var identities []*unstructured.Unstructured
 	var violations []Violation
-	ownerAnn := OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
+	ownerAnn := records.OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
 	for _, raw := range raws {
 		obj := &unstructured.Unstructured{Object: raw}
 		gvk := obj.GroupVersionKind()
@@ -133,14 +135,14 @@ func (p *postRenderer) mark(obj *unstructured.Unstructured, ownerAnn string, nam
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	lbls[LabelManaged] = "true"
+	lbls[records.LabelManaged] = "true"
 	maps.Copy(lbls, p.carried)
 	obj.SetLabels(lbls)
 	ann := obj.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[AnnotationOwner] = ownerAnn
+	ann[records.AnnotationOwner] = ownerAnn
 	obj.SetAnnotations(ann)
 	if !namespaced || (obj.GetNamespace() != "" && obj.GetNamespace() != p.owner.Key.Namespace) {
 		return

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The rules on what an object of a release may be, besides where it lives (confine.go): they
@@ -118,10 +120,6 @@ func jsonKind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// releaseRecordPrefix starts the name of every record Helm's Secret and ConfigMap drivers
-// store.
-const releaseRecordPrefix = "sh.helm.release.v1."
-
 // recordShaped says why an object is one Helm's storage would read as a release record (its
 // name, type or labels); "" when it is not. Only rudder's storage writes records: a rendered
 // one could pose as a revision of any release in the namespace.
@@ -131,11 +129,11 @@ func recordShaped(obj *unstructured.Unstructured) string {
 		return ""
 	}
 	var why []string
-	if strings.HasPrefix(obj.GetName(), releaseRecordPrefix) {
-		why = append(why, "its name starts with "+releaseRecordPrefix)
+	if strings.HasPrefix(obj.GetName(), records.RecordPrefix) {
+		why = append(why, "its name starts with "+records.RecordPrefix)
 	}
-	if t, _, _ := unstructured.NestedString(obj.Object, "type"); gvk.Kind == "Secret" && t == releaseRecordType {
-		why = append(why, "its type is "+releaseRecordType)
+	if t, _, _ := unstructured.NestedString(obj.Object, "type"); gvk.Kind == "Secret" && t == records.RecordType {
+		why = append(why, "its type is "+records.RecordType)
 	}
 	if obj.GetLabels()["owner"] == "helm" {
 		why = append(why, `it has the label owner=helm`)
@@ -145,9 +143,6 @@ func recordShaped(obj *unstructured.Unstructured) string {
 	}
 	return "shaped like a Helm release record (" + strings.Join(why, ", ") + "): only rudder's release storage writes those"
 }
-
-// releaseRecordType is the type of the Secrets Helm's storage driver writes.
-const releaseRecordType = "helm.sh/release.v1"
 
 // AggregationMarker is in the key of every label that, by convention, puts a ClusterRole's
 // rules into an aggregated role (rbac.authorization.k8s.io/aggregate-to-admin,

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 func TestRules(t *testing.T) {
@@ -59,22 +61,22 @@ func TestRules(t *testing.T) {
 func TestStoredRecords(t *testing.T) {
 	rec := func(mod func(*corev1.Secret)) *corev1.Secret {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.a.v1", Labels: map[string]string{"owner": "helm", "name": "a"}},
-			Type: releaseRecordType}
+			Type: records.RecordType}
 		if mod != nil {
 			mod(s)
 		}
 		return s
 	}
-	if !IsStoredRecord(rec(nil)) {
+	if !records.IsStoredRecord(rec(nil)) {
 		t.Fatal("a record as Helm's storage writes it is not read")
 	}
 	for name, mod := range map[string]func(*corev1.Secret){
-		"rendered (managed label)": func(s *corev1.Secret) { s.Labels[LabelManaged] = "true" },
-		"rendered (owner mark)":    func(s *corev1.Secret) { s.Annotations = map[string]string{AnnotationOwner: "g/K/ns/n"} },
+		"rendered (managed label)": func(s *corev1.Secret) { s.Labels[records.LabelManaged] = "true" },
+		"rendered (owner mark)":    func(s *corev1.Secret) { s.Annotations = map[string]string{records.AnnotationOwner: "g/K/ns/n"} },
 		"another type":             func(s *corev1.Secret) { s.Type = corev1.SecretTypeOpaque },
 		"not helm's":               func(s *corev1.Secret) { delete(s.Labels, "owner") },
 	} {
-		if IsStoredRecord(rec(mod)) {
+		if records.IsStoredRecord(rec(mod)) {
 			t.Errorf("%s: read as a revision", name)
 		}
 	}

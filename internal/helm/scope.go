@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"github.com/rudder-operator/rudder/internal/postrender"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Scope is who acts for a release and where it may act.
@@ -90,10 +91,10 @@ func (s Scope) User() string {
 // which is stamped when the revision is stored).
 func (r *Request) Labels() map[string]string {
 	l := map[string]string{
-		LabelOwnerUID:     string(r.Scope.Owner.UID),
-		LabelOwnerKind:    KindLabel(r.Scope.Owner.GVK.GroupKind()),
-		LabelChartDigest:  LabelDigest(r.ChartDigest),
-		LabelValuesDigest: r.ValuesDigest,
+		records.LabelOwnerUID:     string(r.Scope.Owner.UID),
+		records.LabelOwnerKind:    records.KindLabel(r.Scope.Owner.GVK.GroupKind()),
+		records.LabelChartDigest:  records.LabelDigest(r.ChartDigest),
+		records.LabelValuesDigest: r.ValuesDigest,
 	}
 	maps.Copy(l, r.Carried)
 	return l

@@ -15,13 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // settleRun is a run of Helm's own actions over rudder's record driver on a fake clientset,
 // with Helm's printing kube client in place of a cluster.
 func settleRun(t *testing.T, cs *fake.Clientset) *run {
 	t.Helper()
-	records := &checkedDriver{Driver: newSecretsDriver(cs.CoreV1().Secrets("ns")),
+	records := &checkedDriver{Driver: records.NewDriver(cs.CoreV1().Secrets("ns")),
 		check: func(*release.Release) error { return nil }}
 	return &run{records: records, log: logr.Discard(), conf: &action.Configuration{
 		Releases: storage.Init(records), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
@@ -31,7 +33,7 @@ func settleRun(t *testing.T, cs *fake.Clientset) *run {
 
 func statuses(t *testing.T, cs *fake.Clientset) map[int]release.Status {
 	t.Helper()
-	hist, err := storage.Init(newSecretsDriver(cs.CoreV1().Secrets("ns"))).History("web")
+	hist, err := storage.Init(records.NewDriver(cs.CoreV1().Secrets("ns"))).History("web")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []strin
 	if err != nil {
 		return err
 	}
-	list, err := d.impl.List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
+	list, err := d.Records().List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
 	if err != nil {
 		return fmt.Errorf("listing the records of release %s: %w", name, err)
 	}
@@ -92,7 +92,7 @@ func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []strin
 		if CarriedMatch(keys, want, list.Items[i].Labels) {
 			continue
 		}
-		if _, err := d.impl.Patch(ctx, list.Items[i].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := d.Records().Patch(ctx, list.Items[i].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("relabelling %s: %w", list.Items[i].Name, err)
 		}
 	}

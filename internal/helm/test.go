@@ -19,15 +19,11 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	if err != nil {
 		return nil, err
 	}
-	return runTests(r.conf, s, name, timeout, r.result)
-}
-
-func runTests(conf *action.Configuration, s Scope, name string, timeout time.Duration, result func(error) error) (*release.Release, error) {
-	rt := action.NewReleaseTesting(conf)
+	rt := action.NewReleaseTesting(r.conf)
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
 	rel, err := rt.Run(name)
-	return rel, result(err)
+	return rel, r.result(err)
 }
 
 // Tests names the test hooks of a revision that ran, and those that failed.
@@ -45,12 +41,4 @@ func Tests(rel *release.Release) (ran, failed []string) {
 		}
 	}
 	return ran, failed
-}
-
-// Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
-// Kube.WatchUntilReadyError fails it.
-func (m *Memory) Test(_ context.Context, s Scope, name string, timeout time.Duration) (*release.Release, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return runTests(m.config(s.Namespace, storing{}), s, name, timeout, func(err error) error { return err })
 }

@@ -13,11 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // What a watch makes of one CR. Every reconcile pass and `rudder template` build a release with
 // these methods, in this order, so that the two never disagree: ReleaseNameOf, Values, the
-// kind's PreRelease hooks, helm.ValidateValues, helm.ValuesDigest, Request.
+// kind's PreRelease hooks, helm.ValidateValues, records.ValuesDigest, Request.
 
 // ReleaseNameOf renders the watch's releaseName template for a CR (default: the CR name) and
 // fits it into Helm's 53 characters.
@@ -29,7 +30,7 @@ func (w *Watch) ReleaseNameOf(obj *unstructured.Unstructured) (string, error) {
 	if name == "" {
 		name = obj.GetName()
 	}
-	return helm.ReleaseName(name), nil
+	return records.ReleaseName(name), nil
 }
 
 // Values is a CR's spec, on top of base (what its valuesFrom sources hold, merged by

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"strconv"
@@ -16,7 +16,7 @@ const (
 	StateConflict State = "Conflict"
 	// StateLocked: the newest revision is pending-install/-upgrade/-rollback. rudder runs one
 	// operation per release at a time, so a pending revision found at the start of a pass was
-	// left by an operation that died: unlock it.
+	// left by an operation that died: Unlock it.
 	StateLocked State = "Locked"
 	// StateUninstalled: the newest revision is uninstalling (an uninstall that died, such as
 	// rudder's clean-up of a failed install) or uninstalled with its history kept (helm

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// secretsDriver is Helm's Secret storage driver, writing records the way Helm does (same
+// Driver is Helm's Secret storage driver, writing records the way Helm does (same
 // Secret name, type, labels and payload: base64 of the gzipped JSON release) with two changes
 // to the compression, which Helm's reads (and every other reader's) do not see:
 //   - Pooled gzip writers. Helm allocates a fresh writer, over a megabyte of window state, for
@@ -35,7 +35,7 @@ import (
 //     record (a Secret's 1 MiB) fits rudder's.
 //
 // Reads and deletes are Helm's own; so are queries, but for two that rudder's caches of the
-// records' metadata answer (see queryMode): Helm's query is a LIST by label, which the API
+// records' metadata answer (see QueryMode): Helm's query is a LIST by label, which the API
 // server answers by going through every Secret of the namespace, so that an install or an
 // upgrade cost as much as the releases beside it.
 //
@@ -44,7 +44,7 @@ import (
 // still there — not when a longer history has pruned it. rudder installs a new CR without a
 // read of its own, so after a failed look the driver looks again before it stores a first
 // revision.
-type secretsDriver struct {
+type Driver struct {
 	*driver.Secrets
 	impl corev1client.SecretInterface
 	// namespace is the driver's; mode says which queries the caches answer; own and foreign
@@ -52,7 +52,7 @@ type secretsDriver struct {
 	// IndexReleaseSecrets), and of those it did not make (nil: not kept, so no install's
 	// check is answered from the caches).
 	namespace    string
-	mode         queryMode
+	mode         QueryMode
 	own, foreign client.Reader
 
 	mu sync.Mutex
@@ -60,17 +60,21 @@ type secretsDriver struct {
 	unsure map[string]bool
 }
 
-func newSecretsDriver(impl corev1client.SecretInterface) *secretsDriver {
+func NewDriver(impl corev1client.SecretInterface) *Driver {
 	impl = storedRecords{impl}
-	return &secretsDriver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
+	return &Driver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
 }
 
-// withQueries is d answering mode's queries of namespace ns from the caches own and foreign.
-// withContext is d with every request made in ctx (Helm's driver makes its own in
+// WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
+// Records is the Secrets client of the namespace's release records: Get and List see only
+// the records rudder's storage writes (see IsStoredRecord).
+func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
+
+// WithContext is d with every request made in ctx (Helm's driver makes its own in
 // context.Background): an action's storage reads and writes end with the action.
-func (d *secretsDriver) withContext(ctx context.Context) *secretsDriver {
+func (d *Driver) WithContext(ctx context.Context) *Driver {
 	bound := boundSecrets{SecretInterface: d.impl, ctx: ctx}
-	nd := &secretsDriver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
+	nd := &Driver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
 		unsure: map[string]bool{}}
 	nd.Log = d.Log
 	return nd
@@ -107,8 +111,8 @@ func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, 
 	return b.SecretInterface.Patch(b.ctx, name, pt, data, o, sub...)
 }
 
-func (d *secretsDriver) withQueries(mode queryMode, ns string, own, foreign client.Reader) *secretsDriver {
-	return &secretsDriver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
+func (d *Driver) WithQueries(mode QueryMode, ns string, own, foreign client.Reader) *Driver {
+	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
 }
 
 // storedRecords is the Secrets of a namespace as rudder's release storage sees them: only
@@ -121,7 +125,7 @@ type storedRecords struct{ corev1client.SecretInterface }
 
 // IsStoredRecord reports whether a Secret may be a record rudder's storage wrote.
 func IsStoredRecord(s *corev1.Secret) bool {
-	return s.Type == releaseRecordType && IsReleaseRecord(s.Labels) && s.Annotations[AnnotationOwner] == ""
+	return s.Type == RecordType && IsReleaseRecord(s.Labels) && s.Annotations[AnnotationOwner] == ""
 }
 
 func (s storedRecords) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
@@ -147,9 +151,9 @@ func (s storedRecords) List(ctx context.Context, opts metav1.ListOptions) (*core
 	return list, nil
 }
 
-// Query finds the records with labels (see queryMode); a failure is remembered for the
+// Query finds the records with labels (see QueryMode); a failure is remembered for the
 // release name it was about.
-func (d *secretsDriver) Query(labels map[string]string) ([]*release.Release, error) {
+func (d *Driver) Query(labels map[string]string) ([]*release.Release, error) {
 	rls, err := d.query(labels)
 	if name := labels["name"]; name != "" {
 		d.mu.Lock()
@@ -165,7 +169,7 @@ func (d *secretsDriver) Query(labels map[string]string) ([]*release.Release, err
 
 // Create stores a new record; ErrReleaseExists when the Secret exists, or when it is a first
 // revision of a name that has other revisions.
-func (d *secretsDriver) Create(key string, rls *release.Release) error {
+func (d *Driver) Create(key string, rls *release.Release) error {
 	if rls.Version == 1 {
 		d.mu.Lock()
 		unsure := d.unsure[rls.Name]
@@ -194,7 +198,7 @@ func (d *secretsDriver) Create(key string, rls *release.Release) error {
 }
 
 // Update replaces a record.
-func (d *secretsDriver) Update(key string, rls *release.Release) error {
+func (d *Driver) Update(key string, rls *release.Release) error {
 	obj, err := releaseSecret(key, rls, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: failed to encode release %q: %w", rls.Name, err)

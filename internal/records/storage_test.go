@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ func testRelease(version int, status release.Status) *release.Release {
 func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 	ctx := context.Background()
 	ours, theirs := fake.NewClientset(), fake.NewClientset()
-	od := newSecretsDriver(ours.CoreV1().Secrets("ns"))
+	od := NewDriver(ours.CoreV1().Secrets("ns"))
 	hd := driver.NewSecrets(theirs.CoreV1().Secrets("ns"))
 	const key = "sh.helm.release.v1.web.v1"
 
@@ -99,7 +99,7 @@ func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 // pruned.
 func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
 	cs := fake.NewClientset()
-	d := newSecretsDriver(cs.CoreV1().Secrets("ns"))
+	d := NewDriver(cs.CoreV1().Secrets("ns"))
 	for _, v := range []int{2, 3} {
 		if err := d.Create(fmt.Sprintf("sh.helm.release.v1.web.v%d", v), testRelease(v, release.StatusSuperseded)); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"context"
@@ -69,12 +69,12 @@ func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, e
 			heads = append(heads, h)
 		}
 	}
-	return newestHead(heads), nil
+	return NewestHead(heads), nil
 }
 
-// newestHead is the newest of a release's revisions, with the older ones still marked
+// NewestHead is the newest of a release's revisions, with the older ones still marked
 // deployed next to a deployed newest one (nil: none).
-func newestHead(heads []*Head) *Head {
+func NewestHead(heads []*Head) *Head {
 	var best *Head
 	deployed := 0
 	for _, h := range heads {

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func records(t *testing.T, cs *fake.Clientset, seen map[string]bool, revs ...*re
 	t.Helper()
 	ownB := crfake.NewClientBuilder().WithIndex(ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
 	foreignB := crfake.NewClientBuilder().WithIndex(ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
-	d := newSecretsDriver(cs.CoreV1().Secrets("ns"))
+	d := NewDriver(cs.CoreV1().Secrets("ns"))
 	for _, r := range revs {
 		key := recordName(r.Name, r.Version)
 		if err := d.Create(key, r); err != nil {
@@ -70,7 +70,7 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	seen := map[string]bool{recordName("ours", 1): true, recordName("theirs", 7): true}
 	own, foreign := records(t, cs, seen, rev("ours", 1, release.StatusDeployed, true),
 		rev("theirs", 7, release.StatusDeployed, false), rev("late", 1, release.StatusDeployed, false))
-	d := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryInstall, "ns", own, foreign)
+	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryInstall, "ns", own, foreign)
 	q := func(name string) ([]*release.Release, error) {
 		return d.Query(map[string]string{"name": name, "owner": "helm"})
 	}
@@ -100,7 +100,7 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	}
 	// Without a cache of the others' records, the check is Helm's.
 	cs.ClearActions()
-	plain := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryInstall, "ns", own, nil)
+	plain := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryInstall, "ns", own, nil)
 	if _, err := plain.Query(map[string]string{"name": "free", "owner": "helm"}); !errors.Is(err, driver.ErrReleaseNotFound) || verbs(cs)["list"] != 1 {
 		t.Fatalf("without the foreign cache: %v, %v", err, verbs(cs))
 	}
@@ -114,7 +114,7 @@ func TestUpgradeReadsHistoryByName(t *testing.T) {
 	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true}
 	own, foreign := records(t, cs, seen, rev("web", 1, release.StatusSuperseded, true),
 		rev("web", 2, release.StatusSuperseded, true), rev("web", 3, release.StatusDeployed, true))
-	d := newSecretsDriver(cs.CoreV1().Secrets("ns")).withQueries(queryUpgrade, "ns", own, foreign)
+	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryUpgrade, "ns", own, foreign)
 	st := storage.Init(d)
 	cs.ClearActions()
 	last, err := st.Last("web")

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"context"
@@ -14,24 +14,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// queryMode says which of Helm's queries of a release's records rudder's caches answer.
-type queryMode int
+// QueryMode says which of Helm's queries of a release's records rudder's caches answer.
+type QueryMode int
 
 const (
-	// queryHelm: every query is Helm's LIST (rollback, uninstall, rudder's own reads of
+	// QueryHelm: every query is Helm's LIST (rollback, uninstall, rudder's own reads of
 	// storage, which decide again when a cache was behind).
-	queryHelm queryMode = iota
-	// queryInstall: install's check that the name is free is answered by the caches when
+	QueryHelm QueryMode = iota
+	// QueryInstall: install's check that the name is free is answered by the caches when
 	// neither shows a record of the name (no request); when one does, Helm's LIST decides. A
 	// name taken after the caches' view is still refused: storing revision 1 is a create,
 	// which the API server refuses for a Secret that exists (and a release younger than the
 	// caches' view has its revision 1).
-	queryInstall
-	// queryUpgrade: a query of the release's records reads those the cache of rudder's
+	QueryInstall
+	// QueryUpgrade: a query of the release's records reads those the cache of rudder's
 	// records shows, by name, then the revisions after the newest it shows, by name, until
 	// one is not there: revisions are numbered in order, so the records the cache has not
 	// seen yet are those. An upgrade is only ever of a release whose records are rudder's.
-	queryUpgrade
+	QueryUpgrade
 )
 
 // ForeignRecords selects the release records rudder did not make (Helm's, Flux's, another
@@ -43,17 +43,17 @@ func ForeignRecords() labels.Selector {
 	return labels.NewSelector().Add(*owner, *notOurs)
 }
 
-// query is Query's answer (see queryMode).
-func (d *secretsDriver) query(want map[string]string) ([]*release.Release, error) {
+// query is Query's answer (see QueryMode).
+func (d *Driver) query(want map[string]string) ([]*release.Release, error) {
 	name := want["name"]
-	if d.mode == queryHelm || d.own == nil || name == "" || want["owner"] != "helm" {
+	if d.mode == QueryHelm || d.own == nil || name == "" || want["owner"] != "helm" {
 		return d.Secrets.Query(want)
 	}
 	own, err := cachedRecords(d.own, d.namespace, name)
 	if err != nil {
 		return d.Secrets.Query(want)
 	}
-	if d.mode == queryInstall {
+	if d.mode == QueryInstall {
 		if d.foreign == nil || len(own) > 0 {
 			return d.Secrets.Query(want)
 		}
@@ -72,7 +72,7 @@ func (d *secretsDriver) query(want map[string]string) ([]*release.Release, error
 // readThrough reads the records of release name with labels want: those of cached (their
 // metadata, from the cache) that have them, then every revision after the newest of cached,
 // until one is not there.
-func (d *secretsDriver) readThrough(name string, cached []metav1.PartialObjectMetadata, want map[string]string) ([]*release.Release, error) {
+func (d *Driver) readThrough(name string, cached []metav1.PartialObjectMetadata, want map[string]string) ([]*release.Release, error) {
 	var out []*release.Release
 	newest := 0
 	sel := labels.SelectorFromSet(want)
@@ -126,7 +126,7 @@ func cachedRecords(c client.Reader, ns, name string) ([]metav1.PartialObjectMeta
 // recordName is the name of the Secret that holds a release's revision, as Helm's storage
 // names it.
 func recordName(release string, version int) string {
-	return releaseRecordPrefix + release + ".v" + strconv.Itoa(version)
+	return RecordPrefix + release + ".v" + strconv.Itoa(version)
 }
 
 // releaseHas reports whether rel, as Helm's Get returns it (without the labels name, owner,

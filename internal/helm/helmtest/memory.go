@@ -1,4 +1,4 @@
-package helm
+package helmtest
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -16,11 +17,14 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Memory is Helm without a cluster, for unit tests of what drives it: Helm's own install,
-// upgrade, rollback and uninstall actions over Helm's memory storage driver, storing each
-// revision with rudder's marks as a Client does (the same checkedDriver stamps the revision
+// upgrade, rollback, uninstall and test actions over Helm's memory storage driver, storing
+// each revision with rudder's marks as a Client does (helm.StoreMarked stamps the revision
 // labels and descriptions), and applying nothing (Helm's fake kube client). Its history is
 // the one Helm writes, statuses, labels and superseding included, so that a test of the
 // reconciler cannot drift from Helm's behaviour. It holds the releases of one namespace.
@@ -37,7 +41,7 @@ type Memory struct {
 	Kube *kubefake.FailingKubeClient
 	// Manifest, when set, is what every install and upgrade renders instead of the chart.
 	Manifest string
-	// Objects are what Install and Upgrade report of the objects they made (Request.Objects).
+	// Objects are what Install and Upgrade report of the objects they made (helm.Request.Objects).
 	Objects []*unstructured.Unstructured
 	// Client is what Writer returns.
 	Client client.Client
@@ -49,14 +53,12 @@ func NewMemory() *Memory {
 }
 
 // storage is the release storage of namespace ns, marking new revisions as st says.
-func (m *Memory) storage(ns string, st storing) *storage.Storage {
+func (m *Memory) storage(ns string, marks helm.Marks) *storage.Storage {
 	m.store.SetNamespace(ns)
-	s := storage.Init(&checkedDriver{Driver: m.store, storing: st})
-	s.Log = func(string, ...any) {}
-	return s
+	return helm.StoreMarked(m.store, marks)
 }
 
-func (m *Memory) config(ns string, st storing) *action.Configuration {
+func (m *Memory) config(ns string, st helm.Marks) *action.Configuration {
 	return &action.Configuration{Releases: m.storage(ns, st), KubeClient: m.Kube, Capabilities: chartutil.DefaultCapabilities,
 		Log: func(string, ...any) {}}
 }
@@ -65,9 +67,9 @@ func (m *Memory) config(ns string, st storing) *action.Configuration {
 func (m *Memory) Seed(rel *release.Release) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.storage(rel.Namespace, storing{})
+	st := m.storage(rel.Namespace, helm.Marks{})
 	rel.Version = 1
-	if last, _ := lastOf(st, rel.Name); last != nil {
+	if last, _ := records.Last(st, rel.Name); last != nil {
 		rel.Version = last.Version + 1
 	}
 	if err := st.Create(rel); err != nil {
@@ -79,69 +81,69 @@ func (m *Memory) Seed(rel *release.Release) {
 func (m *Memory) History(ns, name string) []*release.Release {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hist, _ := m.storage(ns, storing{}).History(name)
+	hist, _ := m.storage(ns, helm.Marks{}).History(name)
 	releaseutil.SortByRevision(hist)
 	return hist
 }
 
-func (m *Memory) Last(_ context.Context, s Scope, name string) (*release.Release, error) {
+func (m *Memory) Last(_ context.Context, s helm.Scope, name string) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return lastOf(m.storage(s.Namespace, storing{}), name)
+	return records.Last(m.storage(s.Namespace, helm.Marks{}), name)
 }
 
-func (m *Memory) LastDeployed(_ context.Context, s Scope, name string, before int) (*release.Release, error) {
+func (m *Memory) LastDeployed(_ context.Context, s helm.Scope, name string, before int) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return lastDeployedOf(m.storage(s.Namespace, storing{}), name, before)
+	return records.LastDeployed(m.storage(s.Namespace, helm.Marks{}), name, before)
 }
 
-func (m *Memory) Revision(_ context.Context, s Scope, name string, version int) (*release.Release, error) {
+func (m *Memory) Revision(_ context.Context, s helm.Scope, name string, version int) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return revisionOf(m.storage(s.Namespace, storing{}), name, version)
+	return records.Revision(m.storage(s.Namespace, helm.Marks{}), name, version)
 }
 
 // Head is the newest revision as a cache of the records would show it, from their labels.
-func (m *Memory) Head(_ context.Context, s Scope, name string) (*Head, error) {
+func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.Head, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hist, err := m.storage(s.Namespace, storing{}).History(name)
+	hist, err := m.storage(s.Namespace, helm.Marks{}).History(name)
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, err
 	}
-	heads := make([]*Head, 0, len(hist))
+	heads := make([]*records.Head, 0, len(hist))
 	for _, r := range hist {
-		heads = append(heads, HeadOf(r))
+		heads = append(heads, records.HeadOf(r))
 	}
-	return newestHead(heads), nil
+	return records.NewestHead(heads), nil
 }
 
-func (m *Memory) Install(ctx context.Context, req *Request) (*release.Release, error) {
+func (m *Memory) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	in := action.NewInstall(m.config(req.Scope.Namespace, storing{stamp: true}))
+	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true}))
 	in.ReleaseName, in.Namespace, in.Labels, in.Description = req.ReleaseName, req.Scope.Namespace, req.Labels(), req.Description
 	in.PostRenderer = m.postRenderer()
 	in.Wait = true
 	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
-	if err = installResult(err); errors.Is(err, ErrNameInUse) {
+	if err = helm.InstallResult(err); errors.Is(err, helm.ErrNameInUse) {
 		return nil, err
 	}
 	return rel, m.made(req, err)
 }
 
-func (m *Memory) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
+func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := action.NewUpgrade(m.config(req.Scope.Namespace, storing{stamp: true, revision: req.Revision}))
+	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
 	up.PostRenderer = m.postRenderer()
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
 	return rel, m.made(req, err)
 }
 
-func (m *Memory) made(req *Request, err error) error {
+func (m *Memory) made(req *helm.Request, err error) error {
 	req.Objects = nil
 	if err == nil {
 		req.Objects = m.Objects
@@ -149,18 +151,18 @@ func (m *Memory) made(req *Request, err error) error {
 	return err
 }
 
-func (m *Memory) Rollback(_ context.Context, s Scope, req *RollbackRequest) error {
+func (m *Memory) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackRequest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rb := action.NewRollback(m.config(s.Namespace, storing{description: req.Description, rollback: true}))
+	rb := action.NewRollback(m.config(s.Namespace, helm.Marks{Description: req.Description, Rollback: true}))
 	rb.Version, rb.MaxHistory = req.To, req.MaxHistory
 	return rb.Run(req.Name)
 }
 
-func (m *Memory) Uninstall(_ context.Context, s Scope, name, description string) error {
+func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	un := action.NewUninstall(m.config(s.Namespace, storing{}))
+	un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
 	un.Description = description
 	_, err := un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
@@ -169,19 +171,19 @@ func (m *Memory) Uninstall(_ context.Context, s Scope, name, description string)
 	return err
 }
 
-func (m *Memory) Unlock(_ context.Context, s Scope, rel *release.Release) error {
+func (m *Memory) Unlock(_ context.Context, s helm.Scope, rel *release.Release) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return unlock(m.storage(s.Namespace, storing{}), rel)
+	return records.Unlock(m.storage(s.Namespace, helm.Marks{}), rel)
 }
 
-func (m *Memory) Supersede(_ context.Context, s Scope, name string) ([]int, error) {
+func (m *Memory) Supersede(_ context.Context, s helm.Scope, name string) ([]int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return supersedeOlder(m.storage(s.Namespace, storing{}), name)
+	return records.SupersedeOlder(m.storage(s.Namespace, helm.Marks{}), name)
 }
 
-func (m *Memory) Writer(Scope) (client.Client, error) {
+func (m *Memory) Writer(helm.Scope) (client.Client, error) {
 	if m.Client == nil {
 		return nil, errors.New("memory helm: no writer")
 	}
@@ -189,16 +191,16 @@ func (m *Memory) Writer(Scope) (client.Client, error) {
 }
 
 // Relabel gives every record of the release exactly the carried labels want among keys.
-func (m *Memory) Relabel(_ context.Context, s Scope, name string, keys []string, want map[string]string) error {
+func (m *Memory) Relabel(_ context.Context, s helm.Scope, name string, keys []string, want map[string]string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.storage(s.Namespace, storing{})
+	st := m.storage(s.Namespace, helm.Marks{})
 	hist, err := st.History(name)
 	if err != nil {
 		return err
 	}
 	for _, r := range hist {
-		if CarriedMatch(keys, want, r.Labels) {
+		if helm.CarriedMatch(keys, want, r.Labels) {
 			continue
 		}
 		for _, k := range keys {
@@ -226,4 +228,15 @@ func (o manifestOverride) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 		return rendered, nil
 	}
 	return bytes.NewBufferString(string(o)), nil
+}
+
+// Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
+// Kube.WatchUntilReadyError fails it.
+func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{}))
+	rt.Namespace = s.Namespace
+	rt.Timeout = timeout
+	return rt.Run(name)
 }

@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"crypto/sha256"
@@ -11,6 +11,12 @@ import (
 )
 
 // Labels rudder puts on every release it makes (Helm stores them on the release Secret).
+// RecordPrefix starts the name of every record Helm's Secret and ConfigMap drivers store.
+const RecordPrefix = "sh.helm.release.v1."
+
+// RecordType is the type of the Secrets Helm's storage driver writes.
+const RecordType = "helm.sh/release.v1"
+
 const (
 	// LabelOwnerUID ties a release to exactly one CR; a release without it, or with another
 	// UID, is never taken over.

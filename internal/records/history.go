@@ -1,4 +1,4 @@
-package helm
+package records
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 
 // What a Client and a Memory read and repair of a release's history, on Helm's storage.
 
-func lastOf(st *storage.Storage, name string) (*release.Release, error) {
+func Last(st *storage.Storage, name string) (*release.Release, error) {
 	rel, err := st.Last(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
@@ -20,7 +20,7 @@ func lastOf(st *storage.Storage, name string) (*release.Release, error) {
 	return rel, err
 }
 
-func revisionOf(st *storage.Storage, name string, version int) (*release.Release, error) {
+func Revision(st *storage.Storage, name string, version int) (*release.Release, error) {
 	rel, err := st.Get(name, version)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
@@ -28,7 +28,7 @@ func revisionOf(st *storage.Storage, name string, version int) (*release.Release
 	return rel, err
 }
 
-func lastDeployedOf(st *storage.Storage, name string, before int) (*release.Release, error) {
+func LastDeployed(st *storage.Storage, name string, before int) (*release.Release, error) {
 	hist, err := st.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
@@ -51,13 +51,13 @@ func lastDeployedOf(st *storage.Storage, name string, before int) (*release.Rele
 	return best, nil
 }
 
-func unlock(st *storage.Storage, rel *release.Release) error {
+func Unlock(st *storage.Storage, rel *release.Release) error {
 	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
 	return st.Update(rel)
 }
 
-// supersedeOlder marks every deployed revision of a release but the newest superseded.
-func supersedeOlder(st *storage.Storage, name string) ([]int, error) {
+// SupersedeOlder marks every deployed revision of a release but the newest superseded.
+func SupersedeOlder(st *storage.Storage, name string) ([]int, error) {
 	deployed, err := st.DeployedAll(name)
 	if errors.Is(err, driver.ErrNoDeployedReleases) {
 		return nil, nil
