@@ -28,6 +28,7 @@ var Commands = map[string]struct {
 	"scaffold": {"write a CRD, RBAC, a watches.yaml entry and a sample CR for a chart", Scaffold},
 	"template": {"print what rudder would apply for each CR, without a cluster", Template},
 	"lint":     {"check watches.yaml, every chart (helm lint --strict) and CR files", Lint},
+	"diff":     {"show what a chart edit would change for each CR, before it is live", Diff},
 }
 
 // Known lists every subcommand, for messages.
@@ -42,6 +43,28 @@ func Known() string {
 
 // errUsage is returned after a usage message was printed.
 var errUsage = errors.New("usage")
+
+// exitError ends a subcommand with an exit code of its own, printing err when there is one:
+// diff's 1 for "something changes" (errDiffers) and 2 for trouble, as diff(1) has them.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// errDiffers: diff found changes (exit 1, nothing more to say).
+var errDiffers = &exitError{code: 1}
+
+// trouble is err as diff(1)'s trouble: exit 2.
+func trouble(err error) error { return &exitError{code: 2, err: err} }
 
 // Run runs one subcommand and returns the process's exit code: 0, 1 for what it found wrong
 // (printed to stderr), 2 for a usage error.
@@ -64,9 +87,15 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	err := cmd.Run(ctx, args[1:], env)
+	var ee *exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "rudder %s: %v\n", args[0], ee.err)
+		}
+		return ee.code
 	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
 		return 2
 	default:

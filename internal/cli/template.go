@@ -74,6 +74,9 @@ func Template(ctx context.Context, args []string, env Env) error {
 	return nil
 }
 
+// errValuesSchema: a CR's values do not match its chart's values.schema.json.
+var errValuesSchema = errors.New("values do not match the chart's values.schema.json")
+
 // defaultKubeVersion is the Kubernetes minor rudder is built against (its client-go), which
 // charts with a kubeVersion constraint care about; Helm's own default is far older.
 func defaultKubeVersion() string {
@@ -163,7 +166,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 		}
 	}
 	if err := helm.ValidateValues(ch, values); err != nil {
-		return nil, fmt.Errorf("values do not match the chart's values.schema.json: %w", err)
+		return nil, fmt.Errorf("%w: %w", errValuesSchema, err)
 	}
 	vd, err := records.ValuesDigest(values)
 	if err != nil {

@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+)
+
+// Diff shows what a chart edit would do to each CR before it is made live. Every CR of the
+// files it is given is rendered twice, as `rudder template` renders it: with the watches (and
+// so the charts and their layers) of --from, as they are live, and with those of
+// --watches-file, as edited. For each CR it prints the unified diff of every object that
+// changes, added or removed (manifest and hooks), in kubectl diff's form, and says which CRs
+// the edit makes fail, and why: their values no longer validate, the chart no longer renders,
+// or what it renders breaks the watch's confinement or a limit. Exit codes are diff(1)'s: 0
+// when nothing changes, 1 when something does, 2 on trouble (a flag, a file that cannot be
+// read, a watches file that does not load).
+func Diff(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("diff", "--from OLD_WATCHES [--watches-file NEW_WATCHES] [--kube-version V] [--api-versions G/V,...] [--values-from DIR] CR_FILE...", env.Stderr)
+	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CRs are rendered from now")
+	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml as edited (its charts as edited)")
+	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
+	apiVersions := fs.String("api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
+	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 || *from == "" {
+		fs.Usage()
+		return errUsage
+	}
+	var before, after *renderer
+	var err error
+	if before, err = newRenderer(*from, *kubeVersion, *apiVersions, env.Hooks); err != nil {
+		return trouble(fmt.Errorf("--from: %w", err))
+	}
+	if after, err = newRenderer(*wf, *kubeVersion, *apiVersions, env.Hooks); err != nil {
+		return trouble(fmt.Errorf("--watches-file: %w", err))
+	}
+	before.valuesFrom, after.valuesFrom = *valuesFrom, *valuesFrom
+	differ := false
+	for _, file := range fs.Args() {
+		crs, err := readCRs(file)
+		if err != nil {
+			return trouble(err)
+		}
+		for _, cr := range crs {
+			if diffCR(ctx, env.Stdout, cr, before, after) {
+				differ = true
+			}
+		}
+	}
+	if differ {
+		return errDiffers
+	}
+	return nil
+}
+
+// diffCR prints what the edit does to one CR and reports whether it changes anything.
+func diffCR(ctx context.Context, w io.Writer, cr *unstructured.Unstructured, before, after *renderer) bool {
+	if cr.GetNamespace() == "" {
+		cr.SetNamespace("default")
+	}
+	old, oldErr := before.render(ctx, cr.DeepCopy())
+	cur, curErr := after.render(ctx, cr.DeepCopy())
+	what := describeCR(cr)
+	switch {
+	case oldErr != nil && curErr != nil:
+		if oldErr.Error() == curErr.Error() {
+			return false // broken alike before and after: the edit changes nothing for it
+		}
+		fmt.Fprintf(w, "! %s: fails before and after the edit, differently\n  before: %v\n  after (%s): %v\n", what, oldErr, failureClass(curErr), curErr)
+		return true
+	case curErr != nil:
+		fmt.Fprintf(w, "! %s: the edit makes it fail (%s): %v\n", what, failureClass(curErr), curErr)
+		return true
+	case oldErr != nil:
+		fmt.Fprintf(w, "! %s: renders after the edit; before, it failed: %v\n", what, oldErr)
+		return true
+	}
+	// A chart may render differently each time (a password it generates when none is given):
+	// the fields two renders of the same chart disagree on are no change of the edit's.
+	random := map[string][][]string{}
+	if again, err := before.render(ctx, cr.DeepCopy()); err == nil {
+		random = generatedFields(old, again)
+	}
+	changes, err := objectDiffs(old, cur, random)
+	if err != nil {
+		fmt.Fprintf(w, "! %s: %v\n", what, err)
+		return true
+	}
+	for _, key := range slices.Sorted(maps.Keys(random)) {
+		fields := fmt.Sprintf("%d fields differ", len(random[key]))
+		if len(random[key]) == 1 {
+			fields = "1 field differs"
+		}
+		fmt.Fprintf(w, "# %s: %s: %s on every render (values the chart generates), shown as %q\n", what, key, fields, generated)
+	}
+	if len(changes) == 0 {
+		return false
+	}
+	objects := "objects change"
+	if len(changes) == 1 {
+		objects = "object changes"
+	}
+	fmt.Fprintf(w, "# %s: release %s in namespace %s: %d %s\n", what, cur.Name, cur.Namespace, len(changes), objects)
+	for _, key := range slices.Sorted(maps.Keys(changes)) {
+		fmt.Fprint(w, changes[key])
+	}
+	return true
+}
+
+// failureClass names why a render fails, for the people deciding whether to make the edit
+// live: the watch's confinement, one of its limits, the values against the chart's schema, the
+// watch's post-renderers, or the chart itself.
+func failureClass(err error) string {
+	var ce *helm.ConfinementError
+	var le *helm.LimitError
+	switch {
+	case errors.As(err, &ce):
+		return "breaks the watch's confinement"
+	case errors.As(err, &le):
+		return "past the watch's limit " + le.Limit
+	case helm.IsPostRenderError(err):
+		return "the watch's post-renderers fail"
+	case errors.Is(err, errValuesSchema):
+		return "values do not validate"
+	}
+	return "does not render"
+}
+
+// generated stands for a field whose value the chart generates anew on every render.
+const generated = "(generated on every render)"
+
+// generatedFields are, by object, the fields two renders of the same chart and values disagree
+// on.
+func generatedFields(a, b *release.Release) map[string][][]string {
+	objsA, errA := releaseObjects(a)
+	objsB, errB := releaseObjects(b)
+	out := map[string][][]string{}
+	if errA != nil || errB != nil {
+		return out
+	}
+	for key, oa := range objsA {
+		if ob, ok := objsB[key]; ok {
+			var paths [][]string
+			differingFields(oa, ob, nil, &paths)
+			if len(paths) > 0 {
+				out[key] = paths
+			}
+		}
+	}
+	return out
+}
+
+// differingFields adds to out the paths below path at which a and b differ.
+func differingFields(a, b any, path []string, out *[][]string) {
+	ma, okA := a.(map[string]any)
+	mb, okB := b.(map[string]any)
+	if okA && okB {
+		for _, k := range slices.Sorted(maps.Keys(maps.Collect(keysOf(ma, mb)))) {
+			differingFields(ma[k], mb[k], append(slices.Clone(path), k), out)
+		}
+		return
+	}
+	la, okA := a.([]any)
+	lb, okB := b.([]any)
+	if okA && okB && len(la) == len(lb) {
+		for i := range la {
+			differingFields(la[i], lb[i], append(slices.Clone(path), strconv.Itoa(i)), out)
+		}
+		return
+	}
+	if !equality.Semantic.DeepEqual(a, b) {
+		*out = append(*out, path)
+	}
+}
+
+// masked sets each of paths in obj, where it is, to generated.
+func masked(obj map[string]any, paths [][]string) {
+	for _, p := range paths {
+		var cur any = obj
+		for i, k := range p {
+			last := i == len(p)-1
+			switch c := cur.(type) {
+			case map[string]any:
+				if _, ok := c[k]; ok && last {
+					c[k] = generated
+				}
+				cur = c[k]
+			case []any:
+				n, err := strconv.Atoi(k)
+				if err != nil || n >= len(c) {
+					cur = nil
+					continue
+				}
+				if last {
+					c[n] = generated
+				}
+				cur = c[n]
+			default:
+				cur = nil
+			}
+		}
+	}
+}
+
+// objectDiffs are the unified diffs of the objects of two renders of one release, manifest
+// and hooks, by kind, namespace and name (hooks' keys say so), with the fields the chart
+// generates (by object) masked in both.
+func objectDiffs(old, cur *release.Release, generated map[string][][]string) (map[string]string, error) {
+	before, err := releaseObjects(old)
+	if err != nil {
+		return nil, fmt.Errorf("before the edit: %w", err)
+	}
+	after, err := releaseObjects(cur)
+	if err != nil {
+		return nil, fmt.Errorf("after the edit: %w", err)
+	}
+	out := map[string]string{}
+	for _, key := range slices.Sorted(maps.Keys(maps.Collect(keysOf(before, after)))) {
+		a, err := yamlOf(before[key], generated[key])
+		if err != nil {
+			return nil, err
+		}
+		b, err := yamlOf(after[key], generated[key])
+		if err != nil {
+			return nil, err
+		}
+		if a == b {
+			continue
+		}
+		d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: lines(a), B: lines(b),
+			FromFile: "before/" + key, ToFile: "after/" + key, Context: 3})
+		if err != nil {
+			return nil, err
+		}
+		out[key] = d
+	}
+	return out, nil
+}
+
+// yamlOf is obj as YAML with sorted keys, its generated fields masked ("" for no object).
+func yamlOf(obj map[string]any, generated [][]string) (string, error) {
+	if obj == nil {
+		return "", nil
+	}
+	obj = runtime.DeepCopyJSON(obj)
+	masked(obj, generated)
+	y, err := yaml.Marshal(obj)
+	return string(y), err
+}
+
+// keysOf yields the keys of both maps.
+func keysOf[V any](a, b map[string]V) iter.Seq2[string, bool] {
+	return func(yield func(string, bool) bool) {
+		for _, m := range []map[string]V{a, b} {
+			for k := range m {
+				if !yield(k, true) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// lines are text's lines, each with its newline ("" has none).
+func lines(text string) []string {
+	if text == "" {
+		return nil
+	}
+	return difflib.SplitLines(strings.TrimSuffix(text, "\n"))
+}
+
+// releaseObjects are the objects of a render's manifest and hooks by key: Kind.group, then
+// namespace and name (a hook's key says so: an object may be a hook in one render and not in
+// the other).
+func releaseObjects(rel *release.Release) (map[string]map[string]any, error) {
+	out := map[string]map[string]any{}
+	collect := func(manifest, prefix string) error {
+		objs, err := helm.ParseManifest(manifest, rel.Namespace, helm.StaticMapper())
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			key := o.GroupVersionKind().GroupKind().String() + "/"
+			if ns := o.GetNamespace(); ns != "" {
+				key += ns + "/"
+			}
+			out[prefix+key+o.GetName()] = o.Object
+		}
+		return nil
+	}
+	if err := collect(rel.Manifest, ""); err != nil {
+		return nil, err
+	}
+	for _, h := range rel.Hooks {
+		if err := collect(h.Manifest, "hook:"); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
