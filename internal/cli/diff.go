@@ -31,12 +31,10 @@ import (
 // when nothing changes, 1 when something does, 2 on trouble (a flag, a file that cannot be
 // read, a watches file that does not load).
 func Diff(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("diff", "--from OLD_WATCHES [--watches-file NEW_WATCHES] [--kube-version V] [--api-versions G/V,...] [--values-from DIR] CR_FILE...", env.Stderr)
+	fs := newFlags("diff", "--from LIVE_WATCHES [--watches-file EDITED_WATCHES] "+renderUsage+" CR_FILE...", env.Stderr)
 	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CRs are rendered from now")
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml as edited (its charts as edited)")
-	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
-	apiVersions := fs.String("api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
-	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
+	opts := renderFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -46,13 +44,12 @@ func Diff(ctx context.Context, args []string, env Env) error {
 	}
 	var before, after *renderer
 	var err error
-	if before, err = newRenderer(*from, *kubeVersion, *apiVersions, env.Hooks); err != nil {
+	if before, err = newRenderer(*from, *opts, env.Hooks); err != nil {
 		return trouble(fmt.Errorf("--from: %w", err))
 	}
-	if after, err = newRenderer(*wf, *kubeVersion, *apiVersions, env.Hooks); err != nil {
+	if after, err = newRenderer(*wf, *opts, env.Hooks); err != nil {
 		return trouble(fmt.Errorf("--watches-file: %w", err))
 	}
-	before.valuesFrom, after.valuesFrom = *valuesFrom, *valuesFrom
 	differ := false
 	for _, file := range fs.Args() {
 		crs, err := readCRs(file)

@@ -55,12 +55,12 @@ func Lint(ctx context.Context, args []string, env Env) error {
 		seen[path] = true
 		lintChart(path, watches.CheckValuesOf(ws, path), report)
 	}
-	r, err := newRenderer(*wf, defaultKubeVersion(), "", env.Hooks)
+	r, err := newRenderer(*wf, renderOptions{kubeVersion: defaultKubeVersion(), valuesFrom: *valuesFrom}, env.Hooks)
 	if err != nil {
 		return err
 	}
 	// The sources are the cluster's: a CR is rendered with those given, and without the rest.
-	r.valuesFrom, r.anyMissing = *valuesFrom, true
+	r.anyMissing = true
 	for _, file := range fs.Args() {
 		crs, err := readCRs(file)
 		if err != nil {

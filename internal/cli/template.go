@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,11 +32,9 @@ import (
 // Template prints what rudder would apply for each CR of the files it is given.
 func Template(ctx context.Context, args []string, env Env) error {
 	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("template", "[--watches-file W] [--kube-version V] [--api-versions G/V,...] [--values-from DIR] CR_FILE...", stderr)
+	fs := newFlags("template", "[--watches-file W] "+renderUsage+" CR_FILE...", stderr)
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
-	kubeVersion := fs.String("kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
-	apiVersions := fs.String("api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
-	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
+	opts := renderFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -43,11 +42,10 @@ func Template(ctx context.Context, args []string, env Env) error {
 		fs.Usage()
 		return errUsage
 	}
-	r, err := newRenderer(*wf, *kubeVersion, *apiVersions, env.Hooks)
+	r, err := newRenderer(*wf, *opts, env.Hooks)
 	if err != nil {
 		return err
 	}
-	r.valuesFrom = *valuesFrom
 	var failed []string
 	for _, file := range fs.Args() {
 		crs, err := readCRs(file)
@@ -107,12 +105,32 @@ type renderer struct {
 	anyMissing bool
 }
 
-func newRenderer(watchesFile, kubeVersion, apiVersions string, hooks *hook.Registry) (*renderer, error) {
+// renderOptions are how a subcommand renders CRs offline (renderFlags).
+type renderOptions struct {
+	kubeVersion, apiVersions string
+	// valuesFrom is the directory of the valuesFrom sources' content.
+	valuesFrom string
+}
+
+// renderUsage spells renderFlags' flags for a usage line.
+const renderUsage = "[--kube-version V] [--api-versions G/V,...] [--values-from DIR]"
+
+// renderFlags are the flags of the subcommands that render CRs as the reconciler does.
+func renderFlags(fs *flag.FlagSet) *renderOptions {
+	o := &renderOptions{}
+	fs.StringVar(&o.kubeVersion, "kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
+	fs.StringVar(&o.apiVersions, "api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
+	fs.StringVar(&o.valuesFrom, "values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
+	return o
+}
+
+func newRenderer(watchesFile string, opts renderOptions, hooks *hook.Registry) (*renderer, error) {
+	kubeVersion, apiVersions := opts.kubeVersion, opts.apiVersions
 	ws, err := watches.Load(watchesFile)
 	if err != nil {
 		return nil, err
 	}
-	r := &renderer{watches: map[schema.GroupVersionKind]*watches.Watch{}, file: watchesFile,
+	r := &renderer{watches: map[schema.GroupVersionKind]*watches.Watch{}, file: watchesFile, valuesFrom: opts.valuesFrom,
 		hooks: hooks, mapper: helm.StaticMapper(), caps: chartutil.DefaultCapabilities.Copy()}
 	for _, w := range ws {
 		r.watches[w.GroupVersionKind()] = w
