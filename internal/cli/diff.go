@@ -14,68 +14,95 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// Diff shows what a chart edit would do to each CR before it is made live. Every CR of the
-// files it is given is rendered twice, as `rudder template` renders it: with the watches (and
-// so the charts and their layers) of --from, as they are live, and with those of
-// --watches-file, as edited. For each CR it prints the unified diff of every object that
-// changes, added or removed (manifest and hooks), in kubectl diff's form, and says which CRs
-// the edit makes fail, and why: their values no longer validate, the chart no longer renders,
-// or what it renders breaks the watch's confinement or a limit. Exit codes are diff(1)'s: 0
-// when nothing changes, 1 when something does, 2 on trouble (a flag, a file that cannot be
-// read, a watches file that does not load).
+// Diff shows what a chart edit would do to each CR before it is made live. Each CR is rendered
+// as `rudder template` renders it, with the watches (and so the charts and their layers) of
+// --watches-file, as edited, and compared with what it is rendered from now:
+//   - offline, for the CR files given: with the watches of --from, as they are live;
+//   - with --cluster, for every CR of each edited watch's kind in the cluster of --kubeconfig
+//     (in --namespace, or all): with its release's newest revision as Helm stored it.
+//
+// For each CR it prints the unified diff of every object that changes, is added or removed
+// (manifest and hooks), in kubectl diff's form, and says which CRs the edit makes fail, and
+// why: their values no longer validate, the chart no longer renders, or what it renders breaks
+// the watch's confinement or a limit. Exit codes are diff(1)'s: 0 when nothing changes, 1 when
+// something does, 2 on trouble (a flag, a file that cannot be read, a watches file that does
+// not load, a cluster that cannot be read).
 func Diff(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("diff", "--from LIVE_WATCHES [--watches-file EDITED_WATCHES] "+renderUsage+" CR_FILE...", env.Stderr)
-	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CRs are rendered from now")
+	fs := newFlags("diff", "[--watches-file EDITED_WATCHES] "+renderUsage+" (--from LIVE_WATCHES CR_FILE... | --cluster [--kubeconfig K] [--namespace NS])", env.Stderr)
+	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CR files are rendered from now")
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml as edited (its charts as edited)")
+	inCluster := fs.Bool("cluster", false, "compare every CR of the edited watches' kinds in the cluster with its release's newest revision")
+	kubeconfig := fs.String("kubeconfig", "", "with --cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	namespace := fs.String("namespace", "", "with --cluster: only the CRs of this namespace (default: all)")
 	opts := renderFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 || *from == "" {
+	if *inCluster == (*from != "") || *inCluster == (fs.NArg() > 0) {
 		fs.Usage()
 		return errUsage
 	}
-	var before, after *renderer
-	var err error
-	if before, err = newRenderer(*from, *opts, env.Hooks); err != nil {
-		return trouble(fmt.Errorf("--from: %w", err))
-	}
-	if after, err = newRenderer(*wf, *opts, env.Hooks); err != nil {
+	after, err := newRenderer(*wf, *opts, env.Hooks)
+	if err != nil {
 		return trouble(fmt.Errorf("--watches-file: %w", err))
 	}
-	differ := false
-	for _, file := range fs.Args() {
-		crs, err := readCRs(file)
-		if err != nil {
-			return trouble(err)
-		}
-		for _, cr := range crs {
-			if diffCR(ctx, env.Stdout, cr, before, after) {
-				differ = true
-			}
-		}
+	var differ bool
+	if *inCluster {
+		differ, err = diffCluster(ctx, env.Stdout, after, *kubeconfig, *namespace)
+	} else {
+		differ, err = diffFiles(ctx, env.Stdout, after, *from, *opts, env, fs.Args())
 	}
-	if differ {
+	switch {
+	case err != nil:
+		return trouble(err)
+	case differ:
 		return errDiffers
 	}
 	return nil
 }
 
-// diffCR prints what the edit does to one CR and reports whether it changes anything.
-func diffCR(ctx context.Context, w io.Writer, cr *unstructured.Unstructured, before, after *renderer) bool {
-	if cr.GetNamespace() == "" {
-		cr.SetNamespace("default")
+// diffFiles diffs the CRs of files, rendered with the watches of from and with after's.
+func diffFiles(ctx context.Context, w io.Writer, after *renderer, from string, opts renderOptions, env Env, files []string) (bool, error) {
+	before, err := newRenderer(from, opts, env.Hooks)
+	if err != nil {
+		return false, fmt.Errorf("--from: %w", err)
 	}
-	old, oldErr := before.render(ctx, cr.DeepCopy())
-	cur, curErr := after.render(ctx, cr.DeepCopy())
-	what := describeCR(cr)
+	differ := false
+	for _, file := range files {
+		crs, err := readCRs(file)
+		if err != nil {
+			return false, err
+		}
+		for _, cr := range crs {
+			if cr.GetNamespace() == "" {
+				cr.SetNamespace("default")
+			}
+			old, oldErr := before.render(ctx, cr.DeepCopy())
+			cur, curErr := after.render(ctx, cr.DeepCopy())
+			// A chart may render differently each time (a password it generates when none is
+			// given): the fields two renders of the live chart disagree on are no change.
+			var generated map[string][][]string
+			if again, err := before.render(ctx, cr.DeepCopy()); err == nil && oldErr == nil {
+				generated = generatedFields(old, again)
+			}
+			if compare(w, describeCR(cr), old, oldErr, cur, curErr, generated) {
+				differ = true
+			}
+		}
+	}
+	return differ, nil
+}
+
+// compare prints what the edit does to one CR, from its release as it is (old, or the error
+// that renders none) to as the edit renders it (cur, or curErr), with the fields the chart
+// generates masked, and reports whether it changes anything.
+func compare(w io.Writer, what string, old *release.Release, oldErr error, cur *release.Release, curErr error, generated map[string][][]string) bool {
 	switch {
 	case oldErr != nil && curErr != nil:
 		if oldErr.Error() == curErr.Error() {
@@ -90,23 +117,17 @@ func diffCR(ctx context.Context, w io.Writer, cr *unstructured.Unstructured, bef
 		fmt.Fprintf(w, "! %s: renders after the edit; before, it failed: %v\n", what, oldErr)
 		return true
 	}
-	// A chart may render differently each time (a password it generates when none is given):
-	// the fields two renders of the same chart disagree on are no change of the edit's.
-	random := map[string][][]string{}
-	if again, err := before.render(ctx, cr.DeepCopy()); err == nil {
-		random = generatedFields(old, again)
-	}
-	changes, err := objectDiffs(old, cur, random)
+	changes, err := objectDiffs(old, cur, generated)
 	if err != nil {
 		fmt.Fprintf(w, "! %s: %v\n", what, err)
 		return true
 	}
-	for _, key := range slices.Sorted(maps.Keys(random)) {
-		fields := fmt.Sprintf("%d fields differ", len(random[key]))
-		if len(random[key]) == 1 {
+	for _, key := range slices.Sorted(maps.Keys(generated)) {
+		fields := fmt.Sprintf("%d fields differ", len(generated[key]))
+		if len(generated[key]) == 1 {
 			fields = "1 field differs"
 		}
-		fmt.Fprintf(w, "# %s: %s: %s on every render (values the chart generates), shown as %q\n", what, key, fields, generated)
+		fmt.Fprintf(w, "# %s: %s: %s on every render (values the chart generates), shown as %q\n", what, key, fields, generatedValue)
 	}
 	if len(changes) == 0 {
 		return false
@@ -141,8 +162,8 @@ func failureClass(err error) string {
 	return "does not render"
 }
 
-// generated stands for a field whose value the chart generates anew on every render.
-const generated = "(generated on every render)"
+// generatedValue stands for a field whose value the chart generates anew on every render.
+const generatedValue = "(generated on every render)"
 
 // generatedFields are, by object, the fields two renders of the same chart and values disagree
 // on.
@@ -188,7 +209,7 @@ func differingFields(a, b any, path []string, out *[][]string) {
 	}
 }
 
-// masked sets each of paths in obj, where it is, to generated.
+// masked sets each of paths in obj, where it is, to generatedValue.
 func masked(obj map[string]any, paths [][]string) {
 	for _, p := range paths {
 		var cur any = obj
@@ -197,7 +218,7 @@ func masked(obj map[string]any, paths [][]string) {
 			switch c := cur.(type) {
 			case map[string]any:
 				if _, ok := c[k]; ok && last {
-					c[k] = generated
+					c[k] = generatedValue
 				}
 				cur = c[k]
 			case []any:
@@ -207,7 +228,7 @@ func masked(obj map[string]any, paths [][]string) {
 					continue
 				}
 				if last {
-					c[n] = generated
+					c[n] = generatedValue
 				}
 				cur = c[n]
 			default:

@@ -176,10 +176,16 @@ func TestDiffNamesWhatTheEditBreaks(t *testing.T) {
 			}
 		})
 	}
-	if code, _, stderr := run("diff", "--from", filepath.Join(tmp, "nowhere.yaml"), filepath.Join(tmp, "cr.yaml")); code != 2 || !strings.Contains(stderr, "--from") {
+	if code, _, stderr := run("diff", "--from", filepath.Join(tmp, "nowhere.yaml"), "--watches-file", filepath.Join(tmp, "before", "watches.yaml"), filepath.Join(tmp, "cr.yaml")); code != 2 || !strings.Contains(stderr, "--from") {
 		t.Fatalf("a --from that does not load: exit %d, want 2\n%s", code, stderr)
 	}
-	if code, _, _ := run("diff", filepath.Join(tmp, "cr.yaml")); code != 2 {
-		t.Fatalf("without --from: exit %d, want 2 (usage)", code)
+	for _, args := range [][]string{
+		{"diff", filepath.Join(tmp, "cr.yaml")},                                  // neither --from nor --cluster
+		{"diff", "--cluster", "--from", "w.yaml", filepath.Join(tmp, "cr.yaml")}, // both
+		{"diff", "--cluster", filepath.Join(tmp, "cr.yaml")},                     // CR files against a cluster
+	} {
+		if code, _, _ := run(args...); code != 2 {
+			t.Fatalf("%v: exit %d, want 2 (usage)", args, code)
+		}
 	}
 }

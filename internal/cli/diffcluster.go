@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// diffCluster diffs every CR of each of after's watched kinds in the cluster of kubeconfig
+// (in namespace, or all), as after renders it, with its release's newest revision as stored.
+// A CR without a release yet shows everything its install would make. What the stored
+// revision was rendered with that an offline render lacks shows as a change too: lookups
+// (which find nothing offline) and valuesFrom sources (read from --values-from).
+func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, namespace string) (bool, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return false, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return false, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	differ := false
+	kinds := slices.SortedFunc(maps.Keys(after.watches), func(a, b schema.GroupVersionKind) int { return cmp.Compare(a.String(), b.String()) })
+	for _, gvk := range kinds {
+		wt := after.watches[gvk]
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: wt.LabelSelector()})
+		if meta.IsNoMatchError(err) {
+			fmt.Fprintf(w, "# %s: the cluster does not serve the kind\n", gvk.GroupKind())
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("listing the %s CRs: %w", gvk.GroupKind(), err)
+		}
+		for i := range list.Items {
+			cr := &list.Items[i]
+			live, err := liveRelease(cs, wt.ReleaseNameOf, cr)
+			if err != nil {
+				return false, err
+			}
+			cur, curErr := after.render(ctx, cr.DeepCopy())
+			// What the edited chart generates anew on every render is no change.
+			var generated map[string][][]string
+			if again, err := after.render(ctx, cr.DeepCopy()); err == nil && curErr == nil {
+				generated = generatedFields(cur, again)
+			}
+			if compare(w, describeCR(cr), live, nil, cur, curErr, generated) {
+				differ = true
+			}
+		}
+	}
+	return differ, nil
+}
+
+// liveRelease is the newest revision of cr's release as Helm stored it, or an empty release
+// when it has none yet (its install makes everything).
+func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error), cr *unstructured.Unstructured) (*release.Release, error) {
+	name, err := releaseName(cr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", describeCR(cr), err)
+	}
+	rel, err := records.Last(storage.Init(records.NewDriver(cs.CoreV1().Secrets(cr.GetNamespace()))), name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading release %s: %w", describeCR(cr), name, err)
+	}
+	if rel == nil {
+		rel = &release.Release{Name: name, Namespace: cr.GetNamespace()}
+	}
+	return rel, nil
+}
