@@ -18,7 +18,9 @@ import (
 // TestDiffAgainstTheCluster: `rudder diff --cluster` compares every Widget of a namespace,
 // rendered with an edited copy of the widget chart, with its release's newest revision as
 // rudder stored it: the unedited chart (comments added) changes nothing, exactly as rudder
-// rendered it, and a values edit changes the one object it reaches in each release.
+// rendered it, a values edit changes the one object it reaches in each release, and an edit of
+// a Deployment's selector is named as one that needs upgrade.force (the API server's dry run
+// refuses the update).
 func TestDiffAgainstTheCluster(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -74,5 +76,31 @@ func TestDiffAgainstTheCluster(t *testing.T) {
 	}
 	if code != 1 || t.Failed() {
 		t.Fatalf("a values edit: exit %d, want 1\n%s", code, out)
+	}
+	if strings.Contains(out, "upgrade.force") {
+		t.Fatalf("a values edit said to need upgrade.force:\n%s", out)
+	}
+
+	tmpl := filepath.Join(edited, "widget", "templates", "all.yaml")
+	tb, err := os.ReadFile(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector := strings.ReplaceAll(string(tb), "{app: {{ .Release.Name }}}", "{app: {{ .Release.Name }}-v2}")
+	if selector == string(tb) {
+		t.Fatal("the widget chart's selector is not where the test edits it")
+	}
+	if err := os.WriteFile(tmpl, []byte(selector), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out = diff()
+	for _, name := range []string{"one", "two"} {
+		want := "! Widget " + ns + "/" + name + ": Deployment.apps/" + ns + "/" + name + " changes a field that cannot change: its upgrade fails and is rolled back unless the watch sets upgrade.force"
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in", want)
+		}
+	}
+	if code != 1 || t.Failed() {
+		t.Fatalf("a selector edit: exit %d, want 1\n%s", code, out)
 	}
 }

@@ -25,7 +25,9 @@ import (
 // --watches-file, as edited, and compared with what it is rendered from now:
 //   - offline, for the CR files given: with the watches of --from, as they are live;
 //   - with --cluster, for every CR of each edited watch's kind in the cluster of --kubeconfig
-//     (in --namespace, or all): with its release's newest revision as Helm stored it.
+//     (in --namespace, or all): with its release's newest revision as Helm stored it; each
+//     object that changes is asked about with a server-side dry run of its update, which says
+//     which need upgrade.force.
 //
 // For each CR it prints the unified diff of every object that changes, is added or removed
 // (manifest and hooks), in kubectl diff's form, and says which CRs the edit makes fail, and

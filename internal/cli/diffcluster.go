@@ -3,20 +3,25 @@ package cli
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -68,11 +73,56 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 			}
 			if compare(w, describeCR(cr), live, nil, cur, curErr, generated) {
 				differ = true
+				if curErr == nil {
+					if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Forces(), live, cur, generated); err != nil {
+						return false, err
+					}
+				}
 			}
 		}
 	}
 	return differ, nil
 }
+
+// checkUpdates asks the API server, with a server-side dry run of each object the edit changes
+// as the edited render has it, whether it would take the update, and says which it refuses
+// because a field that cannot change does: those need upgrade.force (deleted and created), and
+// without it the CR's upgrade fails and is rolled back. Hooks are made anew by each action and
+// are not asked about.
+func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string, forces bool, live, cur *release.Release, generated map[string][][]string) error {
+	changes, err := objectDiffs(live, cur, generated)
+	if err != nil {
+		return nil // compare said so already
+	}
+	before, _ := releaseObjects(live)
+	after, _ := releaseObjects(cur)
+	for _, key := range slices.Sorted(maps.Keys(changes)) {
+		if before[key] == nil || after[key] == nil || strings.HasPrefix(key, "hook:") {
+			continue // created or deleted: no update to refuse
+		}
+		data, err := json.Marshal(after[key])
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{Object: after[key]}
+		err = c.Patch(ctx, obj.DeepCopy(), client.RawPatch(types.ApplyPatchType, data), client.DryRunAll, client.ForceOwnership, client.FieldOwner(diffFieldOwner))
+		switch {
+		case err == nil:
+		case helm.ImmutableField(err) && forces:
+			fmt.Fprintf(w, "# %s: %s changes a field that cannot change: upgrade.force replaces it (deletes and creates it)\n", what, key)
+		case helm.ImmutableField(err):
+			fmt.Fprintf(w, "! %s: %s changes a field that cannot change: its upgrade fails and is rolled back unless the watch sets upgrade.force: %v\n", what, key, err)
+		case apierrors.IsForbidden(err):
+			fmt.Fprintf(w, "# %s: %s: not checked with a dry run: %v\n", what, key, err)
+		default:
+			fmt.Fprintf(w, "! %s: %s: the API server would refuse the update: %v\n", what, key, err)
+		}
+	}
+	return nil
+}
+
+// diffFieldOwner is the field manager of diff's dry runs (nothing is written).
+const diffFieldOwner = "rudder-diff"
 
 // liveRelease is the newest revision of cr's release as Helm stored it, or an empty release
 // when it has none yet (its install makes everything).
