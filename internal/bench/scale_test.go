@@ -34,7 +34,8 @@ import (
 
 // BenchmarkScale runs rudder as a process of its own, built from this checkout and started as
 // a cluster would start it, over N CRs of the bench chart (a Deployment and a Service), for
-// N = 300 and 2000 (RUDDER_BENCH_SCALE="300,2000" overrides). Each N gets a minimal control
+// N = 300 and 2000 (RUDDER_BENCH_SCALE="300,2000" overrides; "2000/100" spreads the N CRs, and
+// the direct store's objects, over 100 namespaces, round robin). Each N gets a minimal control
 // plane of its own (etcd and kube-apiserver, no controller manager: nothing else competes),
 // and every process shares every core, as rudder shares nodes with the API server on small
 // clusters:
@@ -59,10 +60,15 @@ import (
 // --pprof-bind-address.
 func BenchmarkScale(b *testing.B) {
 	var largest *scaleRun
-	for _, n := range scaleSizes() {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+	for _, size := range scaleSizes() {
+		n := size.n
+		name := fmt.Sprintf("N=%d", n)
+		if size.spread > 1 {
+			name += fmt.Sprintf(",namespaces=%d", size.spread)
+		}
+		b.Run(name, func(b *testing.B) {
 			onlyOnce(b)
-			r := runScale(b, n)
+			r := runScale(b, size)
 			b.ReportMetric(r.rate, "CR/s")
 			b.ReportMetric(r.converge.Seconds(), "s-converge")
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
@@ -96,18 +102,48 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-func scaleSizes() []int {
+// scaleSize is one point of BenchmarkScale: n CRs over spread namespaces.
+type scaleSize struct{ n, spread int }
+
+func scaleSizes() []scaleSize {
 	spec := os.Getenv("RUDDER_BENCH_SCALE")
 	if spec == "" {
-		return []int{300, 2000}
+		return []scaleSize{{300, 1}, {2000, 1}}
 	}
-	var out []int
+	var out []scaleSize
 	for _, f := range strings.Split(spec, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
-			out = append(out, n)
+		count, spread, _ := strings.Cut(strings.TrimSpace(f), "/")
+		n, err := strconv.Atoi(count)
+		s, serr := strconv.Atoi(spread)
+		if spread == "" {
+			s, serr = 1, nil
+		}
+		if err == nil && serr == nil && n > 0 && s > 0 {
+			out = append(out, scaleSize{n, s})
 		}
 	}
 	return out
+}
+
+// namespaces are the spread namespaces of a run, named after prefix.
+func (s scaleSize) namespaces(prefix string) []string {
+	if s.spread == 1 {
+		return []string{fmt.Sprintf("%s-%d", prefix, s.n)}
+	}
+	out := make([]string, s.spread)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d-%03d", prefix, s.n, i)
+	}
+	return out
+}
+
+// createNamespaces creates every one of names.
+func createNamespaces(b *testing.B, cl client.Client, names []string) {
+	for _, ns := range names {
+		if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 var scaleGVK = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"}
@@ -146,19 +182,23 @@ type scaleRun struct {
 	rudder, store        []point
 }
 
-func runScale(b *testing.B, n int) *scaleRun {
+func runScale(b *testing.B, size scaleSize) *scaleRun {
+	n := size.n
 	c, cl := minimalCluster(b)
 	defer func() { _ = c.Stop() }()
 	r := &scaleRun{n: n}
 	plane := childCPU(b)["kube-apiserver"]
-	r.store, r.direct = directStore(b, cl, n)
+	r.store, r.direct = directStore(b, cl, size)
 	r.directAPIServerCPU = childCPU(b)["kube-apiserver"] - plane
 
-	ns := fmt.Sprintf("scale-%d", n)
-	if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
+	nss := size.namespaces("scale")
+	createNamespaces(b, cl, nss)
+	// Counted over all namespaces: the CRs are in nss alone.
+	ns := ""
+	if len(nss) == 1 {
+		ns = nss[0]
 	}
-	p := startRudder(b, c, ns)
+	p := startRudder(b, c, nss)
 	defer p.stop()
 	time.Sleep(3 * time.Second) // caches synced, nothing to do
 	r.rss0, r.heap0 = p.resident(b), p.metric(b, "go_memstats_heap_alloc_bytes")
@@ -182,7 +222,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
-			return cl.Create(ctx, newCR(scaleGVK, ns, fmt.Sprintf("s-%04d", i)))
+			return cl.Create(ctx, newCR(scaleGVK, nss[i%len(nss)], fmt.Sprintf("s-%04d", i)))
 		}); err != nil {
 			b.Error(err)
 		}
@@ -249,14 +289,13 @@ func minimalCluster(b *testing.B) (*testcluster.Cluster, client.Client) {
 
 // directStore stores the N Deployments and Services directly, with rudder's parallelism, and
 // returns the curve of CRs whose objects are all stored.
-func directStore(b *testing.B, cl client.Client, n int) ([]point, time.Duration) {
-	ns := fmt.Sprintf("direct-%d", n)
-	if err := cl.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
+func directStore(b *testing.B, cl client.Client, size scaleSize) ([]point, time.Duration) {
+	n := size.n
+	nss := size.namespaces("direct")
+	createNamespaces(b, cl, nss)
 	objs := make([][]*unstructured.Unstructured, n)
 	for i := range n {
-		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), ns)
+		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), nss[i%len(nss)])
 	}
 	var mu sync.Mutex
 	var pts []point
@@ -294,7 +333,7 @@ func curve(b *testing.B, what string, start time.Time, n int, timeout, period ti
 	}
 }
 
-// rudderProcess is bin/rudder serving the Scale kind in one namespace.
+// rudderProcess is bin/rudder serving the Scale kind in its namespaces.
 type rudderProcess struct {
 	cmd     *exec.Cmd
 	metrics string
@@ -320,7 +359,8 @@ func (p *rudderProcess) profile(b *testing.B, what, file string, d time.Duration
 
 var buildOnce = sync.OnceValues(func() (string, error) { return crtest.BuildRudder(repoRoot, chartDir) })
 
-func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess {
+func startRudder(b *testing.B, c *testcluster.Cluster, nss []string) *rudderProcess {
+	ns := nss[0]
 	bin, err := buildOnce()
 	if err != nil {
 		b.Fatal(err)
@@ -341,7 +381,7 @@ func startRudder(b *testing.B, c *testcluster.Cluster, ns string) *rudderProcess
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", ns,
+	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", strings.Join(nss, ","),
 		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0",
 		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error",
 		"--pprof-bind-address", pprofAddr)

@@ -254,7 +254,11 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	d = d.WithContext(ctx)
+	// The action's record writes outlive its cancellation: Helm marks the revision failed once
+	// its context has ended, and that write must land, or the release would stay pending
+	// until a later pass unlocks it. Each is one short request; what waits is bound (the
+	// guard's requests and Helm's waits end with ctx).
+	d = d.WithContext(context.WithoutCancel(ctx))
 	if st.query != records.QueryHelm && c.records != nil {
 		d = d.WithQueries(st.query, s.Namespace, c.records, c.foreign)
 	}

@@ -71,7 +71,7 @@ func NewDriver(impl corev1client.SecretInterface) *Driver {
 func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
 
 // WithContext is d with every request made in ctx (Helm's driver makes its own in
-// context.Background): an action's storage reads and writes end with the action.
+// context.Background): a pass's reads of storage end with the pass.
 func (d *Driver) WithContext(ctx context.Context) *Driver {
 	bound := boundSecrets{SecretInterface: d.impl, ctx: ctx}
 	nd := &Driver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
