@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
@@ -70,6 +71,11 @@ func BenchmarkScale(b *testing.B) {
 			onlyOnce(b)
 			r := runScale(b, size)
 			b.ReportMetric(r.rate, "CR/s")
+			b.ReportMetric(r.edit.Seconds(), "s-chart-edit")
+			b.ReportMetric(float64(n)/r.edit.Seconds(), "CR/s-chart-edit")
+			b.ReportMetric(r.editCPU.Seconds()*1000/float64(n), "cpu-ms/upgrade")
+			b.ReportMetric(r.editAPIServerCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/upgrade")
+			b.ReportMetric(r.namespaceSpread.Seconds(), "s-namespace-spread")
 			b.ReportMetric(r.converge.Seconds(), "s-converge")
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
@@ -177,9 +183,13 @@ type scaleRun struct {
 	// passes and statusWrites are rudder's reconcile passes and CR status patches while it
 	// converged, per CR.
 	passes, statusWrites float64
-	rss0, rss            resident
-	heap0, heap          float64
-	rudder, store        []point
+	// edit is the time from a chart edit until every CR runs it, editCPU rudder's (workers
+	// counted) and editAPIServerCPU the API server's meanwhile; namespaceSpread the time between
+	// the first and the last namespace to have all its CRs upgraded.
+	edit, editCPU, editAPIServerCPU, namespaceSpread time.Duration
+	rss0, rss                                        resident
+	heap0, heap                                      float64
+	rudder, store                                    []point
 }
 
 func runScale(b *testing.B, size scaleSize) *scaleRun {
@@ -251,7 +261,73 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.rss, r.heap = p.resident(b), p.metric(b, "go_memstats_heap_alloc_bytes")
 	idleProfile()
 	p.profile(b, "heap", "heap", 0)()
+
+	// A chart edit: every CR upgrades once, each namespace's share of the workers taken in turn.
+	cpu2, plane2, workers2 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
+	start = time.Now()
+	if err := publishScaleChart(true); err != nil {
+		b.Fatal(err)
+	}
+	r.edit, r.namespaceSpread = upgraded(b, scaleCRs, ns, n, start)
+	r.editCPU = p.cpu(b) - cpu2 + p.workersCPU(b) - workers2
+	r.editAPIServerCPU = childCPU(b)["kube-apiserver"] - plane2
 	return r
+}
+
+// publishScaleChart publishes the scale kind's chart: the web chart, or, edited, the web
+// chart with another image (an upgrade of every release's Deployment).
+func publishScaleChart(edited bool) error {
+	files, err := chartsourcetest.ReadDir("testdata/charts/web")
+	if err != nil {
+		return err
+	}
+	if edited {
+		files["values.yaml"] = strings.Replace(files["values.yaml"], "image: nginx:1.27.3", "image: nginx:1.27.4", 1)
+	}
+	return chartsourcetest.PublishAtomic(filepath.Join(chartDir, "scale-web"), files)
+}
+
+// upgraded waits until the n CRs of ns ("": all) are released at revision 2, and returns how
+// long that took from start and the time between the first namespace and the last one to have
+// all its CRs there: a queue that serves namespaces fairly keeps it small next to the whole.
+func upgraded(b *testing.B, c client.Reader, ns string, n int, start time.Time) (time.Duration, time.Duration) {
+	done := map[string]time.Duration{}
+	for {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(scaleGVK.GroupVersion().WithKind(scaleGVK.Kind + "List"))
+		if err := c.List(context.Background(), list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			b.Fatal(err)
+		}
+		left, all := map[string]int{}, 0
+		for i := range list.Items {
+			u := &list.Items[i]
+			if !released(2)(u) {
+				left[u.GetNamespace()]++
+				continue
+			}
+			all++
+			if _, ok := left[u.GetNamespace()]; !ok {
+				left[u.GetNamespace()] = 0
+			}
+		}
+		now := time.Since(start)
+		for space, l := range left {
+			if _, ok := done[space]; !ok && l == 0 {
+				done[space] = now
+			}
+		}
+		if all >= n {
+			first, last := now, time.Duration(0)
+			for _, d := range done {
+				first, last = min(first, d), max(last, d)
+			}
+			return now, last - first
+		}
+		if now > 20*time.Minute {
+			b.Fatalf("chart edit: %d of %d upgraded after %s", all, n, now)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // minimalCluster starts etcd and kube-apiserver with the Scale CRD, every process of it and
@@ -365,8 +441,12 @@ func startRudder(b *testing.B, c *testcluster.Cluster, nss []string) *rudderProc
 	if err != nil {
 		b.Fatal(err)
 	}
+	// A copy of the web chart of its own, which the chart-edit phase edits.
+	if err := publishScaleChart(false); err != nil {
+		b.Fatal(err)
+	}
 	wf := filepath.Join(chartDir, "scale-watches.yaml")
-	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: web}\n"), 0o644); err != nil {
+	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: scale-web}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	addr := freeAddr(b)
@@ -381,7 +461,13 @@ func startRudder(b *testing.B, c *testcluster.Cluster, nss []string) *rudderProc
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", strings.Join(nss, ","),
+	// One namespace is watched alone; CRs spread over many are served as a cluster-wide
+	// rudder serves its tenants' namespaces: one watch per kind, not one per namespace.
+	watched := nss[0]
+	if len(nss) > 1 {
+		watched = ""
+	}
+	cmd := exec.Command(bin, "--kubeconfig", c.Kubeconfig, "--watches-file", wf, "--watch-namespace", watched,
 		"--metrics-bind-address", addr, "--metrics-secure=false", "--health-probe-bind-address", "0",
 		"--reconcile-period", scaleReconcilePeriod.String(), "--zap-log-level", "error",
 		"--pprof-bind-address", pprofAddr)
