@@ -14,6 +14,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -87,12 +88,7 @@ func diffFiles(ctx context.Context, w io.Writer, after *renderer, from string, o
 			}
 			old, oldErr := before.render(ctx, cr.DeepCopy())
 			cur, curErr := after.render(ctx, cr.DeepCopy())
-			// A chart may render differently each time (a password it generates when none is
-			// given): the fields two renders of the live chart disagree on are no change.
-			var generated map[string][][]string
-			if again, err := before.render(ctx, cr.DeepCopy()); err == nil && oldErr == nil {
-				generated = generatedFields(old, again)
-			}
+			generated := before.generated(ctx, cr, old, oldErr)
 			if compare(w, describeCR(cr), old, oldErr, cur, curErr, generated) {
 				differ = true
 			}
@@ -162,6 +158,20 @@ func failureClass(err error) string {
 		return "values do not validate"
 	}
 	return "does not render"
+}
+
+// generated are the fields of rel, r's render of cr (none when it failed with err), that a
+// second render of cr disagrees on: a chart may render differently each time (a password it
+// generates when none is given), and such a field is no change of the edit's.
+func (r *renderer) generated(ctx context.Context, cr *unstructured.Unstructured, rel *release.Release, err error) map[string][][]string {
+	if err != nil {
+		return nil
+	}
+	again, err := r.render(ctx, cr.DeepCopy())
+	if err != nil {
+		return nil
+	}
+	return generatedFields(rel, again)
 }
 
 // generatedValue stands for a field whose value the chart generates anew on every render.

@@ -66,11 +66,7 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 				return false, err
 			}
 			cur, curErr := after.render(ctx, cr.DeepCopy())
-			// What the edited chart generates anew on every render is no change.
-			var generated map[string][][]string
-			if again, err := after.render(ctx, cr.DeepCopy()); err == nil && curErr == nil {
-				generated = generatedFields(cur, again)
-			}
+			generated := after.generated(ctx, cr, cur, curErr)
 			if compare(w, describeCR(cr), live, nil, cur, curErr, generated) {
 				differ = true
 				if curErr == nil {
