@@ -278,9 +278,9 @@ func TestControlPlaneRestarts(t *testing.T) {
 // a revision the kill failed is followed by another), waits until it is under way (a record of
 // that revision stored) and kills the control-plane component proc while it is (not every
 // release there yet), keeping it down 3 s. The kill landed in the middle of the work when a
-// record of the revision or after was stored after the restart too; otherwise (the work was
-// over before the kill, or done before it took effect) the work is started again, up to three
-// times.
+// record of the revision or after was stored or updated after the restart too; otherwise (the
+// work was over before the kill, or done before it took effect) the work is started again, up
+// to three times.
 func killMidWork(t *testing.T, proc string, work func() (revision int), of func() (string, []string)) {
 	t.Helper()
 	const tries = 3
@@ -297,11 +297,13 @@ func killMidWork(t *testing.T, proc string, work func() (revision int), of func(
 				t.Fatalf("%s was not restarted by the test", proc)
 			}
 			up := time.Now()
-			crtest.Eventually(t, fmt.Sprintf("revision %d or after deployed for every release", revision), 3*time.Minute, func(context.Context) (bool, error) {
+			// As patient as converged: a CR whose passes failed while the API server was down
+			// waits out its back-off first.
+			crtest.Eventually(t, fmt.Sprintf("revision %d or after deployed for every release", revision), 10*time.Minute, func(context.Context) (bool, error) {
 				return records(t, ns, revision).deployed == len(names), nil
 			})
 			if records(t, ns, revision).newest.After(up.Add(-time.Second)) {
-				return // a record was stored after the restart: the kill was in the middle
+				return // a record was stored or updated after the restart: the kill was in the middle
 			}
 			t.Logf("try %d: every record of revision %d was stored before %s was killed", try, revision, proc)
 		}
@@ -334,7 +336,7 @@ type revisionRecords struct {
 	// stored counts the records of the revision or after; deployed the releases whose newest
 	// record is one of those, deployed.
 	stored, deployed int
-	// newest is when the newest of them was stored (the API server's second).
+	// newest is when the newest of them was stored or updated (to the second).
 	newest time.Time
 }
 
@@ -353,8 +355,12 @@ func records(t *testing.T, ns string, revision int) revisionRecords {
 			continue
 		}
 		r.stored++
-		if c := s.CreationTimestamp.Time; c.After(r.newest) {
-			r.newest = c
+		// Stored (createdAt) or updated (modifiedAt, a pending revision marked deployed), as
+		// Helm's Secret driver stamps them, in seconds.
+		for _, stamp := range []string{"createdAt", "modifiedAt"} {
+			if sec, err := strconv.ParseInt(s.Labels[stamp], 10, 64); err == nil && time.Unix(sec, 0).After(r.newest) {
+				r.newest = time.Unix(sec, 0)
+			}
 		}
 		if n := newestOf[s.Labels["name"]]; n == nil || v > atoi(n.Labels["version"]) {
 			newestOf[s.Labels["name"]] = s
