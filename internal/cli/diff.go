@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -86,10 +85,9 @@ func diffFiles(ctx context.Context, w io.Writer, after *renderer, from string, o
 			if cr.GetNamespace() == "" {
 				cr.SetNamespace("default")
 			}
-			old, oldErr := before.render(ctx, cr.DeepCopy())
-			cur, curErr := after.render(ctx, cr.DeepCopy())
-			generated := before.generated(ctx, cr, old, oldErr)
-			if compare(w, describeCR(cr), old, oldErr, cur, curErr, generated) {
+			old := before.renderObjects(ctx, cr)
+			cur := after.renderObjects(ctx, cr)
+			if _, changed := compare(w, describeCR(cr), old, cur, before.generated(ctx, cr, old)); changed {
 				differ = true
 			}
 		}
@@ -97,28 +95,54 @@ func diffFiles(ctx context.Context, w io.Writer, after *renderer, from string, o
 	return differ, nil
 }
 
-// compare prints what the edit does to one CR, from its release as it is (old, or the error
-// that renders none) to as the edit renders it (cur, or curErr), with the fields the chart
-// generates masked, and reports whether it changes anything.
-func compare(w io.Writer, what string, old *release.Release, oldErr error, cur *release.Release, curErr error, generated map[string][][]string) bool {
-	switch {
-	case oldErr != nil && curErr != nil:
-		if oldErr.Error() == curErr.Error() {
-			return false // broken alike before and after: the edit changes nothing for it
-		}
-		fmt.Fprintf(w, "! %s: fails before and after the edit, differently\n  before: %v\n  after (%s): %v\n", what, oldErr, failureClass(curErr), curErr)
-		return true
-	case curErr != nil:
-		fmt.Fprintf(w, "! %s: the edit makes it fail (%s): %v\n", what, failureClass(curErr), curErr)
-		return true
-	case oldErr != nil:
-		fmt.Fprintf(w, "! %s: renders after the edit; before, it failed: %v\n", what, oldErr)
-		return true
+// rendered is one render of a CR's release and its objects by key (see releaseObjects), or
+// why there is none.
+type rendered struct {
+	rel     *release.Release
+	objects map[string]map[string]any
+	err     error
+}
+
+// renderedOf is rel with its objects, parsed once for every comparison that reads them.
+func renderedOf(rel *release.Release, err error) rendered {
+	if err != nil {
+		return rendered{err: err}
 	}
-	changes, err := objectDiffs(old, cur, generated)
+	objs, err := releaseObjects(rel)
+	if err != nil {
+		return rendered{err: fmt.Errorf("release %s: %w", rel.Name, err)}
+	}
+	return rendered{rel: rel, objects: objs}
+}
+
+// renderObjects renders cr as r does, with its objects.
+func (r *renderer) renderObjects(ctx context.Context, cr *unstructured.Unstructured) rendered {
+	return renderedOf(r.render(ctx, cr.DeepCopy()))
+}
+
+// compare prints what the edit does to one CR, from its release as it is (old) to as the edit
+// renders it (cur), with the fields the chart generates masked. It returns the keys of the
+// objects that change, and whether anything does (a render that fails on one side only, or
+// differently, changes no object but changes the CR's outcome).
+func compare(w io.Writer, what string, old, cur rendered, generated map[string][][]string) ([]string, bool) {
+	switch {
+	case old.err != nil && cur.err != nil:
+		if old.err.Error() == cur.err.Error() {
+			return nil, false // broken alike before and after: the edit changes nothing for it
+		}
+		fmt.Fprintf(w, "! %s: fails before and after the edit, differently\n  before: %v\n  after (%s): %v\n", what, old.err, failureClass(cur.err), cur.err)
+		return nil, true
+	case cur.err != nil:
+		fmt.Fprintf(w, "! %s: the edit makes it fail (%s): %v\n", what, failureClass(cur.err), cur.err)
+		return nil, true
+	case old.err != nil:
+		fmt.Fprintf(w, "! %s: renders after the edit; before, it failed: %v\n", what, old.err)
+		return nil, true
+	}
+	changes, err := objectDiffs(old.objects, cur.objects, generated)
 	if err != nil {
 		fmt.Fprintf(w, "! %s: %v\n", what, err)
-		return true
+		return nil, true
 	}
 	for _, key := range slices.Sorted(maps.Keys(generated)) {
 		fields := fmt.Sprintf("%d fields differ", len(generated[key]))
@@ -128,17 +152,18 @@ func compare(w io.Writer, what string, old *release.Release, oldErr error, cur *
 		fmt.Fprintf(w, "# %s: %s: %s on every render (values the chart generates), shown as %q\n", what, key, fields, generatedValue)
 	}
 	if len(changes) == 0 {
-		return false
+		return nil, false
 	}
 	objects := "objects change"
 	if len(changes) == 1 {
 		objects = "object changes"
 	}
-	fmt.Fprintf(w, "# %s: release %s in namespace %s: %d %s\n", what, cur.Name, cur.Namespace, len(changes), objects)
-	for _, key := range slices.Sorted(maps.Keys(changes)) {
+	fmt.Fprintf(w, "# %s: release %s in namespace %s: %d %s\n", what, cur.rel.Name, cur.rel.Namespace, len(changes), objects)
+	keys := slices.Sorted(maps.Keys(changes))
+	for _, key := range keys {
 		fmt.Fprint(w, changes[key])
 	}
-	return true
+	return keys, true
 }
 
 // failureClass names why a render fails, for the people deciding whether to make the edit
@@ -160,18 +185,18 @@ func failureClass(err error) string {
 	return "does not render"
 }
 
-// generated are the fields of rel, r's render of cr (none when it failed with err), that a
-// second render of cr disagrees on: a chart may render differently each time (a password it
-// generates when none is given), and such a field is no change of the edit's.
-func (r *renderer) generated(ctx context.Context, cr *unstructured.Unstructured, rel *release.Release, err error) map[string][][]string {
-	if err != nil {
+// generated are the fields of first, r's render of cr, that a second render of cr disagrees on
+// (none when first failed): a chart may render differently each time (a password it generates
+// when none is given), and such a field is no change of the edit's.
+func (r *renderer) generated(ctx context.Context, cr *unstructured.Unstructured, first rendered) map[string][][]string {
+	if first.err != nil {
 		return nil
 	}
-	again, err := r.render(ctx, cr.DeepCopy())
-	if err != nil {
+	again := r.renderObjects(ctx, cr)
+	if again.err != nil {
 		return nil
 	}
-	return generatedFields(rel, again)
+	return generatedFields(first.objects, again.objects)
 }
 
 // generatedValue stands for a field whose value the chart generates anew on every render.
@@ -179,15 +204,10 @@ const generatedValue = "(generated on every render)"
 
 // generatedFields are, by object, the fields two renders of the same chart and values disagree
 // on.
-func generatedFields(a, b *release.Release) map[string][][]string {
-	objsA, errA := releaseObjects(a)
-	objsB, errB := releaseObjects(b)
+func generatedFields(a, b map[string]map[string]any) map[string][][]string {
 	out := map[string][][]string{}
-	if errA != nil || errB != nil {
-		return out
-	}
-	for key, oa := range objsA {
-		if ob, ok := objsB[key]; ok {
+	for key, oa := range a {
+		if ob, ok := b[key]; ok {
 			var paths [][]string
 			differingFields(oa, ob, nil, &paths)
 			if len(paths) > 0 {
@@ -203,7 +223,7 @@ func differingFields(a, b any, path []string, out *[][]string) {
 	ma, okA := a.(map[string]any)
 	mb, okB := b.(map[string]any)
 	if okA && okB {
-		for _, k := range slices.Sorted(maps.Keys(maps.Collect(keysOf(ma, mb)))) {
+		for _, k := range unionKeys(ma, mb) {
 			differingFields(ma[k], mb[k], append(slices.Clone(path), k), out)
 		}
 		return
@@ -250,20 +270,11 @@ func masked(obj map[string]any, paths [][]string) {
 	}
 }
 
-// objectDiffs are the unified diffs of the objects of two renders of one release, manifest
-// and hooks, by kind, namespace and name (hooks' keys say so), with the fields the chart
-// generates (by object) masked in both.
-func objectDiffs(old, cur *release.Release, generated map[string][][]string) (map[string]string, error) {
-	before, err := releaseObjects(old)
-	if err != nil {
-		return nil, fmt.Errorf("before the edit: %w", err)
-	}
-	after, err := releaseObjects(cur)
-	if err != nil {
-		return nil, fmt.Errorf("after the edit: %w", err)
-	}
+// objectDiffs are the unified diffs of the objects of two renders of one release, by key,
+// with the fields the chart generates (by object) masked in both.
+func objectDiffs(before, after map[string]map[string]any, generated map[string][][]string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, key := range slices.Sorted(maps.Keys(maps.Collect(keysOf(before, after)))) {
+	for _, key := range unionKeys(before, after) {
 		a, err := yamlOf(before[key], generated[key])
 		if err != nil {
 			return nil, err
@@ -296,17 +307,16 @@ func yamlOf(obj map[string]any, generated [][]string) (string, error) {
 	return string(y), err
 }
 
-// keysOf yields the keys of both maps.
-func keysOf[V any](a, b map[string]V) iter.Seq2[string, bool] {
-	return func(yield func(string, bool) bool) {
-		for _, m := range []map[string]V{a, b} {
-			for k := range m {
-				if !yield(k, true) {
-					return
-				}
-			}
+// unionKeys are the keys of a and b, sorted.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := slices.Collect(maps.Keys(a))
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
 		}
 	}
+	slices.Sort(keys)
+	return keys
 }
 
 // lines are text's lines, each with its newline ("" has none).

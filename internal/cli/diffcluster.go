@@ -65,15 +65,11 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 			if err != nil {
 				return false, err
 			}
-			cur, curErr := after.render(ctx, cr.DeepCopy())
-			generated := after.generated(ctx, cr, cur, curErr)
-			if compare(w, describeCR(cr), live, nil, cur, curErr, generated) {
-				differ = true
-				if curErr == nil {
-					if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Forces(), live, cur, generated); err != nil {
-						return false, err
-					}
-				}
+			cur := after.renderObjects(ctx, cr)
+			changed, differs := compare(w, describeCR(cr), live, cur, after.generated(ctx, cr, cur))
+			differ = differ || differs
+			if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Forces(), live, cur, changed); err != nil {
+				return false, err
 			}
 		}
 	}
@@ -85,14 +81,9 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 // because a field that cannot change does: those need upgrade.force (deleted and created), and
 // without it the CR's upgrade fails and is rolled back. Hooks are made anew by each action and
 // are not asked about.
-func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string, forces bool, live, cur *release.Release, generated map[string][][]string) error {
-	changes, err := objectDiffs(live, cur, generated)
-	if err != nil {
-		return nil // compare said so already
-	}
-	before, _ := releaseObjects(live)
-	after, _ := releaseObjects(cur)
-	for _, key := range slices.Sorted(maps.Keys(changes)) {
+func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string, forces bool, live, cur rendered, changed []string) error {
+	before, after := live.objects, cur.objects
+	for _, key := range changed {
 		if before[key] == nil || after[key] == nil || strings.HasPrefix(key, "hook:") {
 			continue // created or deleted: no update to refuse
 		}
@@ -120,19 +111,19 @@ func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string
 // diffFieldOwner is the field manager of diff's dry runs (nothing is written).
 const diffFieldOwner = "rudder-diff"
 
-// liveRelease is the newest revision of cr's release as Helm stored it, or an empty release
-// when it has none yet (its install makes everything).
-func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error), cr *unstructured.Unstructured) (*release.Release, error) {
+// liveRelease is the newest revision of cr's release as Helm stored it, with its objects, or an
+// empty release when it has none yet (its install makes everything).
+func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error), cr *unstructured.Unstructured) (rendered, error) {
 	name, err := releaseName(cr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", describeCR(cr), err)
+		return rendered{}, fmt.Errorf("%s: %w", describeCR(cr), err)
 	}
 	rel, err := records.Last(storage.Init(records.NewDriver(cs.CoreV1().Secrets(cr.GetNamespace()))), name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading release %s: %w", describeCR(cr), name, err)
+		return rendered{}, fmt.Errorf("%s: reading release %s: %w", describeCR(cr), name, err)
 	}
 	if rel == nil {
 		rel = &release.Release{Name: name, Namespace: cr.GetNamespace()}
 	}
-	return rel, nil
+	return renderedOf(rel, nil), nil
 }
