@@ -65,7 +65,6 @@ func NewDriver(impl corev1client.SecretInterface) *Driver {
 	return &Driver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
 }
 
-// WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
 // Records is the Secrets client of the namespace's release records: Get and List see only
 // the records rudder's storage writes (see IsStoredRecord).
 func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
@@ -111,6 +110,7 @@ func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, 
 	return b.SecretInterface.Patch(b.ctx, name, pt, data, o, sub...)
 }
 
+// WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
 func (d *Driver) WithQueries(mode QueryMode, ns string, own, foreign client.Reader) *Driver {
 	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
 }
