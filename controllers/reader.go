@@ -126,12 +126,3 @@ func withoutVerdict(ann map[string]string) map[string]string {
 	}
 	return ann
 }
-
-// sameAnnotations reports whether two versions of an operand carry the same annotations,
-// the cached verdict aside (it changes with the status, which asks for no drift check).
-func sameAnnotations(a, b map[string]string) bool {
-	if a[kstatusKey] == b[kstatusKey] && a[kstatusMessageKey] == b[kstatusMessageKey] {
-		return maps.Equal(a, b)
-	}
-	return maps.Equal(withoutVerdict(a), withoutVerdict(b))
-}

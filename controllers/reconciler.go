@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -128,8 +129,12 @@ type parsedManifest struct {
 }
 
 // objectID is one object's identity, as compact as it gets: 2000 releases keep 4000 of them.
+// metadata holds the keys of the labels and annotations its manifest sets (see
+// metadataKeys), one copy for every object that sets the same ones: the same template in
+// every release of a chart.
 type objectID struct {
 	apiVersion, kind, namespace, name string
+	metadata                          unique.Handle[string]
 }
 
 // unstructured is the identity as an object with nothing else set.

@@ -171,6 +171,26 @@ func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 	if cm.Data["extra"] != "someone else's field" {
 		t.Errorf("a field the manifest does not set was removed: %v", cm.Data)
 	}
+	// A label the manifest sets, changed → restored; someone else's label beside it stays.
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Labels["app.kubernetes.io/name"] = "tampered"
+	cm.Labels["example.com/note"] = "others"
+	if err := k8s.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "label restored", timeout, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm)
+		return err == nil && cm.Labels["app.kubernetes.io/name"] == "widget", err
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "drift"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["example.com/note"] != "others" {
+		t.Errorf("a label the manifest does not set was removed: %v", cm.Labels)
+	}
 	if got := len(crtest.History(t, cluster, ns, "drift")); got != 1 {
 		t.Fatalf("drift correction made a new revision: %d revisions", got)
 	}

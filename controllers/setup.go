@@ -67,9 +67,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("controller for %s: %w", r.opts.Watch, err)
 	}
 	if r.opts.Dependents != nil {
-		h := r.dependentHandler()
 		r.addWatch = func(gvk schema.GroupVersionKind) error {
-			src := source.Kind[client.Object](r.opts.Dependents, operandObject(gvk), h)
+			src := source.Kind[client.Object](r.opts.Dependents, operandObject(gvk), r.dependentHandler(gvk.GroupKind()))
 			if err := c.Watch(src); err != nil {
 				return err
 			}
@@ -256,10 +255,11 @@ func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKin
 	return w.err
 }
 
-// dependentHandler maps an operand event to its CR (through the rudder.dev/owner annotation,
-// for this watch's kind only). Deletions and changes to what the manifest sets (generation,
-// labels, annotations) also ask for a drift check; status changes only re-evaluate readiness.
-func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object, reconcile.Request] {
+// dependentHandler maps an event of an operand of kind gk to its CR (through the rudder.dev/owner
+// annotation, for this watch's kind only). Deletions and changes to what the manifest sets (the
+// generation: the spec; the labels and annotations its manifest sets) also ask for a drift
+// check; status changes, and metadata other controllers keep, only re-evaluate readiness.
+func (r *Reconciler) dependentHandler(gk schema.GroupKind) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	owner := func(o client.Object) (types.NamespacedName, bool) {
 		gk, key, ok := records.ParseOwnerAnnotation(o.GetAnnotations()[records.AnnotationOwner])
 		return key, ok && gk == r.gvk.GroupKind()
@@ -277,8 +277,7 @@ func (r *Reconciler) dependentHandler() handler.TypedEventHandler[client.Object,
 				return
 			}
 			o, n := e.ObjectOld, e.ObjectNew
-			if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
-				!sameAnnotations(o.GetAnnotations(), n.GetAnnotations()) {
+			if o.GetGeneration() != n.GetGeneration() || r.manifestMetadataChanged(key, gk, o, n) {
 				r.markDirty(key)
 			}
 			q.Add(reconcile.Request{NamespacedName: key})

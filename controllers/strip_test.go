@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,7 +230,9 @@ func TestTypedOperandTransform(t *testing.T) {
 		if _, cached := dep.Annotations[kstatusKey]; !cached {
 			t.Errorf("keep status %v: reading removed the cached verdict", keep)
 		}
-		if !sameAnnotations(dep.Annotations, want) || sameAnnotations(dep.Annotations, map[string]string{"rudder.dev/owner": "y"}) {
+		plain, other := dep.DeepCopy(), dep.DeepCopy()
+		plain.Annotations, other.Annotations = want, map[string]string{"rudder.dev/owner": "y"}
+		if len(changedMetadata(dep, plain)) != 0 || !slices.Equal(changedMetadata(dep, other), []string{"a=rudder.dev/owner"}) {
 			t.Errorf("keep status %v: a verdict is taken for a change of annotations, or a change is not", keep)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"strings"
@@ -246,11 +247,12 @@ func wholeInts(v any) any {
 	return v
 }
 
-// ParseIdentities finds what ParseManifest finds, and only the identities.
+// ParseIdentities finds what ParseManifest finds, and only the identities with their labels and
+// annotations.
 func TestParseIdentities(t *testing.T) {
 	t.Parallel()
 	manifest := benchManifest + "---\n# Source: only a comment\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, namespace: ignored}\n" +
-		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other}\ndata: {a: b}\n"
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: other, annotations: {a: \"1\", b: x}}\ndata: {a: b}\n"
 	whole, err := ParseManifest(manifest, "scale", StaticMapper())
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +269,16 @@ func TestParseIdentities(t *testing.T) {
 		if id.GroupVersionKind() != w.GroupVersionKind() || id.GetNamespace() != w.GetNamespace() || id.GetName() != w.GetName() {
 			t.Errorf("identity %d: %s, object: %s", i, Describe(id), Describe(w))
 		}
-		if len(id.Object) != 3 {
-			t.Errorf("identity %d holds more than its identity: %v", i, id.Object)
+		if !maps.Equal(id.GetLabels(), w.GetLabels()) || !maps.Equal(id.GetAnnotations(), w.GetAnnotations()) {
+			t.Errorf("identity %d: labels %v, annotations %v; object: %v, %v", i, id.GetLabels(), id.GetAnnotations(), w.GetLabels(), w.GetAnnotations())
+		}
+		md, _, _ := unstructured.NestedMap(id.Object, "metadata")
+		delete(md, "name")
+		delete(md, "namespace")
+		delete(md, "labels")
+		delete(md, "annotations")
+		if len(id.Object) != 3 || len(md) > 0 {
+			t.Errorf("identity %d holds more than its identity and metadata: %v", i, id.Object)
 		}
 	}
 	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", testMapper()); err == nil {

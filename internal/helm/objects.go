@@ -49,8 +49,9 @@ func ParseManifest(manifest, namespace string, mapper meta.RESTMapper) ([]*unstr
 }
 
 // ParseIdentities is ParseManifest for what identifies each object (apiVersion, kind,
-// namespace, name), which it sets and nothing else: it decodes only those fields, at a fraction
-// of the cost.
+// namespace, name) and the labels and annotations the manifest sets on it (what an operand's
+// change is compared with to tell drift from another controller's own metadata), which it sets
+// and nothing else: it decodes only those fields, at a fraction of the cost.
 func ParseIdentities(manifest, namespace string, mapper meta.RESTMapper) ([]*unstructured.Unstructured, error) {
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
 	var out []*unstructured.Unstructured
@@ -66,10 +67,11 @@ func ParseIdentities(manifest, namespace string, mapper meta.RESTMapper) ([]*uns
 		if err := yaml.Unmarshal(doc, &head); err != nil {
 			return nil, fmt.Errorf("parsing release manifest: %w", err)
 		}
-		if head == (manifestHead{}) {
+		if head.empty() {
 			continue // nothing but comments
 		}
 		obj := Identity(head.APIVersion, head.Kind, head.Metadata.Namespace, head.Metadata.Name)
+		setMetadata(obj, metadataStrings(head.Metadata.Labels), metadataStrings(head.Metadata.Annotations))
 		if err := place(obj, namespace, mapper); err != nil {
 			return nil, err
 		}
@@ -87,14 +89,49 @@ func Identity(apiVersion, kind, namespace, name string) *unstructured.Unstructur
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}
 }
 
-// manifestHead is what identifies an object of a manifest.
+// setMetadata gives an identity the labels and annotations of its object, when it has any.
+func setMetadata(id *unstructured.Unstructured, labels, annotations map[string]string) {
+	if len(labels) > 0 {
+		id.SetLabels(labels)
+	}
+	if len(annotations) > 0 {
+		id.SetAnnotations(annotations)
+	}
+}
+
+// manifestHead is what identifies an object of a manifest, and its labels and annotations.
 type manifestHead struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
 	Metadata   struct {
-		Name      string `yaml:"name"`
-		Namespace string `yaml:"namespace"`
+		Name        string         `yaml:"name"`
+		Namespace   string         `yaml:"namespace"`
+		Labels      map[string]any `yaml:"labels"`
+		Annotations map[string]any `yaml:"annotations"`
 	} `yaml:"metadata"`
+}
+
+// empty: the document is nothing but comments.
+func (h *manifestHead) empty() bool {
+	m := h.Metadata
+	return h.APIVersion == "" && h.Kind == "" && m.Name == "" && m.Namespace == "" && len(m.Labels) == 0 && len(m.Annotations) == 0
+}
+
+// metadataStrings is a decoded map of labels or annotations as the API server holds it: a value the
+// manifest writes as another scalar (a number, a boolean) in its text.
+func metadataStrings(m map[string]any) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		s, ok := v.(string)
+		if !ok {
+			s = fmt.Sprint(v)
+		}
+		out[k] = s
+	}
+	return out
 }
 
 // place gives a namespaced object without a namespace the release's, and a cluster-scoped one

@@ -102,13 +102,15 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 }
 
 // identity is an object's apiVersion, kind, name and namespace, placed as Helm applies it
-// (see place).
+// (see place), with its labels and annotations: what ParseIdentities finds of it.
 func (p *postRenderer) identity(obj *unstructured.Unstructured, namespaced bool) *unstructured.Unstructured {
 	ns := ""
 	if namespaced {
 		ns = cmp.Or(obj.GetNamespace(), p.conf.Namespace)
 	}
-	return Identity(obj.GetAPIVersion(), obj.GetKind(), ns, obj.GetName())
+	id := Identity(obj.GetAPIVersion(), obj.GetKind(), ns, obj.GetName())
+	setMetadata(id, obj.GetLabels(), obj.GetAnnotations())
+	return id
 }
 
 // identitiesOf are the identities of the objects of manifest (as ParseIdentities finds them)
