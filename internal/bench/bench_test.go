@@ -247,6 +247,8 @@ type procStat struct {
 	comm string
 	ppid int
 	cpu  time.Duration
+	// children is the CPU time of the children it waited for (cutime+cstime).
+	children time.Duration
 }
 
 // readProcStat reads /proc/<pid>/stat; false when the process is gone or the file is not what
@@ -264,13 +266,16 @@ func readProcStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	f := strings.Fields(s[closing+1:])
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return procStat{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / 100}, true // USER_HZ
+	cut, _ := strconv.ParseInt(f[13], 10, 64)
+	cst, _ := strconv.ParseInt(f[14], 10, 64)
+	return procStat{comm: s[open+1 : closing], ppid: ppid, cpu: time.Duration(ut+st) * time.Second / 100, // USER_HZ
+		children: time.Duration(cut+cst) * time.Second / 100}, true
 }
 
 // procStats is readProcStat of every process, by pid.
