@@ -141,9 +141,18 @@ func (p *pass) waitForOperation(rel *release.Release) result {
 // inSync ends a pass on a revision deployed from exactly what the spec and chart give now.
 func (p *pass) inSync(h *records.Head) result {
 	res := result{verdict: succeeded, phase: phaseInSync, reason: rstatus.ReasonUpToDate, head: h}
-	if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
-		(c.Reason == rstatus.ReasonInstallSucceeded || c.Reason == rstatus.ReasonUpgradeSucceeded) {
-		res.reason = c.Reason // the action that made this revision: no write to say it again
+	// The action that made this revision, as its record says; a record an older rudder made
+	// does not, and its CR's condition does.
+	switch made := h.MadeBy(); {
+	case made == records.ActionInstall:
+		res.reason = rstatus.ReasonInstallSucceeded
+	case made == records.ActionUpgrade:
+		res.reason = rstatus.ReasonUpgradeSucceeded
+	default:
+		if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
+			(c.Reason == rstatus.ReasonInstallSucceeded || c.Reason == rstatus.ReasonUpgradeSucceeded) {
+			res.reason = c.Reason
+		}
 	}
 	p.log.V(1).Info("release in sync", "release", p.relName, "revision", h.Revision)
 	rec := &revisionRecord{number: h.Revision, chartDigest: h.ChartDigest, valuesDigest: h.ValuesDigest, rolledBackTo: h.RolledBackTo()}
@@ -163,7 +172,11 @@ func (p *pass) inSync(h *records.Head) result {
 	// older generation (a pass that read the CR from a cache behind the upgrade's status).
 	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback ||
 		c.ObservedGeneration < p.gen {
-		res.released = &condition{metav1.ConditionTrue, rstatus.ReasonUpToDate,
+		reason := rstatus.ReasonUpToDate
+		if h.MadeBy() != "" {
+			reason = res.reason
+		}
+		res.released = &condition{metav1.ConditionTrue, reason,
 			fmt.Sprintf("revision %d is deployed from the current spec and chart", h.Revision)}
 	}
 	return res

@@ -141,15 +141,18 @@ func (p *pass) releaseStatus() *rstatus.Release {
 // heldBackFailure is the failure that holds the desired (chart, values) back: as
 // status.release.failed records it, or as the pass that failed wrote it when the cache does
 // not show that write yet (events from the failed attempt's own objects wake passes that
-// fast). Its reason is the one recorded (empty in a record an older rudder wrote).
+// fast), whichever counts more failures (a cache may show an earlier one of the same pair).
+// Its reason is the one recorded (empty in a record an older rudder wrote).
 func (p *pass) heldBackFailure() (*failure, bool) {
+	var held *failure
 	if f := p.st.Release; f != nil && f.Failed != nil && f.Failed.ChartDigest == p.want.ChartDigest && f.Failed.ValuesDigest == p.want.ValuesDigest {
-		return &failure{reason: f.Failed.Reason, failed: *f.Failed}, true
+		held = &failure{reason: f.Failed.Reason, failed: *f.Failed}
 	}
-	if m, ok := p.r.shadows.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest {
-		return &m, true
+	if m, ok := p.r.shadows.failures.of(p.key, p.obj.GetUID()); ok && m.failed.ChartDigest == p.want.ChartDigest && m.failed.ValuesDigest == p.want.ValuesDigest &&
+		(held == nil || failures(&m) > failures(held)) {
+		held = &m
 	}
-	return nil, false
+	return held, held != nil
 }
 
 // tested is the revision whose tests ran last: as status.release.tested records it, or as a
@@ -165,9 +168,9 @@ func (p *pass) tested() int {
 	return v
 }
 
-// shadowed is what passes whose status writes the cache does not show yet recorded with a
-// condition of its own (a rollback-to value handled, a test run, the drift found): this pass
-// records it again, or its status write would drop those conditions.
+// shadowed is what passes whose status writes the cache does not show yet recorded (a
+// rollback-to value handled, a test run, the drift found, each with a condition of its own;
+// a nudge's value handled): this pass records it again, or its status write would drop it.
 func (p *pass) shadowed() result {
 	var res result
 	set := func(typ string, c *condition) {
@@ -190,6 +193,14 @@ func (p *pass) shadowed() result {
 	if r, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID()); ok && r.value != p.rollbackRequest() {
 		set(rstatus.TypeRollbackRequest, r.cond)
 		res.record.rollbackRequest = &r.value
+	}
+	// The nudges' handled values go with no condition: without them here, the status write
+	// would take a handled value back.
+	if v, ok := p.r.shadows.reconciles.of(p.key, p.obj.GetUID()); ok && (p.st.Release == nil || p.st.Release.ReconcileRequest != v) {
+		res.record.reconcileRequest = &v
+	}
+	if v, ok := p.r.shadows.resets.of(p.key, p.obj.GetUID()); ok && (p.st.Release == nil || p.st.Release.ResetRequest != v) {
+		res.record.resetRequest = &v
 	}
 	return res
 }

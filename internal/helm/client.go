@@ -231,7 +231,7 @@ type storing struct {
 	// rollbacks).
 	manifest bool
 	// stamp: the revision is made from a CR's spec (install, upgrade): LabelRevision records
-	// its number.
+	// its number, LabelAction the action.
 	stamp bool
 	// description replaces Helm's own (a rollback's "Rollback to N").
 	description string

@@ -77,9 +77,10 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		}
 	}
 	if d.stamp {
-		labels := make(map[string]string, len(rls.Labels)+1)
+		labels := make(map[string]string, len(rls.Labels)+2)
 		maps.Copy(labels, rls.Labels)
 		labels[records.LabelRevision] = strconv.Itoa(rls.Version)
+		labels[records.LabelAction] = string(records.ActionOf(rls.Version))
 		rls.Labels = labels
 	}
 	if d.description != "" {
@@ -97,7 +98,8 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 // Marks are what an action's new revisions are stored with besides Helm's own (see storing):
 // for a test double of the Client's actions, which stores its revisions as the Client does.
 type Marks struct {
-	// FromSpec: made from a CR's spec (install, upgrade): LabelRevision records its number.
+	// FromSpec: made from a CR's spec (install, upgrade): LabelRevision records its number,
+	// LabelAction the action.
 	FromSpec bool
 	// Revision, when set, is the number the new revision must have.
 	Revision int

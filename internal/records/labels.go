@@ -36,6 +36,10 @@ const (
 	// copied from it (a later helm rollback to it) carries another number: only rudder's own
 	// rollback records carry their own.
 	LabelRollbackRevision = "rudder.dev/rollback-revision"
+	// LabelAction is the action rudder made a revision from a spec with (see Action). A
+	// rollback copies it with LabelRevision, which then names another number: it describes the
+	// revision copied, not the copy (see Head.MadeBy). Records an older rudder made lack it.
+	LabelAction = "rudder.dev/action"
 
 	// LabelManaged marks every object a release renders, so that rudder's dependent cache
 	// holds only its own operands.
@@ -119,4 +123,24 @@ func ReleaseName(name string) string {
 	}
 	sum := sha256.Sum256([]byte(name))
 	return strings.TrimRight(name[:max-9], "-.") + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// Action is the action that made a revision from a CR's spec, as LabelAction records it: a
+// fact of the release's history that its CR's status reports (Released's reason), not one
+// read back from that status.
+type Action string
+
+const (
+	ActionInstall Action = "install"
+	ActionUpgrade Action = "upgrade"
+)
+
+// ActionOf is the action that makes revision number version from a spec: an install makes
+// revision 1 (a failed install leaves no record behind, an uninstall keeps no history), an
+// upgrade every later one.
+func ActionOf(version int) Action {
+	if version == 1 {
+		return ActionInstall
+	}
+	return ActionUpgrade
 }

@@ -67,6 +67,8 @@ type Head struct {
 	// RollbackAs is the revision number rudder stored a rollback it made as
 	// (LabelRollbackRevision); 0 when absent.
 	RollbackAs int
+	// Action is LabelAction: what made the revision MadeAs names ("" when absent).
+	Action Action
 	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
 	// decoded release does not know its history). Helm marks the revision an upgrade or a
 	// rollback replaces superseded, but only logs a failure to: such a history wants
@@ -76,6 +78,16 @@ type Head struct {
 
 // MadeByRudder reports whether rudder made the revision from a CR's spec (install, upgrade).
 func (h *Head) MadeByRudder() bool { return h.MadeAs == h.Revision }
+
+// MadeBy is the action that made the revision from a CR's spec; "" for a revision rudder did
+// not make from a spec (a rollback, another tool's) or whose record does not say (an older
+// rudder's).
+func (h *Head) MadeBy() Action {
+	if !h.MadeByRudder() {
+		return ""
+	}
+	return h.Action
+}
 
 // RudderRollback reports whether the revision is a rollback rudder made.
 func (h *Head) RudderRollback() bool { return h.RollbackAs == h.Revision }
@@ -113,6 +125,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.ValuesDigest = rel.Labels[LabelValuesDigest]
 		h.MadeAs = madeAs(rel.Labels)
 		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
+		h.Action = Action(rel.Labels[LabelAction])
 	}
 	return h
 }
@@ -124,7 +137,8 @@ func HeadOfLabels(l map[string]string) *Head {
 		return nil
 	}
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
-		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision)}
+		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision),
+		Action: Action(l[LabelAction])}
 }
 
 func madeAs(l map[string]string) int { return labelInt(l, LabelRevision) }

@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+)
+
+// A pass whose CR comes from a cache that does not show the status the pass before it wrote
+// makes the decision a pass reading the newest CR makes: no action taken again, the same
+// conditions (type, status, reason) and status.release written. One case per fact a decision
+// or the status reads from what an earlier pass recorded: a held-back failure (and its count),
+// each nudge's handled value, a rollback-to value handled (done or refused), a revision
+// tested, and the action that made the revision (Released's reason, from its record's
+// rudder.dev/action).
+func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
+	boom := errors.New("quota exceeded")
+	for _, tc := range []struct {
+		name string
+		opts harnessOpts
+		// before brings the release to the state the acting pass starts from; between changes
+		// what the next pass would meet (an install that would now succeed), so that acting
+		// again would show.
+		before, between func(h *harness)
+	}{
+		{name: "a failed install held back",
+			before:  func(h *harness) { h.helm.installErr, h.helm.stores = boom, true },
+			between: func(h *harness) { h.helm.installErr = nil }},
+		{name: "reconcile-at handled",
+			before: func(h *harness) {
+				h.helm.installErr, h.helm.stores = boom, true
+				h.passOnce()
+				h.annotate(AnnotationReconcileAt, "1")
+			},
+			between: func(h *harness) { h.helm.installErr = nil }},
+		{name: "reset-at handled",
+			before: func(h *harness) {
+				h.helm.installErr, h.helm.stores = boom, true
+				h.passOnce()
+				h.helm.installErr = nil
+				h.annotate(AnnotationResetAt, "a")
+			}},
+		{name: "rollback-to done",
+			before: func(h *harness) {
+				h.seed(release.StatusSuperseded, false, 0, unitUID)
+				h.seed(release.StatusDeployed, true, 0, unitUID)
+				h.passOnce()
+				h.annotate(AnnotationRollbackTo, "1")
+			}},
+		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}}},
+		{name: "tested", opts: harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, tc.opts)
+			if tc.before != nil {
+				tc.before(h)
+			}
+			stale := h.cr()
+			_, _ = h.pass()
+			want := statusFacts(h.cr())
+			if tc.between != nil {
+				tc.between(h)
+			}
+			h.helm.Calls()
+
+			cur := h.cr()
+			cur.Object["status"] = stale.Object["status"]
+			if cur.Object["status"] == nil {
+				cur.Object["status"] = map[string]any{}
+			}
+			if err := h.c.Status().Update(context.Background(), cur); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = h.pass()
+			for _, call := range h.helm.Calls() {
+				if name, _, _ := strings.Cut(call, " "); slices.Contains([]string{"Install", "Upgrade", "Rollback", "Test", "Unlock", "Uninstall", "Supersede"}, name) {
+					t.Errorf("the pass behind the cache acted again: %s", call)
+				}
+			}
+			if got := statusFacts(h.cr()); !reflect.DeepEqual(got, want) {
+				t.Errorf("the pass behind the cache wrote\n  %v\nthe pass before it\n  %v", got, want)
+			}
+		})
+	}
+}
+
+// statusFacts are a CR's conditions as "Type=Status/Reason" and its status.release.
+func statusFacts(u *unstructured.Unstructured) []string {
+	var out []string
+	for _, c := range rstatus.ConditionsOf(u) {
+		out = append(out, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	slices.Sort(out)
+	rel, _, _ := unstructured.NestedMap(u.Object, "status", "release")
+	return append(out, fmt.Sprintf("release: %v", rel))
+}
+
+// passOnce runs a pass whose outcome the case does not look at (its status does).
+func (h *harness) passOnce() {
+	h.t.Helper()
+	_, _ = h.pass()
+}
+
+// annotate sets one annotation of the CR.
+func (h *harness) annotate(k, v string) {
+	h.t.Helper()
+	u := h.cr()
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	u.SetAnnotations(a)
+	if err := h.c.Update(context.Background(), u); err != nil {
+		h.t.Fatal(err)
+	}
+}
