@@ -82,7 +82,7 @@ func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (situati
 	s.retries = p.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.revision, s.olderDeployed = h.Revision, len(h.OlderDeployed) > 0
-		s.testDue = p.r.opts.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && p.tested() != h.Revision
+		s.testDue = p.r.opts.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == "" && p.tested() != h.Revision
 	}
 	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
 	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)

@@ -1,11 +1,15 @@
 package controllers
 
 import (
+	"fmt"
+
 	"helm.sh/helm/v3/pkg/release"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // record is what a step learned that status.release keeps. Steps return it as data; report
@@ -183,6 +187,18 @@ func (p *pass) shadowed() result {
 		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
 			set(rstatus.TypeTested, t.cond)
 			res.record.tested = &t.value
+		}
+	}
+	// A run of the newest revision's tests that its record holds and status.release does not
+	// (a status lost, or a cache behind a process that is gone): reported from the record.
+	if h := p.release.head; res.record.tested == nil && h != nil && h.Tested() != "" {
+		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < h.Revision {
+			res.record.tested = &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()}
+			c := &condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says", h.Revision)}
+			if h.Tested() != records.TestSucceeded {
+				c = &condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says", h.Revision)}
+			}
+			set(rstatus.TypeTested, c)
 		}
 	}
 	if d, ok := p.r.shadows.drifts.of(p.key, p.obj.GetUID()); ok {

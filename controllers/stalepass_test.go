@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // A pass whose CR comes from a cache that does not show the status the pass before it wrote
@@ -123,5 +124,43 @@ func (h *harness) annotate(k, v string) {
 	u.SetAnnotations(a)
 	if err := h.c.Update(context.Background(), u); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// A run of a revision's tests is a fact of its release record (rudder.dev/tested-revision and
+// rudder.dev/test-result, written with Helm's own record of how each test hook ran): a pass
+// that knows nothing else of it — its status lost, no memory of the pass that ran them — runs
+// them not again, and reports the run from the record.
+func TestPassReadsTheTestRunFromTheRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"})
+	h.passOnce()
+	if got := h.helm.Calls(); !slices.Contains(got, "Test") {
+		t.Fatalf("first pass: %q, want the tests run", got)
+	}
+	rels := h.helm.History("ns", "w")
+	if l := rels[len(rels)-1].Labels; l[records.LabelTestedRevision] != "1" || l[records.LabelTestResult] != records.TestSucceeded {
+		t.Fatalf("the tested revision's record: labels %v", l)
+	}
+	if records.TestSucceeded != rstatus.TestSucceeded || records.TestFailed != rstatus.TestFailed {
+		t.Fatal("the record's test results are not status.release.tested's words")
+	}
+
+	cur := h.cr()
+	cur.Object["status"] = map[string]any{}
+	if err := h.c.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	h.r.shadows.forget(h.key)
+	h.passOnce()
+	if got := h.helm.Calls(); slices.Contains(got, "Test") {
+		t.Fatalf("a pass without the status ran the tests again: %q", got)
+	}
+	if got := h.conds(rstatus.TypeTested); got[0] != "Tested=True/TestSucceeded" {
+		t.Fatalf("%v", got)
+	}
+	tested, _, _ := unstructured.NestedMap(h.cr().Object, "status", "release", "tested")
+	if tested["revision"] != int64(1) || tested["result"] != rstatus.TestSucceeded {
+		t.Fatalf("status.release.tested = %v", tested)
 	}
 }

@@ -237,6 +237,9 @@ type storing struct {
 	description string
 	// rollback: the action is a rollback rudder makes; LabelRollbackRevision records its number.
 	rollback bool
+	// testing: the action runs the release's tests; LabelTestedRevision and LabelTestResult
+	// record the run on the revision's record.
+	testing bool
 	// carried are the owner's labels shards select on, for the hooks' marks.
 	carried map[string]string
 	// record, when set, is the chart the revision's record keeps: Helm was given the rendered

@@ -55,6 +55,20 @@ func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, err
 }
 
 func (d *checkedDriver) Update(key string, rls *release.Release) error {
+	if d.testing {
+		// Helm's test action stores how each test hook ran: the record says it in labels too,
+		// which the caches of release records hold (a pass decides from them).
+		if ran, failed := Tests(rls); len(ran) > 0 {
+			labels := make(map[string]string, len(rls.Labels)+2)
+			maps.Copy(labels, rls.Labels)
+			labels[records.LabelTestedRevision] = strconv.Itoa(rls.Version)
+			labels[records.LabelTestResult] = records.TestSucceeded
+			if len(failed) > 0 {
+				labels[records.LabelTestResult] = records.TestFailed
+			}
+			rls.Labels = labels
+		}
+	}
 	err := d.Driver.Update(key, rls)
 	if err != nil {
 		d.lost.Store(true)
@@ -107,12 +121,15 @@ type Marks struct {
 	// (LabelRollbackRevision records its number).
 	Description string
 	Rollback    bool
+	// Tested: the action runs the release's tests (LabelTestedRevision and LabelTestResult
+	// record the run).
+	Tested bool
 }
 
 // StoreMarked is Helm's storage over d, storing each new revision with m as the Client's
 // actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
 func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
-	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, revision: m.Revision, description: m.Description, rollback: m.Rollback}})
+	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
 	st.Log = func(string, ...any) {}
 	return st
 }

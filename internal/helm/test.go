@@ -15,7 +15,7 @@ import (
 // helm.sh/hook-delete-policy says. The revision it returns says how each hook ran (see
 // Tests); the error is Helm's, and a test that failed is one.
 func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*release.Release, error) {
-	r, err := c.begin(ctx, s, storing{manifest: true})
+	r, err := c.begin(ctx, s, storing{manifest: true, testing: true})
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,12 @@ const (
 	// rollback copies it with LabelRevision, which then names another number: it describes the
 	// revision copied, not the copy (see Head.MadeBy). Records an older rudder made lack it.
 	LabelAction = "rudder.dev/action"
+	// LabelTestedRevision and LabelTestResult record a run of a revision's tests on its record
+	// (Helm updates the record with how each test hook ran): the revision's own number and
+	// TestSucceeded or TestFailed. A rollback copies them too, with the number of the
+	// revision copied.
+	LabelTestedRevision = "rudder.dev/tested-revision"
+	LabelTestResult     = "rudder.dev/test-result"
 
 	// LabelManaged marks every object a release renders, so that rudder's dependent cache
 	// holds only its own operands.
@@ -144,3 +150,10 @@ func ActionOf(version int) Action {
 	}
 	return ActionUpgrade
 }
+
+// The results of a run of a revision's tests, as LabelTestResult records them (and
+// status.release.tested reports them).
+const (
+	TestSucceeded = "Succeeded"
+	TestFailed    = "Failed"
+)

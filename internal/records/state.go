@@ -69,6 +69,10 @@ type Head struct {
 	RollbackAs int
 	// Action is LabelAction: what made the revision MadeAs names ("" when absent).
 	Action Action
+	// TestedAs and TestResult are LabelTestedRevision and LabelTestResult: the revision whose
+	// tests ran last on this record, and how (0 and "" when absent).
+	TestedAs   int
+	TestResult string
 	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
 	// decoded release does not know its history). Helm marks the revision an upgrade or a
 	// rollback replaces superseded, but only logs a failure to: such a history wants
@@ -87,6 +91,15 @@ func (h *Head) MadeBy() Action {
 		return ""
 	}
 	return h.Action
+}
+
+// Tested is the result of the run of this revision's tests its record holds; "" when its
+// tests have not run (a rollback's copy of another revision's result included).
+func (h *Head) Tested() string {
+	if h.TestedAs != h.Revision {
+		return ""
+	}
+	return h.TestResult
 }
 
 // RudderRollback reports whether the revision is a rollback rudder made.
@@ -126,6 +139,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.MadeAs = madeAs(rel.Labels)
 		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
 		h.Action = Action(rel.Labels[LabelAction])
+		h.TestedAs, h.TestResult = labelInt(rel.Labels, LabelTestedRevision), rel.Labels[LabelTestResult]
 	}
 	return h
 }
@@ -138,7 +152,7 @@ func HeadOfLabels(l map[string]string) *Head {
 	}
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
 		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision),
-		Action: Action(l[LabelAction])}
+		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult]}
 }
 
 func madeAs(l map[string]string) int { return labelInt(l, LabelRevision) }

@@ -97,3 +97,34 @@ func TestOwnerAnnotationRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The facts a record's labels hold of its own revision — the action that made it, a run of
+// its tests — are its own only: a rollback copies the labels of the revision it returns to,
+// which name that revision's number.
+func TestHeadFactsAreTheRevisionsOwn(t *testing.T) {
+	labels := func(revision, tested string) map[string]string {
+		return map[string]string{LabelRevision: revision, LabelAction: string(ActionOf(1)), LabelTestedRevision: tested, LabelTestResult: TestFailed,
+			"version": "1", "status": "deployed"}
+	}
+	for _, tc := range []struct {
+		name   string
+		head   *Head
+		action Action
+		tested string
+	}{
+		{"install, tested", HeadOfLabels(labels("1", "1")), ActionInstall, TestFailed},
+		{"install, not tested", HeadOfLabels(map[string]string{LabelRevision: "1", LabelAction: "install", "version": "1"}), ActionInstall, ""},
+		{"a rollback's copy of revision 1", HeadOf(&release.Release{Version: 3, Labels: labels("1", "1")}), "", ""},
+		{"an older rudder's revision", HeadOf(&release.Release{Version: 2, Labels: map[string]string{LabelRevision: "2"}}), "", ""},
+	} {
+		if got := tc.head.MadeBy(); got != tc.action {
+			t.Errorf("%s: made by %q, want %q", tc.name, got, tc.action)
+		}
+		if got := tc.head.Tested(); got != tc.tested {
+			t.Errorf("%s: tested %q, want %q", tc.name, got, tc.tested)
+		}
+	}
+	if ActionOf(1) != ActionInstall || ActionOf(2) != ActionUpgrade {
+		t.Error("ActionOf")
+	}
+}

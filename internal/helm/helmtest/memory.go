@@ -235,7 +235,7 @@ func (o manifestOverride) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{}))
+	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
 	return rt.Run(name)
