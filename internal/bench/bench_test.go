@@ -530,9 +530,9 @@ func newCR(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructu
 	return u
 }
 
-// renderWeb renders the web chart for release name in ns, as Helm would for a CR: the release
-// and its objects.
-func renderWeb(b *testing.B, name, ns string) (*release.Release, []*unstructured.Unstructured) {
+// renderWeb renders the web chart for release name in ns, as Helm would for a CR (of spec
+// newCR's, with extra's fields): the release and its objects.
+func renderWeb(b *testing.B, name, ns string, extra ...map[string]any) (*release.Release, []*unstructured.Unstructured) {
 	ch, err := loader.Load("testdata/charts/web")
 	if err != nil {
 		b.Fatal(err)
@@ -540,7 +540,11 @@ func renderWeb(b *testing.B, name, ns string) (*release.Release, []*unstructured
 	inst := action.NewInstall(&action.Configuration{})
 	inst.ClientOnly, inst.DryRun, inst.ReleaseName, inst.Namespace = true, true, name, ns
 	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	rel, err := inst.Run(ch, map[string]any{"replicas": 1, "port": 8080})
+	vals := map[string]any{"replicas": 1, "port": 8080}
+	for _, e := range extra {
+		maps.Copy(vals, e)
+	}
+	rel, err := inst.Run(ch, vals)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,7 +55,11 @@ import (
 //     while converging;
 //   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
 //     process with no CR; the RSS with no CR also split into anonymous and file pages (see
-//     resident).
+//     resident);
+//   - a chart edit (another image): the time until every CR runs it, rudder's and the API
+//     server's CPU per upgrade, and the time between the first and the last namespace done.
+//
+// RUDDER_BENCH_SCALE_HEADLESS=1 makes the Services headless (see scaleSpec).
 //
 // The curves of the largest N — releases deployed over time, rudder's and the direct store's —
 // go to docs/bench-scale.svg. RUDDER_BENCH_SCALE_PROFILE=dir writes, for each N, rudder's CPU
@@ -110,6 +115,19 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 }
+
+// scaleSpec is what the scale CRs' spec (and the direct store's values) set beyond newCR's.
+// RUDDER_BENCH_SCALE_HEADLESS=1 makes every Service headless: the API server then allocates
+// no ClusterIP, whose allocator (Kubernetes' IPAddress one) lists every allocated address on
+// each Service create, a cost per create that grows with the Services in the cluster (61 % of
+// the API server's CPU while 10,000 CRs converged in session 18) and that no client of the
+// API server can avoid.
+var scaleSpec = func() map[string]any {
+	if os.Getenv("RUDDER_BENCH_SCALE_HEADLESS") != "" {
+		return map[string]any{"clusterIP": "None"}
+	}
+	return map[string]any{}
+}()
 
 // scaleSize is one point of BenchmarkScale: n CRs over spread namespaces.
 type scaleSize struct{ n, spread int }
@@ -243,7 +261,9 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
-			return cl.Create(ctx, newCR(scaleGVK, nss[i%len(nss)], fmt.Sprintf("s-%04d", i)))
+			cr := newCR(scaleGVK, nss[i%len(nss)], fmt.Sprintf("s-%04d", i))
+			maps.Copy(cr.Object["spec"].(map[string]any), scaleSpec)
+			return cl.Create(ctx, cr)
 		}); err != nil {
 			b.Error(err)
 		}
@@ -384,7 +404,7 @@ func directStore(b *testing.B, cl client.Client, size scaleSize) ([]point, time.
 	createNamespaces(b, cl, nss)
 	objs := make([][]*unstructured.Unstructured, n)
 	for i := range n {
-		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), nss[i%len(nss)])
+		_, objs[i] = renderWeb(b, fmt.Sprintf("s-%04d", i), nss[i%len(nss)], scaleSpec)
 	}
 	var mu sync.Mutex
 	var pts []point
