@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,6 +84,8 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.editCPU.Seconds()*1000/float64(n), "cpu-ms/upgrade")
 			b.ReportMetric(r.editAPIServerCPU.Seconds()*1000/float64(n), "apiserver-cpu-ms/upgrade")
 			b.ReportMetric(r.namespaceSpread.Seconds(), "s-namespace-spread")
+			b.ReportMetric(r.installLists/float64(n), "lists/install")
+			b.ReportMetric(r.upgradeLists/float64(n), "lists/upgrade")
 			b.ReportMetric(r.converge.Seconds(), "s-converge")
 			b.ReportMetric(r.direct.Seconds(), "s-direct-store")
 			b.ReportMetric(r.installCPU.Seconds()*1000/float64(n), "cpu-ms/install")
@@ -194,6 +197,10 @@ type scaleRun struct {
 	converge, direct    time.Duration
 	rate                float64
 	installCPU, idleCPU time.Duration
+	// installLists and upgradeLists are the LISTs the API server served while the fleet
+	// converged and while it took the chart edit: an install or upgrade that LISTs costs the
+	// API server a pass over every object of the namespace.
+	installLists, upgradeLists float64
 	// idleWindowCPU is rudder's CPU over the idle window, its render workers' counted (those
 	// that ended in it too).
 	idleWindowCPU time.Duration
@@ -258,6 +265,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
 	cpu0, plane0, workers0 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
 	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.metric(b, "rudder_status_writes_total")
+	lists0 := apiserverLists(b, c)
 	start := time.Now()
 	go func() {
 		if err := parallel(n, func(ctx context.Context, i int) error {
@@ -280,6 +288,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.rate = float64(n) / r.converge.Seconds()
 	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
 	r.statusWrites = (p.metric(b, "rudder_status_writes_total") - writes0) / float64(n)
+	r.installLists = apiserverLists(b, c) - lists0
 
 	convergeProfile()
 
@@ -297,7 +306,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	p.profile(b, "heap", "heap", 0)()
 
 	// A chart edit: every CR upgrades once, each namespace's share of the workers taken in turn.
-	cpu2, plane2, workers2 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
+	cpu2, plane2, workers2, lists2 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b), apiserverLists(b, c)
 	start = time.Now()
 	if err := publishScaleChart(true); err != nil {
 		b.Fatal(err)
@@ -305,7 +314,36 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.edit, r.namespaceSpread = upgraded(b, scaleCRs, ns, n, start)
 	r.editCPU = p.cpu(b) - cpu2 + p.workersCPU(b) - workers2
 	r.editAPIServerCPU = childCPU(b)["kube-apiserver"] - plane2
+	r.upgradeLists = apiserverLists(b, c) - lists2
+	// Every request an install or upgrade sends is a GET, create, update or patch of a named
+	// object (issue 36): a LIST per CR would cost the API server a pass over the namespace.
+	// The informers' own LISTs (a relist after a watch expired) are a few in a run.
+	if r.installLists > float64(n)/100 || r.upgradeLists > float64(n)/100 {
+		b.Errorf("%v LISTs while %d CRs converged and %v while they upgraded: some action LISTs", r.installLists, n, r.upgradeLists)
+	}
 	return r
+}
+
+// apiserverLists is how many LISTs the API server has served (apiserver_request_total).
+func apiserverLists(b *testing.B, c *testcluster.Cluster) float64 {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="LIST"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		total += v
+	}
+	return total
 }
 
 // publishScaleChart publishes the scale kind's chart: the web chart, or, edited, the web

@@ -31,12 +31,22 @@ func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, erro
 	return st, nil
 }
 
-// Last is the newest revision of a release, or nil when there is none.
+// Last is the newest revision of a release, or nil when there is none: read by name from the
+// newest revision the cache of rudder's records shows (records.Driver.Newest), else from
+// storage (Helm's LIST of the release's records).
 func (c *Client) Last(ctx context.Context, s Scope, name string) (*release.Release, error) {
-	st, err := c.storageOf(ctx, s)
+	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
 	}
+	d = d.WithContext(ctx)
+	if c.records != nil {
+		if rel, ok, err := d.WithQueries(records.QueryUpgrade, s.Namespace, c.records, c.foreign).Newest(name); ok || err != nil {
+			return rel, err
+		}
+	}
+	st := storage.Init(d)
+	st.Log = d.Log
 	return records.Last(st, name)
 }
 

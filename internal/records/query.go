@@ -69,6 +69,49 @@ func (d *Driver) query(want map[string]string) ([]*release.Release, error) {
 	return d.readThrough(name, own, want)
 }
 
+// Newest is the newest revision of release name, read by name: the newest revision the cache
+// of rudder's records shows, then each revision after it until one is not there (revisions are
+// numbered in order: those the cache has not seen yet are these). One GET when the cache is
+// current, whatever the history's length, and never a LIST, whose cost grows with every
+// Secret of the namespace. ok is false, with nothing read, when the cache shows no record of
+// the name or the driver has no cache, and when the newest it shows is gone (an uninstall):
+// the caller asks storage instead.
+func (d *Driver) Newest(name string) (rel *release.Release, ok bool, err error) {
+	if d.own == nil || name == "" {
+		return nil, false, nil
+	}
+	cached, err := cachedRecords(d.own, d.namespace, name)
+	if err != nil {
+		return nil, false, nil
+	}
+	newest := 0
+	for i := range cached {
+		if v, err := strconv.Atoi(cached[i].Labels["version"]); err == nil {
+			newest = max(newest, v)
+		}
+	}
+	if newest == 0 {
+		return nil, false, nil
+	}
+	rel, err = d.Get(recordName(name, newest))
+	switch {
+	case errors.Is(err, driver.ErrReleaseNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	for v := newest + 1; ; v++ {
+		next, err := d.Get(recordName(name, v))
+		switch {
+		case errors.Is(err, driver.ErrReleaseNotFound):
+			return rel, true, nil
+		case err != nil:
+			return nil, false, err
+		}
+		rel = next
+	}
+}
+
 // readThrough reads the records of release name with labels want: those of cached (their
 // metadata, from the cache) that have them, then every revision after the newest of cached,
 // until one is not there.

@@ -129,3 +129,35 @@ func TestUpgradeReadsHistoryByName(t *testing.T) {
 		t.Errorf("an upgrade's history reads sent %v; want GETs of named records only", v)
 	}
 }
+
+// TestNewestByName: the newest revision is read by name — the newest the cache shows, then
+// those after it — in one GET per revision from there, never a LIST; a name the cache does
+// not show, and a newest revision that is gone, are left to storage, and a name the cache
+// does not show costs no request.
+func TestNewestByName(t *testing.T) {
+	cs := fake.NewClientset()
+	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true, recordName("gone", 4): true}
+	own, foreign := records(t, cs, seen, rev("web", 1, release.StatusSuperseded, true),
+		rev("web", 2, release.StatusSuperseded, true), rev("web", 3, release.StatusDeployed, true), rev("gone", 4, release.StatusDeployed, true))
+	if err := cs.CoreV1().Secrets("ns").Delete(context.Background(), recordName("gone", 4), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryUpgrade, "ns", own, foreign)
+	cs.ClearActions()
+	rel, ok, err := d.Newest("web")
+	if err != nil || !ok || rel.Version != 3 || rel.Labels[LabelOwnerUID] == "" {
+		t.Fatalf("web: %v %v %v, want revision 3 (which the cache has not seen), with its labels", rel, ok, err)
+	}
+	if v := verbs(cs); v["list"] != 0 || v["get"] != 3 {
+		t.Errorf("reading the newest revision sent %v; want 3 GETs (revisions 2, 3 and the absent 4)", v)
+	}
+	for _, name := range []string{"gone", "unknown"} {
+		cs.ClearActions()
+		if rel, ok, err := d.Newest(name); ok || err != nil || rel != nil {
+			t.Errorf("%s: %v %v %v, want it left to storage", name, rel, ok, err)
+		}
+		if name == "unknown" && len(cs.Actions()) != 0 {
+			t.Errorf("a name the cache does not show cost %d requests", len(cs.Actions()))
+		}
+	}
+}
