@@ -32,7 +32,7 @@ type Check struct {
 
 // evalTimeout bounds one evaluation in time, beside the cost bound (which bounds the work
 // CEL counts; the timeout, what it cannot, such as a huge list walked by a macro).
-const evalTimeout = time.Second
+var evalTimeout = time.Second
 
 // Checker judges the objects of the kinds it has checks for. Its zero value, and nil, have
 // none.
