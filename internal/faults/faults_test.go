@@ -85,6 +85,12 @@ type replica struct {
 // start runs bin/rudder with the Web watch against the cluster; its log goes to a file.
 func start(t *testing.T, name string, extra ...string) *replica {
 	t.Helper()
+	return startBinary(t, name, binary, extra...)
+}
+
+// startBinary is start for the rudder binary bin.
+func startBinary(t *testing.T, name, bin string, extra ...string) *replica {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(log)
 	if err != nil {
@@ -92,7 +98,7 @@ func start(t *testing.T, name string, extra ...string) *replica {
 	}
 	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--watches-file", watches,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--reconcile-period", "10s"}, extra...)
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
