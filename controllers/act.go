@@ -143,10 +143,10 @@ func (p *pass) inSync(h *records.Head) result {
 	res := result{verdict: succeeded, phase: phaseInSync, reason: rstatus.ReasonUpToDate, head: h}
 	// The action that made this revision, as its record says; a record an older rudder made
 	// does not, and its CR's condition does.
-	switch made := h.MadeBy(); {
-	case made == records.ActionInstall:
+	switch h.MadeBy() {
+	case records.ActionInstall:
 		res.reason = rstatus.ReasonInstallSucceeded
-	case made == records.ActionUpgrade:
+	case records.ActionUpgrade:
 		res.reason = rstatus.ReasonUpgradeSucceeded
 	default:
 		if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
