@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
@@ -221,33 +220,6 @@ func (r *run) settle(name string, err error) {
 	if len(marked) > 0 {
 		r.log.Info("an update of the release's records failed during the action; marked its older deployed revisions superseded", "release", name, "revisions", marked)
 	}
-}
-
-// storing says how an action's new revisions are stored.
-type storing struct {
-	// chart, when set, is the chart whose crds/ define kinds the action may meet.
-	chart *chart.Chart
-	// manifest: check stored manifests too (those a post-renderer has not already checked:
-	// rollbacks).
-	manifest bool
-	// stamp: the revision is made from a CR's spec (install, upgrade): LabelRevision records
-	// its number, LabelAction the action.
-	stamp bool
-	// description replaces Helm's own (a rollback's "Rollback to N").
-	description string
-	// rollback: the action is a rollback rudder makes; LabelRollbackRevision records its number.
-	rollback bool
-	// testing: the action runs the release's tests; LabelTestedRevision and LabelTestResult
-	// record the run on the revision's record.
-	testing bool
-	// carried are the owner's labels shards select on, for the hooks' marks.
-	carried map[string]string
-	// record, when set, is the chart the revision's record keeps: Helm was given the rendered
-	// one (see render.go). revision is the number the render was made for.
-	record   *chart.Chart
-	revision int
-	// query says which of the action's queries of the release's records the caches answer.
-	query records.QueryMode
 }
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
