@@ -3,6 +3,7 @@ package helm
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -83,19 +84,14 @@ func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, err
 }
 
 func (d *checkedDriver) Update(key string, rls *release.Release) error {
-	if d.testing {
+	if result := testOutcome(rls); d.testing && result != "" {
 		// Helm's test action stores how each test hook ran: the record says it in labels too,
 		// which the caches of release records hold (a pass decides from them).
-		if ran, failed := Tests(rls); len(ran) > 0 {
-			labels := make(map[string]string, len(rls.Labels)+2)
-			maps.Copy(labels, rls.Labels)
-			labels[records.LabelTestedRevision] = strconv.Itoa(rls.Version)
-			labels[records.LabelTestResult] = records.TestSucceeded
-			if len(failed) > 0 {
-				labels[records.LabelTestResult] = records.TestFailed
-			}
-			rls.Labels = labels
-		}
+		labels := make(map[string]string, len(rls.Labels)+2)
+		maps.Copy(labels, rls.Labels)
+		labels[records.LabelTestedRevision] = strconv.Itoa(rls.Version)
+		labels[records.LabelTestResult] = result
+		rls.Labels = labels
 	}
 	err := d.Driver.Update(key, rls)
 	if err != nil {
@@ -160,4 +156,35 @@ func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
 	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
 	st.Log = func(string, ...any) {}
 	return st
+}
+
+// testOutcome is the outcome of a run of rls's tests once it is known: TestFailed when a test
+// hook failed (Helm runs no more after it) and none is still running, TestSucceeded when every
+// one succeeded, "" otherwise. Helm also stores the record while the run goes on (a hook
+// Running, those after it not started): that is no outcome, and a process killed then has
+// not tested the revision.
+func testOutcome(rls *release.Release) string {
+	failed, done, all := false, 0, 0
+	for _, h := range rls.Hooks {
+		if !slices.Contains(h.Events, release.HookTest) {
+			continue
+		}
+		all++
+		switch h.LastRun.Phase {
+		case release.HookPhaseRunning:
+			return ""
+		case release.HookPhaseFailed:
+			failed = true
+			done++
+		case release.HookPhaseSucceeded:
+			done++
+		}
+	}
+	switch {
+	case failed:
+		return records.TestFailed
+	case all > 0 && done == all:
+		return records.TestSucceeded
+	}
+	return ""
 }
