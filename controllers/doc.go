@@ -38,8 +38,11 @@
 //     its case in next (which state, after which step). next stays pure: every fact it needs
 //     is read by situation first.
 //  3. record.go, when status.release records its outcome: a field of record, which
-//     writeRelease writes, with a shadow (shadows) when a pass reading the CR from a cache
-//     behind that write must not act again.
+//     writeRelease writes. A fact a later decision reads belongs in the release's record
+//     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
+//     rudder.dev/tested-revision are; records.Head reads it), so that a pass reading the CR
+//     from a cache behind that write decides the same; a shadow (shadows) covers what is not
+//     there yet. TestPassBehindTheCacheDecidesTheSame gets a row for it.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
 //     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
