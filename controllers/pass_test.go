@@ -982,29 +982,16 @@ func TestPassNudges(t *testing.T) {
 			t.Fatalf("%s: installed %v, want %v", step, got, want == 1)
 		}
 	}
-	annotate := func(k, v string) {
-		t.Helper()
-		u := h.cr()
-		a := u.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[k] = v
-		u.SetAnnotations(a)
-		if err := h.c.Update(context.Background(), u); err != nil {
-			t.Fatal(err)
-		}
-	}
 	installs("the failure", 1)
 	installs("held back", 0)
-	annotate(AnnotationReconcileAt, "1")
+	h.annotate(AnnotationReconcileAt, "1")
 	installs("reconcile-at=1", 1)
 	installs("reconcile-at=1 again", 0)
 	if got, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "reconcileRequest"); got != "1" {
 		t.Fatalf("status.release.reconcileRequest %q", got)
 	}
 	h.helm.installErr = nil
-	annotate(AnnotationResetAt, "a")
+	h.annotate(AnnotationResetAt, "a")
 	installs("reset-at=a", 1)
 	rel, _, _ := unstructured.NestedMap(h.cr().Object, "status", "release")
 	if rel["resetRequest"] != "a" || rel["failed"] != nil {

@@ -334,16 +334,7 @@ func apiserverLists(b *testing.B, c *testcluster.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	total := 0.0
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="LIST"`) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		total += v
-	}
-	return total
+	return sumSeries(string(raw), "apiserver_request_total", `verb="LIST"`)
 }
 
 // publishScaleChart publishes the scale kind's chart: the web chart, or, edited, the web
@@ -688,9 +679,15 @@ func (p *rudderProcess) metric(b *testing.B, name string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return sumSeries(body, name, "")
+}
+
+// sumSeries sums the series of metric name in a Prometheus text exposition, those whose line
+// holds label (a `key="value"` pair) when label is not "".
+func sumSeries(body, name, label string) float64 {
 	sum := 0.0
 	for _, l := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") {
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") || !strings.Contains(l, label) {
 			continue
 		}
 		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
