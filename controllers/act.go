@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -222,8 +223,16 @@ func (p *pass) forbidden(event, msg string) result {
 // request builds the Helm request of an install or upgrade, after the checks that need no
 // cluster: the values against the chart's schema, and the Event that overrideValues applied.
 // It returns the result to end on instead when there is no request to make.
-func (p *pass) request(action string) (*helm.Request, []note, *result) {
-	if err := helm.ValidateValues(p.snap.Chart, p.values); err != nil {
+func (p *pass) request(ctx context.Context, action string) (*helm.Request, []note, *result) {
+	pinned, err := p.pinnedRelease(ctx)
+	if err != nil {
+		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+	}
+	chrt := p.snap.Chart
+	if pinned != nil {
+		chrt = pinned.Chart
+	}
+	if err := helm.ValidateValues(chrt, p.values); err != nil {
 		msg := "values do not match the chart's values.schema.json: " + err.Error()
 		return nil, nil, &result{verdict: blocked, reason: rstatus.ReasonValuesInvalid, message: msg,
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonValuesInvalid, msg}}
@@ -233,9 +242,11 @@ func (p *pass) request(action string) (*helm.Request, []note, *result) {
 		pre = append(pre, note{corev1.EventTypeNormal, "OverrideApplied", "Render",
 			"watches.yaml overrideValues set " + strings.Join(p.overridden, ", ") + " on top of the spec"})
 	}
-	ch, err := p.snap.Fresh()
-	if err != nil {
-		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+	ch := chrt // a release decoded for this pass alone: a private copy
+	if pinned == nil {
+		if ch, err = p.snap.Fresh(); err != nil {
+			return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+		}
 	}
 	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.chartDigest, p.values, p.want.ValuesDigest,
 		helm.Description(action, p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))

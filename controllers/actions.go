@@ -137,6 +137,9 @@ func (p *pass) act(ctx context.Context) *outcome {
 	o := &outcome{}
 	o.add(nil, p.shadowed())
 	o.nudged = p.nudges(o)
+	if c := p.pin.cond; c != nil {
+		o.add(nil, result{conditions: map[string]*condition{rstatus.TypeRollout: c}})
+	}
 	obs := p.release
 	for range maxSteps {
 		s, err := p.situation(ctx, obs, o)

@@ -20,7 +20,7 @@ type install struct{}
 func (install) String() string { return actInstall }
 
 func (install) run(ctx context.Context, p *pass, obs observed) result {
-	req, pre, stop := p.request(actInstall)
+	req, pre, stop := p.request(ctx, actInstall)
 	if stop != nil {
 		return *stop
 	}

@@ -32,6 +32,7 @@ import (
 	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
 	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/controllers/application"
 	"github.com/rudder-operator/rudder/controllers/at"
 	"github.com/rudder-operator/rudder/internal/chartsource"
@@ -101,7 +102,7 @@ type ManagerOptions struct {
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, operatorv1alpha1.AddToScheme, cnatv1alpha1.AddToScheme, appv1.AddToScheme,
+		clientgoscheme.AddToScheme, rolloutv1.AddToScheme, operatorv1alpha1.AddToScheme, cnatv1alpha1.AddToScheme, appv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err) // static registration; cannot fail at run time
@@ -165,7 +166,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 			Recorder: recorder, Clock: opts.Clock, OnPass: opts.OnPass, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			Carried: carried,
+			Carried: carried, Shard: shard.String(),
 		})
 		if err != nil {
 			return nil, nil, err

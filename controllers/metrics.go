@@ -39,6 +39,14 @@ var (
 		Name: "rudder_actions_queued",
 		Help: "CRs waiting for one of their namespace's Helm action slots (limits.maxActionsPerNamespace), by kind and namespace.",
 	}, []string{"gvk", "namespace"})
+	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_rollouts_total",
+		Help: "Rollouts of chart edits by kind and outcome (Complete, Halted with onHalt hold, RolledBack, Superseded).",
+	}, []string{"gvk", "outcome"})
+	rolloutCRs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rudder_rollout_crs",
+		Help: "CRs of a kind with a rollout policy, by the chart digest their release is on (none: no release yet).",
+	}, []string{"gvk", "digest"})
 	passSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rudder_reconcile_pass_seconds",
 		Help:    "Duration of reconcile passes by kind and result.",
@@ -47,7 +55,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, actionsQueued, passSeconds)
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, actionsQueued, passSeconds, rollouts, rolloutCRs)
 }
 
 func outcomeLabel(err error) string {

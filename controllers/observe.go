@@ -61,6 +61,13 @@ func (p *pass) observe(ctx context.Context) *outcome {
 	p.chartDigest = p.r.opts.Watch.ChartDigest(p.snap.Digest)
 	p.want = records.Desired{OwnerUID: string(p.obj.GetUID()), ChartDigest: records.LabelDigest(p.chartDigest), ValuesDigest: vd,
 		Generation: p.gen}
+	if p.pin, err = p.rolloutPin(ctx); err != nil {
+		return retried(rstatus.ReasonReconcileError, err)
+	}
+	if p.pin.digest != "" {
+		// A rollout keeps the CR on its own release's chart (see rollout.go).
+		p.chartDigest, p.want.ChartDigest = p.pin.digest, p.pin.digest
+	}
 	if p.st.Release != nil && p.st.Release.Applied != nil {
 		p.want.Applied = &records.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
 	}

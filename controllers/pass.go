@@ -71,6 +71,8 @@ type pass struct {
 	queued bool
 	// reset: the pass acts on a new reset-at value (see nudges).
 	reset bool
+	// pin is where the watch's rollouts leave the CR (see rollout.go).
+	pin pin
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {

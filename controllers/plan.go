@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"helm.sh/helm/v3/pkg/release"
+
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -43,6 +45,9 @@ type situation struct {
 	// testDue: the watch tests its releases, and the newest revision is one rudder made from
 	// the spec whose tests have not run; testRollsBack: a failed test is rolled back.
 	testDue, testRollsBack bool
+	// rolloutBack is the revision a halted rollout (onHalt rollback) returns the release to
+	// (0: none).
+	rolloutBack int
 	// made: an install or upgrade of this pass made the newest revision.
 	made bool
 	// failure is the failure this pass met (nil: none): no install or upgrade follows it.
@@ -86,6 +91,9 @@ func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (situati
 	}
 	s.testRollsBack, s.made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
 	s.relabel = obs.rel != nil && p.needsAdoption(obs.rel)
+	if h := obs.head; p.pin.back > 0 && h != nil && h.ChartDigest == p.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[actRolloutRollback] {
+		s.rolloutBack = p.pin.back
+	}
 	switch {
 	case obs.state == records.StateLocked:
 		s.foreign = p.foreign(obs.rel)
@@ -141,6 +149,7 @@ const (
 	actAdopt           = "adopt"
 	actReapply         = "reapply"
 	actTest            = "test"
+	actRolloutRollback = "rollout-rollback"
 	// actUninstall is the uninstall of a deleted CR's release, which finalize runs.
 	actUninstall = "uninstall"
 )
@@ -161,6 +170,10 @@ func (s situation) step() (action, ending) {
 		return nil, endHeld
 	case s.rollbackTo != "" && !s.taken[actRequestRollback]:
 		return requestRollback{value: s.rollbackTo}, 0
+	case s.taken[actRolloutRollback]:
+		return nil, endRolledBack
+	case s.rolloutBack > 0:
+		return rolloutRollback{to: s.rolloutBack}, 0
 	case s.testDue && !s.taken[actTest]:
 		return test{revision: s.revision}, 0
 	case s.testFailed() && s.testRollsBack && s.deployed > 0:

@@ -49,6 +49,10 @@ func TestNext(t *testing.T) {
 		{"rollback-to due", situation{state: records.StateInSync, rollbackTo: "1"}, actRequestRollback},
 		{"rollback-to handled", situation{state: records.StateRolledBack, rollbackTo: "1", last: requested}, "end:rolled back"},
 		{"records of another shard", situation{state: records.StateInSync, relabel: true}, actAdopt},
+		{"a halted rollout rolls back", situation{state: records.StateInSync, rolloutBack: 2}, actRolloutRollback},
+		{"a halted rollout rolls back an out-of-sync release first", situation{state: records.StateOutOfSync, rolloutBack: 2}, actRolloutRollback},
+		{"rolled back by a halted rollout", situation{state: records.StateRolledBack, taken: map[string]bool{actRolloutRollback: true}}, "end:rolled back"},
+		{"rolled back by a halted rollout, spec changed since", situation{state: records.StateOutOfSync, taken: map[string]bool{actRolloutRollback: true}}, "end:rolled back"},
 		{"adopted", situation{state: records.StateInSync, relabel: true, last: adopted}, "end:in sync"},
 		{"another owner's records are not adopted", situation{state: records.StateConflict, relabel: true}, "end:conflict"},
 

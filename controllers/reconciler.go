@@ -77,6 +77,10 @@ type Options struct {
 	// shard's caches select those too (nil: not sharded).
 	Carried []string
 
+	// Shard is this replica's shard selector (--watch-label-selector; "": not sharded): its
+	// rollouts move only its CRs, under names of their own (see rollout.go).
+	Shard string
+
 	// DefaultServiceAccount is impersonated for the releases of a watch that names no
 	// serviceAccountName ("" = rudder's own identity); see helm.Scope.
 	DefaultServiceAccount string
@@ -113,6 +117,8 @@ type Reconciler struct {
 	// shadows keep what passes wrote into status.release for the passes that read a cache
 	// behind it (see record.go).
 	shadows *shadows
+	// coord moves the watch's rollouts (nil: the watch has no rollout policy).
+	coord *coordinator
 	// gate shares the workers out between namespaces (see gate.go).
 	gate *gate
 	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
@@ -237,6 +243,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		p.endTurn()
 		if err := p.persist(ctx); err != nil {
 			retErr = errors.Join(retErr, err)
+		}
+		if r.coord != nil && r.coord.active.Load() {
+			r.coord.wake() // the CR's status may open the gate of a wave
 		}
 	}()
 	return p.run(ctx)

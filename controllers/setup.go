@@ -80,11 +80,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return src.WaitForSync(ctx)
 		}
 	}
+	if r.opts.Watch.Rollout != nil {
+		if err := r.setupRollouts(mgr); err != nil {
+			return err
+		}
+	}
 	path := r.opts.Watch.ChartPath()
 	r.opts.Charts.Subscribe(func(changed string) {
-		if changed == path {
-			go r.enqueueAll(context.Background(), mgr.GetCache())
+		if changed != path {
+			return
 		}
+		if r.coord != nil {
+			r.coord.wake() // a rollout moves the CRs; every CR still reports the chart's state
+		}
+		go r.enqueueAll(context.Background(), mgr.GetCache())
 	})
 	return nil
 }

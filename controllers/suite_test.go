@@ -80,6 +80,10 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, err
 		}
 	}
+	// rollout: the day2 chart as a ConfigMap volume, which TestRolloutInWaves edits.
+	if err := swapChart(filepath.Join(tmp, "rollout"), filepath.Join(tmp, "day2"), nil); err != nil {
+		return nil, err
+	}
 	// crdskip and crdreplace: a chart whose crds/ a test edits (see gearChart).
 	for _, vol := range []string{"crdskip", "crdreplace"} {
 		if err := chartsourcetest.PublishAtomic(filepath.Join(tmp, vol), gearChart(vol, 1)); err != nil {
@@ -154,6 +158,11 @@ const testWatches = `
   chart: crdreplace
   allowClusterScoped: [CustomResourceDefinition]
   crds: {upgrade: CreateReplace}
+- group: test.rudder.dev
+  version: v1
+  kind: RolloutProbe
+  chart: rollout
+  rollout: {waves: [{count: 1}, {percent: 25}], settle: 1s, healthTimeout: 20s, maxFailures: 0, onHalt: rollback}
 - group: test.rudder.dev
   version: v1
   kind: ValuesTenant

@@ -18,7 +18,7 @@ type upgrade struct{}
 func (upgrade) String() string { return actUpgrade }
 
 func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
-	req, pre, stop := p.request(actUpgrade)
+	req, pre, stop := p.request(ctx, actUpgrade)
 	if stop != nil {
 		return *stop
 	}

@@ -34,6 +34,19 @@ const (
 	// driftDetection.mode is warn: True naming each object and field that differs from the
 	// manifest (nothing is restored), False when none does.
 	TypeDrifted = "Drifted"
+	// TypeRollout is where the watch's rollouts leave the CR, when the watch has a rollout
+	// policy: True when its release is on the watch's chart or moving to it, False while a
+	// rollout has not reached it, holds it (rudder.dev/rollout-hold) or halted.
+	TypeRollout = "Rollout"
+)
+
+// Reasons of the Rollout condition.
+const (
+	ReasonRolloutCurrent = "RolloutCurrent"
+	ReasonRolloutWaiting = "RolloutWaiting"
+	ReasonRolloutHeld    = "RolloutHeld"
+	ReasonRolloutHalted  = "RolloutHalted"
+	ReasonRolloutKept    = "RolloutKept"
 )
 
 // RudderOwns reports whether rudder owns a condition type: it writes those on every pass, and a
@@ -41,7 +54,7 @@ const (
 // (the Application hook could add "Available"): rudder keeps it as the hook last set it.
 func RudderOwns(conditionType string) bool {
 	switch conditionType {
-	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested, TypeDrifted:
+	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested, TypeDrifted, TypeRollout:
 		return true
 	}
 	return false

@@ -61,6 +61,7 @@ var Fields = []Field{
 	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` (see \"Day-2 operations\")"},
 	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\")"},
 	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off (see \"Day-2 operations\")"},
+	{"rollout", "every CR at once", "`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},
 	{"serviceAccountName", "rudder's `--default-service-account`", "the ServiceAccount of the CR's namespace that every request for its release impersonates (see \"Multi-tenancy\")"},
 }
 

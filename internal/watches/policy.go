@@ -86,7 +86,7 @@ type Remediation struct {
 const MaxRetries = 10
 
 func (w *Watch) checkPolicies() error {
-	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkRemediation} {
+	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkRemediation, w.checkRollout} {
 		if err := check(); err != nil {
 			return err
 		}

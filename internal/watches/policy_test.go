@@ -23,17 +23,26 @@ func parseOne(t *testing.T, entry string) (*Watch, error) {
 func TestPoliciesInvalid(t *testing.T) {
 	t.Parallel()
 	for entry, want := range map[string]string{
-		"crds: {install: CreateReplace}":                                             `crds.install: "CreateReplace" must be Create or Skip`,
-		"crds: {upgrade: Replace}":                                                   `crds.upgrade: "Replace" must be`,
-		"crds: {upgrade: CreateReplace}":                                             "crds.upgrade: CreateReplace needs allowClusterScoped to name CustomResourceDefinition",
-		"driftDetection: {mode: none}":                                               `driftDetection.mode: "none" must be enabled, warn or disabled`,
-		"driftDetection: {ignore: [{paths: [spec/replicas]}]}":                       "driftDetection.ignore[0].paths[0]: \"spec/replicas\" is not a JSON pointer",
-		"driftDetection: {ignore: [{}]}":                                             "driftDetection.ignore[0].paths: at least one",
-		"driftDetection: {ignore: [{paths: [/a], target: {name: '('}}]}":             "driftDetection.ignore[0].target.name:",
-		"driftDetection: {ignore: [{paths: [/a], target: {labelSelector: 'a in'}}]}": "driftDetection.ignore[0].target.labelSelector:",
-		"remediation: {retries: -1}":                                                 "remediation.retries: -1 must be between 0 and 10",
-		"remediation: {retries: 11}":                                                 "remediation.retries: 11 must be between 0 and 10",
-		"upgrade: {force: maybe}":                                                    "upgrade.force",
+		"crds: {install: CreateReplace}":                                                 `crds.install: "CreateReplace" must be Create or Skip`,
+		"crds: {upgrade: Replace}":                                                       `crds.upgrade: "Replace" must be`,
+		"crds: {upgrade: CreateReplace}":                                                 "crds.upgrade: CreateReplace needs allowClusterScoped to name CustomResourceDefinition",
+		"driftDetection: {mode: none}":                                                   `driftDetection.mode: "none" must be enabled, warn or disabled`,
+		"driftDetection: {ignore: [{paths: [spec/replicas]}]}":                           "driftDetection.ignore[0].paths[0]: \"spec/replicas\" is not a JSON pointer",
+		"driftDetection: {ignore: [{}]}":                                                 "driftDetection.ignore[0].paths: at least one",
+		"driftDetection: {ignore: [{paths: [/a], target: {name: '('}}]}":                 "driftDetection.ignore[0].target.name:",
+		"driftDetection: {ignore: [{paths: [/a], target: {labelSelector: 'a in'}}]}":     "driftDetection.ignore[0].target.labelSelector:",
+		"remediation: {retries: -1}":                                                     "remediation.retries: -1 must be between 0 and 10",
+		"remediation: {retries: 11}":                                                     "remediation.retries: 11 must be between 0 and 10",
+		"upgrade: {force: maybe}":                                                        "upgrade.force",
+		"rollout: {}":                                                                    "rollout.waves: at least one wave",
+		"rollout: {waves: [{count: 1, percent: 5}]}":                                     "rollout.waves[0]: exactly one of count, percent and selector",
+		"rollout: {waves: [{percent: 101}]}":                                             "rollout.waves[0].percent: 101 must be between 1 and 100",
+		"rollout: {waves: [{count: -1}]}":                                                "rollout.waves[0].count: -1 must be positive",
+		"rollout: {waves: [{count: 1}, {selector: {matchLabels: {a: b}}}]}":              "rollout.waves[1].selector: only the first wave",
+		"rollout: {waves: [{selector: {matchExpressions: [{key: a, operator: Nope}]}}]}": "rollout.waves[0].selector:",
+		"rollout: {waves: [{count: 1}], onHalt: revert}":                                 `rollout.onHalt: "revert" must be hold or rollback`,
+		"rollout: {waves: [{count: 1}], maxFailures: -1}":                                "rollout.maxFailures: -1 must not be negative",
+		"rollout: {waves: [{count: 1}], settle: -1s}":                                    "rollout.settle: -1s must not be negative",
 	} {
 		_, err := parseOne(t, entry)
 		if err == nil || !strings.Contains(err.Error(), want) {

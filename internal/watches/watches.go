@@ -92,6 +92,9 @@ type Watch struct {
 	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
 	Upgrade        *Upgrade        `json:"upgrade,omitempty"`
 	Remediation    *Remediation    `json:"remediation,omitempty"`
+	// Rollout moves a chart edit to the CRs in health-gated waves (see rollout.go); nil: all
+	// at once.
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.

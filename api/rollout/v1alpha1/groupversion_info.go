@@ -1,0 +1,28 @@
+// Package v1alpha1 holds rudder's own API (rudder.dev/v1alpha1): the Rollout, one object per
+// chart edit that a watch's rollout policy moves to its CRs in health-gated waves
+// (controllers/rollout.go).
+//
+// +kubebuilder:object:generate=true
+// +groupName=rudder.dev
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	// GroupVersion is the group version of these types.
+	GroupVersion = schema.GroupVersion{Group: "rudder.dev", Version: "v1alpha1"}
+	// SchemeBuilder adds the types to a scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds the types of this group version to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Rollout{}, &RolloutList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

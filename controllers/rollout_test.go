@@ -1,0 +1,245 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+var rolloutGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "RolloutProbe"}
+
+// TestRolloutInWaves edits the chart of a watch whose rollout policy is a one-CR canary, then
+// 25 %, then the rest (settle 1s, healthTimeout 20s, maxFailures 0, onHalt rollback), with 20
+// CRs, one of them held. A good edit reaches the 19 others in three waves, no CR before its
+// wave; the held CR stays until its hold goes. A bad edit (Pods no node can run) moves the
+// canary only, halts, and rolls it back: the other 19 never change, and one of them upgraded
+// meanwhile keeps the chart of its own release.
+func TestRolloutInWaves(t *testing.T) {
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "rollout-")
+	var names []string
+	for i := range 20 {
+		names = append(names, fmt.Sprintf("r%02d", i))
+	}
+	held := names[7]
+	for _, n := range names {
+		cr := crtest.NewCR(rolloutGVK, ns, n, map[string]any{})
+		if n == held {
+			cr.SetAnnotations(map[string]string{controllers.AnnotationRolloutHold: "true"})
+		}
+		if err := k8s.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		crtest.WaitCondition(t, k8s, rolloutGVK, ns, n, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	}
+	// The waves, as the policy and the documented order say: the held CR aside, the first CR
+	// by key, then up to 5 in all (25 % of 19, rounded up), then the rest.
+	order := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == held })
+	slices.SortFunc(order, func(a, b string) int {
+		return strings.Compare(controllers.RolloutKey(ns, a), controllers.RolloutKey(ns, b))
+	})
+	waveOf := map[string]int32{}
+	for i, n := range order {
+		switch {
+		case i == 0:
+			waveOf[n] = 1
+		case i < 5:
+			waveOf[n] = 2
+		default:
+			waveOf[n] = 3
+		}
+	}
+	canary := order[0]
+
+	vol, src := filepath.Join(chartDir, "rollout"), filepath.Join(chartDir, "day2")
+	b, err := os.ReadFile(filepath.Join(src, "templates", "all.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := strings.Replace(string(b), "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \"2\"", 1)
+	goodDigest := editChart(t, vol, src, good)
+	ro := rolloutTo(t, goodDigest, rolloutv1.PhaseComplete, func(ro *rolloutv1.Rollout, revisions map[string]int) {
+		for n, r := range revisions {
+			if r > 1 && (n == held || waveOf[n] > ro.Status.Wave) {
+				t.Fatalf("%s (wave %d, held %v) upgraded while rollout %s was at wave %d", n, waveOf[n], n == held, ro.Name, ro.Status.Wave)
+			}
+		}
+	}, ns, names)
+	if s := ro.Status; s.Total != 20 || s.Moved != 19 || s.Ready != 19 || s.Held != 1 || s.Failed != 0 || s.Wave != 3 {
+		t.Errorf("rollout status: %+v", s)
+	}
+	if got := rolloutEvents(t, ro.Name, "WaveStarted"); got != 3 {
+		t.Errorf("%d WaveStarted events, want 3", got)
+	}
+	for _, n := range names {
+		want := 2
+		if n == held {
+			want = 1
+		}
+		if h := crtest.History(t, cluster, ns, n); len(h) != want || h[len(h)-1].Info.Status != "deployed" {
+			t.Errorf("%s: %s", n, describe(h))
+		}
+	}
+	u := crtest.WaitCondition(t, k8s, rolloutGVK, ns, held, rstatus.TypeRollout, metav1.ConditionFalse, rstatus.ReasonRolloutHeld, timeout)
+	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, controllers.AnnotationRolloutHold) {
+		t.Errorf("the held CR's Rollout condition does not say why: %s", c.Message)
+	}
+	// The hold goes: the CR joins the complete rollout.
+	patchCR(t, ns, held, `{"metadata":{"annotations":{"`+controllers.AnnotationRolloutHold+`":null}}}`)
+	onChart(t, ns, held, goodDigest)
+	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
+		t.Errorf("%s after its hold went: %s", held, describe(h))
+	}
+
+	// A bad edit: the canary's Pods can never be scheduled.
+	bad := strings.Replace(good, "    spec:\n      containers:", "    spec:\n      nodeSelector: {rudder.dev/no-such-node: \"true\"}\n      containers:", 1)
+	if bad == good {
+		t.Fatal("the bad edit changed nothing")
+	}
+	badDigest := editChart(t, vol, src, bad)
+	ro = rolloutTo(t, badDigest, rolloutv1.PhaseRolledBack, func(ro *rolloutv1.Rollout, revisions map[string]int) {
+		for n, r := range revisions {
+			if r > 2 && n != canary {
+				t.Fatalf("%s (wave %d) upgraded while rollout %s was at wave %d", n, waveOf[n], ro.Name, ro.Status.Wave)
+			}
+		}
+	}, ns, names)
+	if s := ro.Status; s.Failed != 1 || len(s.FailedCRs) != 1 || !strings.HasPrefix(s.FailedCRs[0], ns+"/"+canary+":") || s.Wave != 1 {
+		t.Errorf("halted rollout status: %+v", s)
+	}
+	h := crtest.History(t, cluster, ns, canary)
+	if len(h) != 4 || h[3].Info.Status != "deployed" || !strings.Contains(h[3].Info.Description, "rollback to revision 2") {
+		t.Fatalf("the canary: %s", describe(h))
+	}
+	var dep appsv1.Deployment
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: canary}, &dep); err != nil || len(dep.Spec.Template.Spec.NodeSelector) != 0 {
+		t.Errorf("the canary's Deployment after the rollback: %v %v", err, dep.Spec.Template.Spec.NodeSelector)
+	}
+	for _, n := range order[1:] {
+		if h := crtest.History(t, cluster, ns, n); len(h) != 2 {
+			t.Errorf("%s changed in a halted rollout: %s", n, describe(h))
+		}
+	}
+	// A CR the rollout did not move is upgraded with the chart of its own release.
+	other := order[5]
+	patchCR(t, ns, other, `{"spec":{"replicas":2}}`)
+	crtest.Eventually(t, other+" upgraded with its own release's chart", timeout, func(ctx context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, other)
+		return len(h) == 3 && h[2].Info.Status == "deployed", nil
+	})
+	h = crtest.History(t, cluster, ns, other)
+	if d := h[2].Labels[records.LabelChartDigest]; d != goodDigest {
+		t.Errorf("%s revision 3 is of chart %s, want its own release's %s", other, d, goodDigest)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: other}, &dep); err != nil || len(dep.Spec.Template.Spec.NodeSelector) != 0 || *dep.Spec.Replicas != 2 {
+		t.Errorf("%s's Deployment: %v %v", other, err, dep.Spec)
+	}
+	u = crtest.WaitCondition(t, k8s, rolloutGVK, ns, other, rstatus.TypeRollout, metav1.ConditionFalse, rstatus.ReasonRolloutHalted, timeout)
+	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, ro.Name) {
+		t.Errorf("Rollout condition of %s: %s", other, c.Message)
+	}
+}
+
+// editChart publishes content as the chart's template into vol and returns the digest (label
+// form) the watch's CRs move to.
+func editChart(t *testing.T, vol, src, content string) string {
+	t.Helper()
+	before, _ := charts.Get(vol)
+	if err := swapChart(vol, src, map[string]string{"templates/all.yaml": content}); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "the chart source to load the edit", timeout, func(context.Context) (bool, error) {
+		st, _ := charts.Get(vol)
+		return st.Current.Digest != before.Current.Digest, nil
+	})
+	st, _ := charts.Get(vol)
+	return records.LabelDigest(st.Current.Digest)
+}
+
+// rolloutTo waits until the Rollout to digest is in phase, checking each time it looks that
+// check holds of the rollout and of the CRs' revision counts (read before the rollout).
+func rolloutTo(t *testing.T, digest, phase string, check func(*rolloutv1.Rollout, map[string]int), ns string, names []string) *rolloutv1.Rollout {
+	t.Helper()
+	name := controllers.ControllerName(rolloutGVK) + "-" + records.DisplayDigest(digest)
+	ro := &rolloutv1.Rollout{}
+	said := ""
+	crtest.Eventually(t, "rollout "+name+" "+phase, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		revisions := map[string]int{}
+		for _, n := range names {
+			revisions[n] = len(crtest.History(t, cluster, ns, n))
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro); err != nil {
+			return false, err
+		}
+		if ro.Status.Message != said {
+			said = ro.Status.Message
+			t.Logf("rollout %s: %s: %s", name, ro.Status.Phase, said)
+		}
+		check(ro, revisions)
+		return ro.Status.Phase == phase, nil
+	})
+	return ro
+}
+
+// rolloutEvents counts the Events of reason about the rollout.
+func rolloutEvents(t *testing.T, name, reason string) int {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(corev1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func patchCR(t *testing.T, ns, name, patch string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(rolloutGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	if err := k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onChart waits until the CR is Ready on the chart of digest.
+func onChart(t *testing.T, ns, name, digest string) {
+	t.Helper()
+	crtest.Eventually(t, name+" Ready on chart "+digest, timeout, func(ctx context.Context) (bool, error) {
+		u, err := crtest.Get(ctx, k8s, rolloutGVK, ns, name)
+		if err != nil {
+			return false, err
+		}
+		d, _, _ := unstructured.NestedString(u.Object, "status", "release", "chartDigest")
+		c := crtest.Condition(u, rstatus.TypeReady)
+		return d == digest && c != nil && c.Status == metav1.ConditionTrue, nil
+	})
+}

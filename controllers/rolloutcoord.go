@@ -1,0 +1,314 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// coordinator moves the rollouts of one watch from wave to wave (see rollout.go). It runs in
+// the leader (of the shard), one reconcile at a time, from what the caches show: the watch's
+// CRs and their status, and the Rollout objects. Its state is the Rollout's status, so a
+// restart or a failover continues where it was; it wakes on chart edits, on edits of a
+// Rollout (annotations), after passes of the kind while a rollout is under way, and every
+// coordinatorPoll while one is.
+type coordinator struct {
+	r *Reconciler
+
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// active: a rollout of the watch is Progressing, Paused or rolling back.
+	active atomic.Bool
+	// written is the Rollout as the coordinator last wrote it, and stale the resourceVersion
+	// it had before: a cache that still shows that version is behind the write, and the
+	// coordinator goes on from what it wrote instead.
+	written *rolloutv1.Rollout
+	stale   string
+	// moving are the CRs to queue a pass of once the Rollout is written (see move).
+	moving map[types.NamespacedName]bool
+	// movedAt is when the coordinator first saw each CR of the current rollout on its chart,
+	// which its health timeout counts from (a restart starts the count anew: more time, never
+	// less).
+	movedAt    map[types.NamespacedName]time.Time
+	movedAtFor string
+}
+
+// move asks for a pass of the CR at key once the Rollout's status is written: the pass reads
+// the Rollout to know whether the CR moves.
+func (c *coordinator) move(key types.NamespacedName) {
+	if c.moving == nil {
+		c.moving = map[types.NamespacedName]bool{}
+	}
+	c.moving[key] = true
+}
+
+// current is the Rollout named name as the pass should see it: the one the coordinator wrote
+// last while the cache still shows the version before (nil: the cache's is current).
+func (c *coordinator) current(cached *rolloutv1.Rollout) *rolloutv1.Rollout {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.written; w != nil && w.Name == cached.Name && cached.ResourceVersion == c.stale {
+		return w.DeepCopy()
+	}
+	return nil
+}
+
+// coordinatorPoll is how often an active rollout is looked at without an event.
+const coordinatorPoll = 2 * time.Second
+
+// maxFailedNamed bounds status.failedCRs.
+const maxFailedNamed = 10
+
+var coordinatorRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "rollout"}}
+
+// setupRollouts starts the watch's coordinator.
+func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
+	c := &coordinator{r: r}
+	mine := func(ro *rolloutv1.Rollout) bool {
+		return ro.Spec.Group == r.gvk.Group && ro.Spec.Version == r.gvk.Version && ro.Spec.Kind == r.gvk.Kind && ro.Spec.Shard == r.opts.Shard
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("rollout-"+ControllerName(r.gvk)).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			c.mu.Lock()
+			c.queue = q
+			c.mu.Unlock()
+			q.Add(coordinatorRequest)
+			return nil
+		})).
+		Watches(&rolloutv1.Rollout{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ro, ok := o.(*rolloutv1.Rollout); ok && mine(ro) {
+				return []reconcile.Request{coordinatorRequest}
+			}
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(c)
+	if err != nil {
+		return fmt.Errorf("rollout controller for %s: %w", r.opts.Watch, err)
+	}
+	r.coord = c
+	return nil
+}
+
+// wake asks for a look at the watch's rollouts.
+func (c *coordinator) wake() {
+	c.mu.Lock()
+	q := c.queue
+	c.mu.Unlock()
+	if q != nil {
+		q.Add(coordinatorRequest)
+	}
+}
+
+// member is one CR of the kind as the coordinator sees it.
+type member struct {
+	key    types.NamespacedName
+	order  string // RolloutKey
+	labels map[string]string
+	held   bool
+	// digest is the chart digest its status.release says the release is on ("": none).
+	digest string
+	ready  bool
+	// failed says why the CR failed on the rollout's chart ("": it did not).
+	failed string
+	// kept: its Rollout condition says a halted rollout (onHalt rollback) leaves it on the
+	// rollout's chart, for want of a revision of an earlier one.
+	kept bool
+}
+
+// Reconcile looks at the watch's rollouts: it starts the one the watch's chart needs,
+// supersedes the others, and moves the current one on as its gates allow.
+func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	r := c.r
+	cs, _ := r.opts.Charts.Get(r.opts.Watch.ChartPath())
+	if cs.Current == nil {
+		return reconcile.Result{}, nil // a chart that never loaded moves nobody
+	}
+	to := records.LabelDigest(r.opts.Watch.ChartDigest(cs.Current.Digest))
+	members, err := c.members(ctx, to)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	var list rolloutv1.RolloutList
+	if err := r.opts.Client.List(ctx, &list); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing rollouts: %w", err)
+	}
+	var cur *rolloutv1.Rollout
+	for i := range list.Items {
+		ro := &list.Items[i]
+		if ro.Spec.Group != r.gvk.Group || ro.Spec.Version != r.gvk.Version || ro.Spec.Kind != r.gvk.Kind || ro.Spec.Shard != r.opts.Shard {
+			continue
+		}
+		if ro.Spec.To == to {
+			cur = ro
+			if w := c.current(ro); w != nil {
+				cur = w
+			}
+			continue
+		}
+		if err := c.supersede(ctx, ro, to); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if cur == nil {
+		if cur, err = c.start(ctx, to, members); cur == nil || err != nil {
+			c.active.Store(false)
+			return reconcile.Result{}, err
+		}
+	}
+	before := cur.Status.DeepCopy()
+	clear(c.moving)
+	requeue := c.advance(cur, members)
+	c.active.Store(requeue > 0)
+	if !equalStatus(before, &cur.Status) {
+		stale := cur.ResourceVersion
+		if err := r.opts.Client.Status().Update(ctx, cur); err != nil {
+			if apierrors.IsConflict(err) {
+				// Someone else's edit (an annotation): decide again from it.
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("updating rollout %s: %w", cur.Name, err)
+		}
+		c.mu.Lock()
+		c.written, c.stale = cur.DeepCopy(), stale
+		c.mu.Unlock()
+	}
+	for key := range c.moving {
+		r.enqueue(key)
+	}
+	c.observe(members)
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// members are the CRs of the kind, with what the rollout to digest to needs of each.
+func (c *coordinator) members(ctx context.Context, to string) ([]member, error) {
+	r := c.r
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if err := r.opts.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: r.opts.Watch.LabelSelector()}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing %s: %w", r.opts.Watch, err)
+	}
+	out := make([]member, 0, len(list.Items))
+	for i := range list.Items {
+		u := &list.Items[i]
+		if u.GetDeletionTimestamp() != nil {
+			continue
+		}
+		m := member{key: client.ObjectKeyFromObject(u), order: RolloutKey(u.GetNamespace(), u.GetName()), labels: u.GetLabels(),
+			held: u.GetAnnotations()[AnnotationRolloutHold] == "true"}
+		m.digest, _, _ = unstructured.NestedString(u.Object, "status", "release", "chartDigest")
+		conds := rstatus.ConditionsOf(u)
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		ready := meta.IsStatusConditionTrue(conds, rstatus.TypeReady) && observed == u.GetGeneration()
+		if r.opts.Watch.Tests() {
+			ready = ready && meta.IsStatusConditionTrue(conds, rstatus.TypeTested)
+		}
+		m.ready = m.digest == to && ready
+		if fd, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "chartDigest"); fd == to {
+			reason, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "reason")
+			m.failed = cmp.Or(reason, "failed")
+		}
+		if rc := meta.FindStatusCondition(conds, rstatus.TypeRollout); rc != nil && rc.Reason == rstatus.ReasonRolloutKept {
+			m.kept = true
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.order, b.order) })
+	return out, nil
+}
+
+// start creates the Rollout to digest to, when a CR with a release is on another chart; nil
+// when none is (nothing to roll out).
+func (c *coordinator) start(ctx context.Context, to string, members []member) (*rolloutv1.Rollout, error) {
+	r := c.r
+	pol := r.opts.Watch.Rollout
+	from := map[string]int{}
+	for _, m := range members {
+		if m.digest != "" && m.digest != to {
+			from[m.digest]++
+		}
+	}
+	if len(from) == 0 {
+		return nil, nil
+	}
+	most := ""
+	for d, n := range from {
+		if most == "" || n > from[most] || (n == from[most] && d < most) {
+			most = d
+		}
+	}
+	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: r.rolloutName(to)},
+		Spec: rolloutv1.RolloutSpec{Group: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind, Shard: r.opts.Shard, From: most, To: to}}
+	for _, wv := range c.waves() {
+		ro.Spec.Waves = append(ro.Spec.Waves, wv.String())
+	}
+	if pol.Paused {
+		ro.Annotations = map[string]string{rolloutv1.AnnotationPaused: "true"}
+	}
+	if err := r.opts.Client.Create(ctx, ro); err != nil {
+		return nil, fmt.Errorf("creating rollout %s: %w", ro.Name, err)
+	}
+	r.event(ro, corev1.EventTypeNormal, "Started", "Rollout", "chart %s of %s: %d CRs on other charts move in %d waves (%s)",
+		records.DisplayDigest(to), r.opts.Watch, membersBehind(members, to), len(ro.Spec.Waves), strings.Join(ro.Spec.Waves, ", "))
+	return ro, nil
+}
+
+func membersBehind(members []member, to string) int {
+	n := 0
+	for _, m := range members {
+		if m.digest != to {
+			n++
+		}
+	}
+	return n
+}
+
+// waves are the policy's waves, with a last one that moves the rest when they do not.
+func (c *coordinator) waves() []watches.Wave {
+	ws := c.r.opts.Watch.Rollout.Waves
+	if last := ws[len(ws)-1]; last.Percent == 100 {
+		return ws
+	}
+	return append(slices.Clone(ws), watches.Wave{Percent: 100})
+}
+
+// supersede ends a rollout that is not of the watch's chart any more.
+func (c *coordinator) supersede(ctx context.Context, ro *rolloutv1.Rollout, to string) error {
+	switch ro.Status.Phase {
+	case rolloutv1.PhaseComplete, rolloutv1.PhaseRolledBack, rolloutv1.PhaseSuperseded:
+		return nil
+	}
+	ro.Status.Phase = rolloutv1.PhaseSuperseded
+	ro.Status.Message = fmt.Sprintf("superseded by the rollout of chart %s (%s)", records.DisplayDigest(to), c.r.rolloutName(to))
+	if err := c.r.opts.Client.Status().Update(ctx, ro); err != nil {
+		return fmt.Errorf("superseding rollout %s: %w", ro.Name, err)
+	}
+	rollouts.WithLabelValues(c.r.gvkLabel(), rolloutv1.PhaseSuperseded).Inc()
+	c.r.event(ro, corev1.EventTypeNormal, rolloutv1.PhaseSuperseded, "Rollout", "%s", ro.Status.Message)
+	return nil
+}

@@ -1,0 +1,261 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// advance moves the rollout ro on as far as its gates allow, and says when to look again
+// (0: not before an event: a chart edit, an annotation of the Rollout).
+func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Duration {
+	r, st := c.r, &ro.Status
+	pol := r.opts.Watch.Rollout
+	ann := ro.GetAnnotations()
+	c.count(ro, members)
+	if st.Phase == "" {
+		st.Phase = rolloutv1.PhaseProgressing
+	}
+	switch st.Phase {
+	case rolloutv1.PhaseProgressing, rolloutv1.PhasePaused:
+		if ann[rolloutv1.AnnotationAbort] == "true" {
+			c.halt(ro, "aborted: the Rollout's "+rolloutv1.AnnotationAbort+" annotation says so")
+			return c.advance(ro, members)
+		}
+	}
+	switch st.Phase {
+	case rolloutv1.PhaseHalted:
+		if !pol.RollsBack() {
+			return 0
+		}
+		going := 0
+		for _, m := range members {
+			if m.digest == ro.Spec.To && !m.kept {
+				going++
+				c.move(m.key)
+			}
+		}
+		why := "aborted"
+		if st.Failed > 0 {
+			why = fmt.Sprintf("%d CRs failed: %s", st.Failed, strings.Join(st.FailedCRs, "; "))
+		}
+		if going > 0 {
+			st.Message = fmt.Sprintf("halted (%s); %d CRs still go back to an earlier chart (onHalt rollback)", why, going)
+			return coordinatorPoll
+		}
+		st.Phase, st.Message = rolloutv1.PhaseRolledBack, fmt.Sprintf("halted (%s); every moved CR is back on a revision of an earlier chart", why)
+		rollouts.WithLabelValues(r.gvkLabel(), rolloutv1.PhaseRolledBack).Inc()
+		r.event(ro, corev1.EventTypeNormal, rolloutv1.PhaseRolledBack, "Rollout", "%s", st.Message)
+		return 0
+	case rolloutv1.PhasePaused:
+		if ann[rolloutv1.AnnotationPaused] == "true" {
+			st.Message = "paused: remove the " + rolloutv1.AnnotationPaused + " annotation (or set it to \"false\") to go on"
+			return 0
+		}
+		st.Phase = rolloutv1.PhaseProgressing
+		r.event(ro, corev1.EventTypeNormal, "Resumed", "Rollout", "resumed at wave %d", max(st.Wave, 1))
+	case rolloutv1.PhaseProgressing:
+		if ann[rolloutv1.AnnotationPaused] == "true" {
+			st.Phase = rolloutv1.PhasePaused
+			st.Message = "paused: remove the " + rolloutv1.AnnotationPaused + " annotation (or set it to \"false\") to go on"
+			r.event(ro, corev1.EventTypeNormal, rolloutv1.PhasePaused, "Rollout", "paused at wave %d by the %s annotation", st.Wave, rolloutv1.AnnotationPaused)
+			return 0
+		}
+	default: // Complete, RolledBack, Superseded
+		return 0
+	}
+	if st.Wave == 0 {
+		c.startWave(ro, members, 1)
+	}
+	return c.gate(ro, members)
+}
+
+// gate checks the current wave: its failures against the budget, then whether every CR it
+// admitted is Ready and has settled, and starts the next wave or completes the rollout.
+func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duration {
+	r, st := c.r, &ro.Status
+	pol := r.opts.Watch.Rollout
+	now := r.opts.Clock.Now()
+	var failed []string
+	admitted, ready := 0, 0
+	for _, m := range members {
+		if m.held || !r.admits(ro, m.key.Namespace, m.key.Name, m.labels) {
+			continue
+		}
+		admitted++
+		switch {
+		case m.ready:
+			ready++
+		case m.failed != "":
+			failed = append(failed, m.key.String()+": "+m.failed)
+		case m.digest == ro.Spec.To && now.Sub(c.sawMoved(ro, m.key, now)) > pol.HealthTime():
+			failed = append(failed, fmt.Sprintf("%s: not Ready on chart %s within %s (rollout.healthTimeout)", m.key, records.DisplayDigest(ro.Spec.To), pol.HealthTime()))
+		case m.digest != ro.Spec.To:
+			c.move(m.key) // admitted, not moved yet: its pass may have read the Rollout before it was
+		}
+	}
+	st.Failed, st.FailedCRs = int32(len(failed)), failed[:min(len(failed), maxFailedNamed)]
+	if len(failed) > pol.MaxFailures {
+		c.halt(ro, fmt.Sprintf("%d CRs failed in wave %d, more than rollout.maxFailures %d: %s", len(failed), st.Wave, pol.MaxFailures, strings.Join(st.FailedCRs, "; ")))
+		return c.advance(ro, members)
+	}
+	promote := ro.GetAnnotations()[rolloutv1.AnnotationPromote]
+	promoted := promote != "" && promote != st.Promoted
+	if ready < admitted && !promoted {
+		st.ReadySince = nil
+		st.Message = fmt.Sprintf("wave %d of %d: %d of %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready, admitted, records.DisplayDigest(ro.Spec.To))
+		return coordinatorPoll
+	}
+	if !promoted {
+		if st.ReadySince == nil {
+			st.ReadySince = &metav1.Time{Time: now}
+		}
+		if wait := pol.SettleTime() - now.Sub(st.ReadySince.Time); wait > 0 {
+			st.Message = fmt.Sprintf("wave %d of %d: every CR Ready on chart %s; settling for %s more", st.Wave, len(c.waves()), records.DisplayDigest(ro.Spec.To), wait.Round(time.Second))
+			return min(wait, coordinatorPoll)
+		}
+	} else {
+		st.Promoted = promote
+		r.event(ro, corev1.EventTypeNormal, "Promoted", "Rollout", "wave %d promoted by %s=%q: its gates are skipped", st.Wave, rolloutv1.AnnotationPromote, promote)
+	}
+	r.event(ro, corev1.EventTypeNormal, "WaveComplete", "Rollout", "wave %d of %d: %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready, records.DisplayDigest(ro.Spec.To))
+	if int(st.Wave) >= len(c.waves()) {
+		st.Phase, st.ReadySince = rolloutv1.PhaseComplete, nil
+		st.Message = fmt.Sprintf("every CR that is not held runs chart %s", records.DisplayDigest(ro.Spec.To))
+		rollouts.WithLabelValues(r.gvkLabel(), rolloutv1.PhaseComplete).Inc()
+		r.event(ro, corev1.EventTypeNormal, rolloutv1.PhaseComplete, "Rollout", "%s (%d held)", st.Message, st.Held)
+		for _, m := range members {
+			if !m.held && m.digest != ro.Spec.To {
+				c.move(m.key)
+			}
+		}
+		return 0
+	}
+	c.startWave(ro, members, st.Wave+1)
+	return coordinatorPoll
+}
+
+// sawMoved is when the coordinator first saw the CR at key on the chart of ro.
+func (c *coordinator) sawMoved(ro *rolloutv1.Rollout, key types.NamespacedName, now time.Time) time.Time {
+	if c.movedAtFor != ro.Name {
+		c.movedAt, c.movedAtFor = map[types.NamespacedName]time.Time{}, ro.Name
+	}
+	t, ok := c.movedAt[key]
+	if !ok {
+		c.movedAt[key] = now
+		return now
+	}
+	return t
+}
+
+// startWave starts wave k (from 1): it moves status.through as far as the wave's size says,
+// in the order of the CRs' keys (CRs the canary's selector picks and held CRs aside).
+func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32) {
+	r, st := c.r, &ro.Status
+	waves := c.waves()
+	wv := waves[k-1]
+	selected := 0
+	var rest []member // sorted by key, as members are
+	for _, m := range members {
+		switch {
+		case m.held:
+		case waves[0].Selects(m.labels):
+			selected++
+		default:
+			rest = append(rest, m)
+		}
+	}
+	through := st.Through
+	switch {
+	case int(k) == len(waves):
+		through = throughAll
+	case wv.Selector != nil:
+	default:
+		if need := wv.Target(len(rest)+selected) - selected; need > 0 && len(rest) > 0 {
+			through = max(through, rest[min(need, len(rest))-1].order)
+		}
+	}
+	st.Wave, st.Through, st.ReadySince = k, through, nil
+	st.WaveStarted = &metav1.Time{Time: r.opts.Clock.Now()}
+	moving := 0
+	for _, m := range members {
+		if !m.held && m.digest != ro.Spec.To && r.admits(ro, m.key.Namespace, m.key.Name, m.labels) {
+			moving++
+			c.move(m.key)
+		}
+	}
+	st.Message = fmt.Sprintf("wave %d of %d started: %d CRs move to chart %s", k, len(waves), moving, records.DisplayDigest(ro.Spec.To))
+	r.event(ro, corev1.EventTypeNormal, "WaveStarted", "Rollout", "wave %d of %d (%s): %d CRs move to chart %s", k, len(waves), wv.String(), moving, records.DisplayDigest(ro.Spec.To))
+}
+
+// halt stops the rollout: no further CR moves; with onHalt rollback, the moved CRs go back.
+func (c *coordinator) halt(ro *rolloutv1.Rollout, why string) {
+	r, st := c.r, &ro.Status
+	st.Phase, st.Message, st.ReadySince = rolloutv1.PhaseHalted, why, nil
+	what := "the moved CRs stay where they are (onHalt hold)"
+	if r.opts.Watch.Rollout.RollsBack() {
+		what = "the moved CRs go back to their earlier chart (onHalt rollback)"
+	} else {
+		rollouts.WithLabelValues(r.gvkLabel(), rolloutv1.PhaseHalted).Inc()
+	}
+	r.event(ro, corev1.EventTypeWarning, rolloutv1.PhaseHalted, "Rollout", "%s; %s", why, what)
+}
+
+// count fills the rollout's counts in.
+func (c *coordinator) count(ro *rolloutv1.Rollout, members []member) {
+	st := &ro.Status
+	st.Total, st.Moved, st.Ready, st.Held = int32(len(members)), 0, 0, 0
+	for _, m := range members {
+		switch {
+		case m.digest == ro.Spec.To:
+			st.Moved++
+			if m.ready {
+				st.Ready++
+			}
+		case m.held:
+			st.Held++
+		}
+	}
+}
+
+// observe sets rudder_rollout_crs: the kind's CRs by the chart digest their release is on.
+func (c *coordinator) observe(members []member) {
+	gvk := c.r.gvkLabel()
+	byDigest := map[string]int{}
+	for _, m := range members {
+		byDigest[m.digest]++
+	}
+	rolloutCRs.DeletePartialMatch(map[string]string{"gvk": gvk})
+	for d, n := range byDigest {
+		rolloutCRs.WithLabelValues(gvk, cmpOr(d, "none")).Set(float64(n))
+	}
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// equalStatus reports whether a rollout's status is unchanged.
+func equalStatus(a, b *rolloutv1.RolloutStatus) bool { return equality.Semantic.DeepEqual(a, b) }
+
+// enqueue queues a pass of the CR at key.
+func (r *Reconciler) enqueue(key types.NamespacedName) {
+	r.mu.Lock()
+	q := r.queue
+	r.mu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+}

@@ -1,0 +1,152 @@
+package watches
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Rollout is a watch's rollout field: how a chart edit reaches the watch's CRs. Without it,
+// every CR moves to a new chart at once. With it, CRs move in waves, each once every CR of the
+// waves before is Ready on the new chart (and Tested, where the watch tests) and has stayed so
+// for settle (see controllers/rollout.go).
+type Rollout struct {
+	// Waves are the waves' cumulative sizes, in order; a wave that leaves CRs behind is
+	// followed by one that moves the rest.
+	Waves []Wave `json:"waves"`
+	// Settle is how long every CR of the waves so far stays Ready before the next wave
+	// starts (default 0).
+	Settle *metav1.Duration `json:"settle,omitempty"`
+	// HealthTimeout is how long a CR of a wave has to be Ready on the new chart; past it, the
+	// CR counts as failed (default 5m).
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
+	// MaxFailures is how many CRs may fail before the rollout halts (default 0: the first
+	// failure halts it).
+	MaxFailures int `json:"maxFailures,omitempty"`
+	// OnHalt is what a halt does: hold (default: the moved CRs stay where they are) or
+	// rollback (each moved CR is rolled back, through its Helm history, to its newest
+	// revision of an earlier chart).
+	OnHalt string `json:"onHalt,omitempty"`
+	// Paused starts every rollout paused: it waits for its Rollout's rudder.dev/paused
+	// annotation to be set to "false".
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Wave is one wave of a rollout: exactly one of Count, Percent and Selector.
+type Wave struct {
+	// Count: the waves so far move this many CRs in all.
+	Count int `json:"count,omitempty"`
+	// Percent: the waves so far move this share of the CRs in all (rounded up).
+	Percent int `json:"percent,omitempty"`
+	// Selector (first wave only: a canary) moves the CRs it selects.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	selector labels.Selector // set by checkRollout
+}
+
+// What rollout.onHalt may say.
+const (
+	OnHaltHold     = "hold"
+	OnHaltRollback = "rollback"
+)
+
+// DefaultHealthTimeout is rollout.healthTimeout's default.
+const DefaultHealthTimeout = 5 * time.Minute
+
+func (w *Watch) checkRollout() error {
+	r := w.Rollout
+	if r == nil {
+		return nil
+	}
+	if len(r.Waves) == 0 {
+		return fmt.Errorf("rollout.waves: at least one wave, such as {count: 1}")
+	}
+	for i := range r.Waves {
+		wv := &r.Waves[i]
+		set := 0
+		for _, ok := range []bool{wv.Count != 0, wv.Percent != 0, wv.Selector != nil} {
+			if ok {
+				set++
+			}
+		}
+		switch {
+		case set != 1:
+			return fmt.Errorf("rollout.waves[%d]: exactly one of count, percent and selector", i)
+		case wv.Count < 0:
+			return fmt.Errorf("rollout.waves[%d].count: %d must be positive", i, wv.Count)
+		case wv.Percent < 0 || wv.Percent > 100:
+			return fmt.Errorf("rollout.waves[%d].percent: %d must be between 1 and 100", i, wv.Percent)
+		case wv.Selector != nil && i > 0:
+			return fmt.Errorf("rollout.waves[%d].selector: only the first wave (the canary) selects by label", i)
+		case wv.Selector != nil:
+			s, err := metav1.LabelSelectorAsSelector(wv.Selector)
+			if err != nil {
+				return fmt.Errorf("rollout.waves[%d].selector: %w", i, err)
+			}
+			wv.selector = s
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   *metav1.Duration
+	}{{"settle", r.Settle}, {"healthTimeout", r.HealthTimeout}} {
+		if d.v != nil && d.v.Duration < 0 {
+			return fmt.Errorf("rollout.%s: %s must not be negative", d.key, d.v.Duration)
+		}
+	}
+	switch {
+	case r.MaxFailures < 0:
+		return fmt.Errorf("rollout.maxFailures: %d must not be negative", r.MaxFailures)
+	case r.OnHalt != "" && r.OnHalt != OnHaltHold && r.OnHalt != OnHaltRollback:
+		return fmt.Errorf("rollout.onHalt: %q must be %s or %s", r.OnHalt, OnHaltHold, OnHaltRollback)
+	}
+	return nil
+}
+
+// Selects reports whether the wave is a canary that selects the CR with these labels.
+func (wv Wave) Selects(l map[string]string) bool {
+	return wv.selector != nil && wv.selector.Matches(labels.Set(l))
+}
+
+// Target is how many CRs the waves up to this one move in all, of total.
+func (wv Wave) Target(total int) int {
+	switch {
+	case wv.Count > 0:
+		return min(wv.Count, total)
+	case wv.Percent > 0:
+		return (wv.Percent*total + 99) / 100
+	}
+	return 0 // a canary by selector: what it selects
+}
+
+// String is the wave as the Rollout's spec shows it.
+func (wv Wave) String() string {
+	switch {
+	case wv.Count > 0:
+		return fmt.Sprintf("%d", wv.Count)
+	case wv.Percent > 0:
+		return fmt.Sprintf("%d%%", wv.Percent)
+	}
+	return metav1.FormatLabelSelector(wv.Selector)
+}
+
+// SettleTime is rollout.settle, or its default.
+func (r *Rollout) SettleTime() time.Duration {
+	if r.Settle == nil {
+		return 0
+	}
+	return r.Settle.Duration
+}
+
+// HealthTime is rollout.healthTimeout, or its default.
+func (r *Rollout) HealthTime() time.Duration {
+	if r.HealthTimeout == nil || r.HealthTimeout.Duration == 0 {
+		return DefaultHealthTimeout
+	}
+	return r.HealthTimeout.Duration
+}
+
+// RollsBack reports whether a halt rolls the moved CRs back.
+func (r *Rollout) RollsBack() bool { return r.OnHalt == OnHaltRollback }
