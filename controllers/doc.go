@@ -62,6 +62,12 @@
 //   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
 //     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that
 //     the release gains one revision, and the actions turn what they did into Events.
+//   - rollout is a fact of observe and of the situation (rollout.go): whether a rollout moves
+//     the CR to the watch's chart yet, else the chart its own release keeps (rolloutPin), and
+//     the rolloutRollback action when one halted with onHalt rollback. The waves themselves are
+//     decided by a coordinator per watch (rolloutcoord.go, rolloutwaves.go), whose state is a
+//     Rollout object's status: passes never write it, and the coordinator never acts on a
+//     release.
 //
 // NewManager wires rudder together: the manager and its caches, the chart source, the Helm
 // client, one Reconciler per watch, and the Go hooks of the built-in kinds (controllers/at,
