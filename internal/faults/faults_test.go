@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
@@ -35,8 +36,13 @@ var (
 	k8s     client.Client
 	binary  string // bin/rudder built from this checkout
 	watches string // watches.yaml for the Web kind (the bench chart: a Deployment and a Service)
-	root    string // the repository
-	webGVK  = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
+	// previousWatches are the watches the previous version of rudder knows the fields of (no
+	// rollout policy): TestUpgradeOfRudderKeepsEveryState runs it with them.
+	previousWatches string
+	// rolloutChart is the RolloutProbe kind's chart, a volume TestSIGKILLMidWave edits.
+	rolloutChart string
+	root         string // the repository
+	webGVK       = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +51,8 @@ func TestMain(m *testing.M) {
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml"),
 				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml"), filepath.Join(root, "controllers/testdata/crds/testprobe.yaml"),
-				filepath.Join(root, "controllers/testdata/crds/retryprobe.yaml")}
+				filepath.Join(root, "controllers/testdata/crds/retryprobe.yaml"), filepath.Join(root, "controllers/testdata/crds/rolloutprobe.yaml"),
+				filepath.Join(root, "config/crd/bases/rudder.dev_rollouts.yaml")}
 		},
 		Setup: setup,
 	}))
@@ -66,10 +73,24 @@ func setup(e *crtest.Env) (func() error, error) {
 	box := filepath.Join(e.Root, "controllers/testdata/charts/tenantbox")
 	tested := filepath.Join(e.Root, "controllers/testdata/charts/tested")
 	day2 := filepath.Join(e.Root, "controllers/testdata/charts/day2")
-	if err := os.WriteFile(watches, []byte("- {group: bench.rudder.dev, version: v1, kind: Web, chart: "+chart+"}\n"+
-		"- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: "+box+"}\n"+
-		"- {group: test.rudder.dev, version: v1, kind: TestProbe, chart: "+tested+", test: {enable: true}}\n"+
-		"- {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: "+day2+", remediation: {retries: 2}}\n"), 0o644); err != nil {
+	rolloutChart = filepath.Join(tmp, "rollout")
+	files, err := chartsourcetest.ReadDir(day2)
+	if err != nil {
+		return nil, err
+	}
+	if err := chartsourcetest.PublishAtomic(rolloutChart, files); err != nil {
+		return nil, err
+	}
+	base := "- {group: bench.rudder.dev, version: v1, kind: Web, chart: " + chart + "}\n" +
+		"- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: " + box + "}\n" +
+		"- {group: test.rudder.dev, version: v1, kind: TestProbe, chart: " + tested + ", test: {enable: true}}\n" +
+		"- {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: " + day2 + ", remediation: {retries: 2}}\n"
+	previousWatches = filepath.Join(tmp, "watches-previous.yaml")
+	if err := os.WriteFile(previousWatches, []byte(base), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(watches, []byte(base+
+		"- {group: test.rudder.dev, version: v1, kind: RolloutProbe, chart: "+rolloutChart+", rollout: {waves: [{count: 1}], settle: 2s}}\n"), 0o644); err != nil {
 		return nil, err
 	}
 	return func() error { return os.RemoveAll(tmp) }, nil

@@ -37,7 +37,7 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "faults-upgrade-")
 	// Both serve this namespace alone: every pass the new one counts is one of these CRs.
-	old := startBinary(t, "rudder-previous", prev, "--watch-namespace", ns)
+	old := startBinary(t, "rudder-previous", prev, "--watch-namespace", ns, "--watches-file", previousWatches)
 
 	type cr struct {
 		gvk  schema.GroupVersionKind
