@@ -95,8 +95,8 @@ func TestMain(m *testing.M) {
 		Skip:     func() bool { flag.Parse(); return flag.Lookup("test.bench").Value.String() == "" },
 		Scheme:   controllers.Scheme(),
 		LogLevel: &warn,
-		Options: func(o *testcluster.Options, _ string) {
-			o.CRDDirectoryPaths = []string{"testdata/crds"}
+		Options: func(o *testcluster.Options, root string) {
+			o.CRDDirectoryPaths = []string{"testdata/crds", filepath.Join(root, "config/crd/bases/rudder.dev_rollouts.yaml")}
 		},
 		BeforeStart: func() error {
 			if !isolateCores() {
@@ -163,7 +163,7 @@ func benchWatches() ([]*watches.Watch, error) {
 		return nil, err
 	}
 	// Site10, Site100 and Shared100 each get their own copy.
-	for _, d := range []string{"web", "site10", "site100", "shared100"} {
+	for _, d := range []string{"web", "site10", "site100", "shared100", "wave100"} {
 		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, d), web); err != nil {
 			return nil, err
 		}
@@ -173,6 +173,7 @@ func benchWatches() ([]*watches.Watch, error) {
 - {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
 - {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
 - {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
+- {group: bench.rudder.dev, version: v1, kind: Wave100, chart: wave100, rollout: {waves: [{count: 1}, {percent: 25}]}}
 - {group: bench.rudder.dev, version: v1, kind: Shared100, chart: shared100, reconcilePeriod: %s, valuesFrom: [{kind: ConfigMap, name: shared}]}
 `, resyncPeriod, resyncPeriod)), 0o644); err != nil {
 		return nil, err
