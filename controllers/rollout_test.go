@@ -160,6 +160,35 @@ func TestRolloutInWaves(t *testing.T) {
 	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, ro.Name) {
 		t.Errorf("Rollout condition of %s: %s", other, c.Message)
 	}
+	// A CR made while the rollout is halted gets the chart on disk.
+	if err := k8s.Create(ctx, crtest.NewCR(rolloutGVK, ns, "newcomer", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Eventually(t, "the newcomer installed", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "newcomer")
+		return len(h) == 1 && h[0].Labels[records.LabelChartDigest] == badDigest, nil
+	})
+	if err := k8s.Delete(ctx, crtest.NewCR(rolloutGVK, ns, "newcomer", nil)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two edits in a row: the second supersedes the first's rollout, and every CR ends on it.
+	third := strings.Replace(good, `edition: "2"`, `edition: "3"`, 1)
+	thirdDigest := editChart(t, vol, src, third)
+	rolloutTo(t, thirdDigest, rolloutv1.PhaseProgressing, func(*rolloutv1.Rollout, map[string]int) {}, ns, nil)
+	fourth := strings.Replace(good, `edition: "2"`, `edition: "4"`, 1)
+	fourthDigest := editChart(t, vol, src, fourth)
+	superseded := rolloutTo(t, thirdDigest, rolloutv1.PhaseSuperseded, func(*rolloutv1.Rollout, map[string]int) {}, ns, nil)
+	if !strings.Contains(superseded.Status.Message, records.DisplayDigest(fourthDigest)) {
+		t.Errorf("the superseded rollout does not name its successor: %s", superseded.Status.Message)
+	}
+	if got := rolloutEvents(t, superseded.Name, rolloutv1.PhaseSuperseded); got != 1 {
+		t.Errorf("%d Superseded events, want 1", got)
+	}
+	rolloutTo(t, fourthDigest, rolloutv1.PhaseComplete, func(*rolloutv1.Rollout, map[string]int) {}, ns, nil)
+	for _, n := range names {
+		onChart(t, ns, n, fourthDigest)
+	}
 }
 
 // editChart publishes content as the chart's template into vol and returns the digest (label
