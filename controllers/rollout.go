@@ -53,12 +53,7 @@ func RolloutKey(namespace, name string) string {
 // rolloutName is the name of the Rollout that moves the watch's CRs (of this shard) to chart
 // digest to.
 func (r *Reconciler) rolloutName(to string) string {
-	name := ControllerName(r.gvk) + "-" + records.DisplayDigest(to)
-	if r.opts.Shard != "" {
-		sum := sha256.Sum256([]byte(r.opts.Shard))
-		name += "-" + hex.EncodeToString(sum[:5])
-	}
-	return name
+	return rolloutv1.Name(r.gvk, r.opts.Shard, to)
 }
 
 // admits reports whether the rollout ro moves the CR (namespace/name, with labels l) now.
@@ -117,17 +112,9 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 		return pin{}, nil
 	}
 	to := p.want.ChartDigest
-	h, err := p.r.opts.Helm.Head(ctx, p.scope, p.relName)
+	h, err := p.releaseHead(ctx)
 	if err != nil {
 		return pin{}, err
-	}
-	if h == nil && p.st.Release != nil {
-		// The cache does not show the release yet (or any more): storage says.
-		rel, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
-		if err != nil {
-			return pin{}, err
-		}
-		h = records.HeadOf(rel)
 	}
 	if h == nil || h.OwnerUID != p.want.OwnerUID || h.ChartDigest == "" {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release has no earlier chart to keep: it gets the watch's chart"}}, nil
@@ -171,7 +158,27 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 	return pin{digest: h.ChartDigest, cond: &c}, nil
 }
 
-// pinnedChart is the release the pass takes the chart of when a rollout keeps the CR on its
+// releaseHead is the release's newest revision (nil: none). When the cache shows none, the CR
+// is new, or its release is one the cache (and maybe the CR's status) does not show yet, right
+// after its install: its first revision's record says which, with one GET (a release whose
+// first revision maxHistory pruned is long in the cache); only then is the newest read.
+func (p *pass) releaseHead(ctx context.Context) (*records.Head, error) {
+	h, err := p.r.opts.Helm.Head(ctx, p.scope, p.relName)
+	if err != nil || h != nil {
+		return h, err
+	}
+	first, err := p.r.opts.Helm.Revision(ctx, p.scope, p.relName, 1)
+	if err != nil || first == nil {
+		return nil, err
+	}
+	rel, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
+	if err != nil {
+		return nil, err
+	}
+	return records.HeadOf(rel), nil
+}
+
+// pinnedRelease is the release the pass takes the chart of when a rollout keeps the CR on its
 // own release's chart (nil: the watch's chart).
 func (p *pass) pinnedRelease(ctx context.Context) (*release.Release, error) {
 	if p.pin.digest == "" {

@@ -1,7 +1,9 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -271,4 +274,80 @@ func onChart(t *testing.T, ns, name, digest string) {
 		c := crtest.Condition(u, rstatus.TypeReady)
 		return d == digest && c != nil && c.Status == metav1.ConditionTrue, nil
 	})
+}
+
+// TestRolloutWaitsForItsPreview: a watch whose rollout policy starts paused moves no CR on a
+// chart edit until `rudder diff --cluster --record` has recorded the edit's preview on the
+// Rollout and someone approves it (rudder.dev/paused "false"); then every CR moves.
+func TestRolloutWaitsForItsPreview(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	gvk := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "PausedProbe"}
+	ns := crtest.NewNamespace(t, k8s, "paused-")
+	names := []string{"p1", "p2", "p3"}
+	for _, n := range names {
+		if err := k8s.Create(ctx, crtest.NewCR(gvk, ns, n, map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		crtest.WaitCondition(t, k8s, gvk, ns, n, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	}
+	vol, src := filepath.Join(chartDir, "paused"), filepath.Join(chartDir, "day2")
+	b, err := os.ReadFile(filepath.Join(src, "templates", "all.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := editChart(t, vol, src, strings.Replace(string(b), "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \"2\"", 1))
+	name := rolloutv1.Name(gvk, "", to)
+	ro := &rolloutv1.Rollout{}
+	crtest.Eventually(t, "rollout "+name+" paused for its preview", timeout, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro)
+		return err == nil && ro.Status.Phase == rolloutv1.PhasePaused && strings.Contains(ro.Status.Message, "preview is recorded"), err
+	})
+	// Approved before its preview: still paused, and nothing moves.
+	patchRollout(t, name, `{"metadata":{"annotations":{"`+rolloutv1.AnnotationPaused+`":"false"}}}`)
+	crtest.Eventually(t, "rollout "+name+" approved, waiting for its preview", timeout, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro)
+		return err == nil && ro.Status.Phase == rolloutv1.PhasePaused && strings.HasPrefix(ro.Status.Message, "approved, but paused"), err
+	})
+	for _, n := range names {
+		if h := crtest.History(t, cluster, ns, n); len(h) != 1 {
+			t.Fatalf("%s moved before its rollout was previewed: %s", n, describe(h))
+		}
+	}
+
+	wf := filepath.Join(t.TempDir(), "watches.yaml")
+	if err := os.WriteFile(wf, []byte("- {group: test.rudder.dev, version: v1, kind: PausedProbe, chart: "+vol+", rollout: {waves: [{count: 1}], paused: true}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := cli.Run(ctx, []string{"diff", "--cluster", "--record", "--kubeconfig", cluster.Kubeconfig, "--watches-file", wf}, cli.Env{Stdout: &stdout, Stderr: &stderr})
+	want := "# PausedProbe.test.rudder.dev: recorded on rollout " + name + ": 3 CRs, 3 changed, 0 unchanged, 0 failing"
+	if code != 1 || !strings.Contains(stdout.String(), want) {
+		t.Fatalf("rudder diff --cluster --record: exit %d, want 1 and %q\n%s%s", code, want, stdout.String(), stderr.String())
+	}
+	// Previewed and approved (the approval given before still holds): every CR moves.
+	crtest.Eventually(t, "rollout "+name+" Complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro)
+		return err == nil && ro.Status.Phase == rolloutv1.PhaseComplete, err
+	})
+	var p rolloutv1.Preview
+	if err := json.Unmarshal([]byte(ro.Annotations[rolloutv1.AnnotationPreview]), &p); err != nil || p.CRs != 3 || p.Changed != 3 {
+		t.Errorf("the preview on the Rollout: %+v %v", p, err)
+	}
+	for _, n := range names {
+		h := crtest.History(t, cluster, ns, n)
+		if len(h) != 2 || h[1].Labels[records.LabelChartDigest] != to {
+			t.Errorf("%s: %s", n, describe(h))
+		}
+	}
+}
+
+func patchRollout(t *testing.T, name, patch string) {
+	t.Helper()
+	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Patch(context.Background(), ro, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
 }

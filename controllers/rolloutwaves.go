@@ -19,7 +19,6 @@ import (
 // (0: not before an event: a chart edit, an annotation of the Rollout).
 func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Duration {
 	r, st := c.r, &ro.Status
-	pol := r.opts.Watch.Rollout
 	ann := ro.GetAnnotations()
 	c.count(ro, members)
 	if st.Phase == "" {
@@ -34,39 +33,15 @@ func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Dura
 	}
 	switch st.Phase {
 	case rolloutv1.PhaseHalted:
-		if !pol.RollsBack() {
-			return 0
-		}
-		going := 0
-		for _, m := range members {
-			if m.digest == ro.Spec.To && !m.kept {
-				going++
-				c.move(m.key)
-			}
-		}
-		why := "aborted"
-		if st.Failed > 0 {
-			why = fmt.Sprintf("%d CRs failed: %s", st.Failed, strings.Join(st.FailedCRs, "; "))
-		}
-		if going > 0 {
-			st.Message = fmt.Sprintf("halted (%s); %d CRs still go back to an earlier chart (onHalt rollback)", why, going)
-			return coordinatorPoll
-		}
-		st.Phase, st.Message = rolloutv1.PhaseRolledBack, fmt.Sprintf("halted (%s); every moved CR is back on a revision of an earlier chart", why)
-		rollouts.WithLabelValues(r.gvkLabel(), rolloutv1.PhaseRolledBack).Inc()
-		r.event(ro, corev1.EventTypeNormal, rolloutv1.PhaseRolledBack, "Rollout", "%s", st.Message)
-		return 0
+		return c.goBack(ro, members)
 	case rolloutv1.PhasePaused:
-		if ann[rolloutv1.AnnotationPaused] == "true" {
-			st.Message = "paused: remove the " + rolloutv1.AnnotationPaused + " annotation (or set it to \"false\") to go on"
+		if !c.resume(ro) {
 			return 0
 		}
-		st.Phase = rolloutv1.PhaseProgressing
-		r.event(ro, corev1.EventTypeNormal, "Resumed", "Rollout", "resumed at wave %d", max(st.Wave, 1))
 	case rolloutv1.PhaseProgressing:
 		if ann[rolloutv1.AnnotationPaused] == "true" {
 			st.Phase = rolloutv1.PhasePaused
-			st.Message = "paused: remove the " + rolloutv1.AnnotationPaused + " annotation (or set it to \"false\") to go on"
+			st.Message = "paused: set the " + rolloutv1.AnnotationPaused + " annotation to \"false\" (or remove it) to go on"
 			r.event(ro, corev1.EventTypeNormal, rolloutv1.PhasePaused, "Rollout", "paused at wave %d by the %s annotation", st.Wave, rolloutv1.AnnotationPaused)
 			return 0
 		}
@@ -77,6 +52,59 @@ func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Dura
 		c.startWave(ro, members, 1)
 	}
 	return c.gate(ro, members)
+}
+
+// goBack follows a halted rollout: with onHalt rollback, until no moved CR is left on its
+// chart (then it is RolledBack).
+func (c *coordinator) goBack(ro *rolloutv1.Rollout, members []member) time.Duration {
+	r, st := c.r, &ro.Status
+	if !r.opts.Watch.Rollout.RollsBack() {
+		return 0
+	}
+	going := 0
+	for _, m := range members {
+		if m.digest == ro.Spec.To && !m.kept {
+			going++
+			c.move(m.key)
+		}
+	}
+	why := "aborted"
+	if st.Failed > 0 {
+		why = fmt.Sprintf("%d CRs failed: %s", st.Failed, strings.Join(st.FailedCRs, "; "))
+	}
+	if going > 0 {
+		st.Message = fmt.Sprintf("halted (%s); %d CRs still go back to an earlier chart (onHalt rollback)", why, going)
+		return coordinatorPoll
+	}
+	st.Phase, st.Message = rolloutv1.PhaseRolledBack, fmt.Sprintf("halted (%s); every moved CR is back on a revision of an earlier chart", why)
+	rollouts.WithLabelValues(r.gvkLabel(), rolloutv1.PhaseRolledBack).Inc()
+	r.event(ro, corev1.EventTypeNormal, rolloutv1.PhaseRolledBack, "Rollout", "%s", st.Message)
+	return 0
+}
+
+// resume reports whether a paused rollout goes on: its rudder.dev/paused annotation is not
+// "true" and, for a policy that starts paused, its preview is recorded.
+func (c *coordinator) resume(ro *rolloutv1.Rollout) bool {
+	r, st, ann := c.r, &ro.Status, ro.GetAnnotations()
+	preview, previewed := ann[rolloutv1.AnnotationPreview]
+	switch {
+	case r.opts.Watch.Rollout.Paused && !previewed && ann[rolloutv1.AnnotationPaused] == "true":
+		st.Message = "paused until its preview is recorded (rudder diff --cluster --record with the edited chart), then until the " +
+			rolloutv1.AnnotationPaused + " annotation is set to \"false\""
+		return false
+	case r.opts.Watch.Rollout.Paused && !previewed:
+		st.Message = "approved, but paused until its preview is recorded (rudder diff --cluster --record with the edited chart)"
+		return false
+	case ann[rolloutv1.AnnotationPaused] == "true":
+		st.Message = "paused: set the " + rolloutv1.AnnotationPaused + " annotation to \"false\" (or remove it) to go on"
+		if previewed {
+			st.Message += "; preview: " + preview
+		}
+		return false
+	}
+	st.Phase = rolloutv1.PhaseProgressing
+	r.event(ro, corev1.EventTypeNormal, "Resumed", "Rollout", "resumed at wave %d", max(st.Wave, 1))
+	return true
 }
 
 // gate checks the current wave: its failures against the budget, then whether every CR it

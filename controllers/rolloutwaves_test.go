@@ -131,6 +131,30 @@ func TestRolloutHalts(t *testing.T) {
 	}
 }
 
+// A policy that starts paused waits for the preview, then for the approval.
+func TestRolloutWaitsForItsPreview(t *testing.T) {
+	t.Parallel()
+	c, _, ms := fleet(t, "{waves: [{count: 1}], paused: true}")
+	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", Annotations: map[string]string{rolloutv1.AnnotationPaused: "false"}},
+		Spec: rolloutv1.RolloutSpec{From: "old", To: "new"}}
+	ro.Status.Phase = rolloutv1.PhasePaused
+	c.advance(ro, ms)
+	if ro.Status.Phase != rolloutv1.PhasePaused || !strings.HasPrefix(ro.Status.Message, "approved, but paused until its preview") {
+		t.Fatalf("approved before its preview: %+v", ro.Status)
+	}
+	ro.Annotations[rolloutv1.AnnotationPreview] = `{"crs":20,"changed":19,"unchanged":1,"failing":0}`
+	ro.Annotations[rolloutv1.AnnotationPaused] = "true"
+	c.advance(ro, ms)
+	if ro.Status.Phase != rolloutv1.PhasePaused || !strings.Contains(ro.Status.Message, `"changed":19`) {
+		t.Fatalf("previewed, not approved: %+v", ro.Status)
+	}
+	ro.Annotations[rolloutv1.AnnotationPaused] = "false"
+	c.advance(ro, ms)
+	if ro.Status.Phase != rolloutv1.PhaseProgressing || ro.Status.Wave != 1 {
+		t.Fatalf("previewed and approved: %+v", ro.Status)
+	}
+}
+
 // The Rollout's annotations: pause, resume, promote (once per value) and abort.
 func TestRolloutAnnotations(t *testing.T) {
 	t.Parallel()

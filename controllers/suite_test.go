@@ -80,9 +80,12 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, err
 		}
 	}
-	// rollout: the day2 chart as a ConfigMap volume, which TestRolloutInWaves edits.
-	if err := swapChart(filepath.Join(tmp, "rollout"), filepath.Join(tmp, "day2"), nil); err != nil {
-		return nil, err
+	// rollout and paused: the day2 chart as ConfigMap volumes, which TestRolloutInWaves and
+	// TestRolloutWaitsForItsPreview edit.
+	for _, vol := range []string{"rollout", "paused"} {
+		if err := swapChart(filepath.Join(tmp, vol), filepath.Join(tmp, "day2"), nil); err != nil {
+			return nil, err
+		}
 	}
 	// crdskip and crdreplace: a chart whose crds/ a test edits (see gearChart).
 	for _, vol := range []string{"crdskip", "crdreplace"} {
@@ -163,6 +166,7 @@ const testWatches = `
   kind: RolloutProbe
   chart: rollout
   rollout: {waves: [{count: 1}, {percent: 25}], settle: 1s, healthTimeout: 20s, maxFailures: 0, onHalt: rollback}
+- {group: test.rudder.dev, version: v1, kind: PausedProbe, chart: paused, rollout: {waves: [{count: 1}], paused: true}}
 - group: test.rudder.dev
   version: v1
   kind: ValuesTenant

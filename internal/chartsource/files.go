@@ -141,3 +141,14 @@ func materialize(files []*loader.BufferedFile, name string) (string, error) {
 	}
 	return dir, nil
 }
+
+// Digest is the digest a Snapshot of the chart directory at root has (what the release
+// records' rudder.dev/chart-digest label holds, before a watch's layers), read as the source
+// reads it, without loading or linting the chart.
+func Digest(root string) (string, error) {
+	files, _, err := readTree(root)
+	if err != nil {
+		return "", err
+	}
+	return digest(files), nil
+}

@@ -36,17 +36,19 @@ import (
 // something does, 2 on trouble (a flag, a file that cannot be read, a watches file that does
 // not load, a cluster that cannot be read).
 func Diff(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("diff", "[--watches-file EDITED_WATCHES] "+renderUsage+" (--from LIVE_WATCHES CR_FILE... | --cluster [--kubeconfig K] [--namespace NS])", env.Stderr)
+	fs := newFlags("diff", "[--watches-file EDITED_WATCHES] "+renderUsage+" (--from LIVE_WATCHES CR_FILE... | --cluster [--kubeconfig K] [--namespace NS | --record [--shard SEL]])", env.Stderr)
 	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CR files are rendered from now")
 	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml as edited (its charts as edited)")
 	inCluster := fs.Bool("cluster", false, "compare every CR of the edited watches' kinds in the cluster with its release's newest revision")
 	kubeconfig := fs.String("kubeconfig", "", "with --cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	namespace := fs.String("namespace", "", "with --cluster: only the CRs of this namespace (default: all)")
+	record := fs.Bool("record", false, "with --cluster and every namespace: record each kind's summary on the Rollout of the edit (a watch's rollout policy; one that starts paused waits for it)")
+	shard := fs.String("shard", "", "with --record: the --watch-label-selector of the rudder shard whose Rollout it is")
 	opts := renderFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *inCluster == (*from != "") || *inCluster == (fs.NArg() > 0) {
+	if *inCluster == (*from != "") || *inCluster == (fs.NArg() > 0) || (*record && (!*inCluster || *namespace != "")) {
 		fs.Usage()
 		return errUsage
 	}
@@ -56,7 +58,7 @@ func Diff(ctx context.Context, args []string, env Env) error {
 	}
 	var differ bool
 	if *inCluster {
-		differ, err = diffCluster(ctx, env.Stdout, after, *kubeconfig, *namespace)
+		differ, err = diffCluster(ctx, env.Stdout, after, *kubeconfig, *namespace, *record, *shard)
 	} else {
 		differ, err = diffFiles(ctx, env.Stdout, after, *from, *opts, env, fs.Args())
 	}

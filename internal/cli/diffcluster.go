@@ -14,15 +14,20 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // diffCluster diffs every CR of each of after's watched kinds in the cluster of kubeconfig
@@ -30,14 +35,22 @@ import (
 // A CR without a release yet shows everything its install would make. What the stored
 // revision was rendered with that an offline render lacks shows as a change too: lookups
 // (which find nothing offline) and valuesFrom sources (read from --values-from).
-func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, namespace string) (bool, error) {
+//
+// With record, the summary of each kind whose watch has a rollout policy is recorded on the
+// Rollout of the edit (the rudder.dev/preview annotation), which a policy that starts paused
+// waits for; shard is the selector of the rudder shard that runs it ("": unsharded).
+func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, namespace string, record bool, shard string) (bool, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return false, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	scheme := runtime.NewScheme()
+	if err := rolloutv1.AddToScheme(scheme); err != nil {
+		return false, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return false, err
 	}
@@ -59,6 +72,7 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 		if err != nil {
 			return false, fmt.Errorf("listing the %s CRs: %w", gvk.GroupKind(), err)
 		}
+		preview := rolloutv1.Preview{CRs: len(list.Items), At: metav1.Now()}
 		for i := range list.Items {
 			cr := &list.Items[i]
 			live, err := liveRelease(cs, wt.ReleaseNameOf, cr)
@@ -68,12 +82,58 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 			cur := after.renderObjects(ctx, cr)
 			changed, differs := compare(w, describeCR(cr), live, cur, after.generated(ctx, cr, cur))
 			differ = differ || differs
+			tally(&preview, cur, differs)
 			if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Forces(), live, cur, changed); err != nil {
+				return false, err
+			}
+		}
+		if record && wt.Rollout != nil && namespace == "" {
+			if err := recordPreview(ctx, w, c, wt, shard, preview); err != nil {
 				return false, err
 			}
 		}
 	}
 	return differ, nil
+}
+
+// tally counts one CR's diff in the preview.
+func tally(p *rolloutv1.Preview, cur rendered, differs bool) {
+	switch {
+	case cur.err != nil && differs:
+		p.Failing++
+	case differs:
+		p.Changed++
+	default:
+		p.Unchanged++
+	}
+}
+
+// recordPreview puts the preview on the Rollout of the watch's chart as it is on disk.
+func recordPreview(ctx context.Context, w io.Writer, c client.Client, wt *watches.Watch, shard string, p rolloutv1.Preview) error {
+	d, err := chartsource.Digest(wt.ChartPath())
+	if err != nil {
+		return fmt.Errorf("the digest of %s: %w", wt.ChartPath(), err)
+	}
+	name := rolloutv1.Name(wt.GroupVersionKind(), shard, records.LabelDigest(wt.ChartDigest(d)))
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{rolloutv1.AnnotationPreview: string(data)}}})
+	if err != nil {
+		return err
+	}
+	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	err = c.Patch(ctx, ro, client.RawPatch(types.MergePatchType, patch))
+	switch {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(w, "# %s: no rollout %s (rudder has not seen this chart yet): nothing recorded\n", wt.GroupVersionKind().GroupKind(), name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("recording the preview on rollout %s: %w", name, err)
+	}
+	fmt.Fprintf(w, "# %s: recorded on rollout %s: %d CRs, %d changed, %d unchanged, %d failing\n", wt.GroupVersionKind().GroupKind(), name, p.CRs, p.Changed, p.Unchanged, p.Failing)
+	return nil
 }
 
 // checkUpdates asks the API server, with a server-side dry run of each object the edit changes

@@ -30,7 +30,25 @@ const (
 	AnnotationPromote = "rudder.dev/promote"
 	// AnnotationAbort "true" halts the rollout now, with the policy's onHalt.
 	AnnotationAbort = "rudder.dev/abort"
+	// AnnotationPreview is what `rudder diff --cluster --record` found the edit does to the
+	// CRs (a Preview, as JSON). A rollout of a policy that starts paused resumes only once it
+	// is recorded.
+	AnnotationPreview = "rudder.dev/preview"
 )
+
+// Preview is the summary of a chart edit's diff that `rudder diff --cluster --record` records
+// on the Rollout it previews.
+type Preview struct {
+	// CRs is how many CRs of the kind the diff looked at; Changed, Unchanged and Failing how
+	// many of them the edit changes, leaves as they are, and makes fail (not render, break
+	// the watch's confinement or a limit).
+	CRs       int `json:"crs"`
+	Changed   int `json:"changed"`
+	Unchanged int `json:"unchanged"`
+	Failing   int `json:"failing"`
+	// At is when the diff ran.
+	At metav1.Time `json:"at"`
+}
 
 // RolloutSpec says which chart edit of which watch the rollout moves the CRs to. rudder writes
 // it when it sees the edit; it does not change afterwards.
