@@ -39,10 +39,11 @@ var (
 	// previousWatches are the watches the previous version of rudder knows the fields of (no
 	// rollout policy): TestUpgradeOfRudderKeepsEveryState runs it with them.
 	previousWatches string
-	// rolloutChart is the RolloutProbe kind's chart, a volume TestSIGKILLMidWave edits.
-	rolloutChart string
-	root         string // the repository
-	webGVK       = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
+	// rolloutChart and shardedChart are the RolloutProbe and PausedProbe kinds' charts,
+	// volumes TestSIGKILLMidWave and TestRolloutPerShard edit.
+	rolloutChart, shardedChart string
+	root                       string // the repository
+	webGVK                     = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
 
 func TestMain(m *testing.M) {
@@ -52,6 +53,7 @@ func TestMain(m *testing.M) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml"),
 				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml"), filepath.Join(root, "controllers/testdata/crds/testprobe.yaml"),
 				filepath.Join(root, "controllers/testdata/crds/retryprobe.yaml"), filepath.Join(root, "controllers/testdata/crds/rolloutprobe.yaml"),
+				filepath.Join(root, "controllers/testdata/crds/pausedprobe.yaml"),
 				filepath.Join(root, "config/crd/bases/rudder.dev_rollouts.yaml")}
 		},
 		Setup: setup,
@@ -78,8 +80,11 @@ func setup(e *crtest.Env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := chartsourcetest.PublishAtomic(rolloutChart, files); err != nil {
-		return nil, err
+	shardedChart = filepath.Join(tmp, "sharded")
+	for _, vol := range []string{rolloutChart, shardedChart} {
+		if err := chartsourcetest.PublishAtomic(vol, files); err != nil {
+			return nil, err
+		}
 	}
 	base := "- {group: bench.rudder.dev, version: v1, kind: Web, chart: " + chart + "}\n" +
 		"- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: " + box + "}\n" +
@@ -90,7 +95,8 @@ func setup(e *crtest.Env) (func() error, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(watches, []byte(base+
-		"- {group: test.rudder.dev, version: v1, kind: RolloutProbe, chart: "+rolloutChart+", rollout: {waves: [{count: 1}], settle: 2s}}\n"), 0o644); err != nil {
+		"- {group: test.rudder.dev, version: v1, kind: RolloutProbe, chart: "+rolloutChart+", rollout: {waves: [{count: 1}], settle: 2s}}\n"+
+		"- {group: test.rudder.dev, version: v1, kind: PausedProbe, chart: "+shardedChart+", rollout: {waves: [{count: 1}]}}\n"), 0o644); err != nil {
 		return nil, err
 	}
 	return func() error { return os.RemoveAll(tmp) }, nil

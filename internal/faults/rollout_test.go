@@ -93,3 +93,58 @@ func TestSIGKILLMidWave(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutPerShard: with two shards, a chart edit is rolled out by each shard to its own
+// CRs, under a Rollout of its own that names the shard.
+func TestRolloutPerShard(t *testing.T) {
+	ctx := context.Background()
+	gvk := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "PausedProbe"}
+	ns := crtest.NewNamespace(t, k8s, "faults-")
+	shards(t, ns)
+	names := map[string]string{"a1": "a", "a2": "a", "r1": "", "r2": ""}
+	for n, shard := range names {
+		cr := crtest.NewCR(gvk, ns, n, map[string]any{})
+		if shard != "" {
+			cr.SetLabels(map[string]string{shardLabel: shard})
+		}
+		if err := k8s.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for n := range names {
+		crtest.WaitCondition(t, k8s, gvk, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
+	}
+	files, err := chartsourcetest.ReadDir(filepath.Join(root, "controllers/testdata/charts/day2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["templates/all.yaml"] = strings.Replace(files["templates/all.yaml"], "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \"sharded\"", 1)
+	if err := chartsourcetest.PublishAtomic(shardedChart, files); err != nil {
+		t.Fatal(err)
+	}
+	byShard := map[string]*rolloutv1.Rollout{}
+	crtest.Eventually(t, "a Complete rollout per shard", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		var list rolloutv1.RolloutList
+		if err := k8s.List(ctx, &list); err != nil {
+			return false, err
+		}
+		for i := range list.Items {
+			if ro := &list.Items[i]; ro.Spec.Kind == gvk.Kind && ro.Status.Phase == rolloutv1.PhaseComplete {
+				byShard[ro.Spec.Shard] = ro
+			}
+		}
+		return len(byShard) == 2, nil
+	})
+	for _, shard := range []string{shardLabel + "=a", shardLabel + "!=a"} {
+		ro := byShard[shard]
+		if ro == nil || ro.Status.Total != 2 || ro.Status.Moved != 2 || ro.Name != rolloutv1.Name(gvk, shard, ro.Spec.To) {
+			t.Errorf("shard %s's rollout: %+v", shard, ro)
+		}
+	}
+	for n := range names {
+		h := crtest.History(t, cluster, ns, n)
+		if len(h) != 2 || h[1].Info.Status != release.StatusDeployed {
+			t.Errorf("%s: %d revisions", n, len(h))
+		}
+	}
+}
