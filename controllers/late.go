@@ -12,6 +12,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -158,15 +159,36 @@ type lateWatch struct {
 	newCache func() (cache.Cache, error)
 	setup    func() error
 	log      logr.Logger
+	// reader lists the kind uncached, in the first of namespaces (none: cluster-wide), to
+	// know that the API server serves it: discovery may name a new CRD's resource before its
+	// handler answers, and an informer whose first lists fail backs off for up to 30 s.
+	reader     client.Reader
+	namespaces []string
+}
+
+// served reports whether the API server answers a list of the kind.
+func (l *lateWatch) served(ctx context.Context) bool {
+	if _, err := l.mapper.RESTMapping(l.gvk.GroupKind(), l.gvk.Version); err != nil {
+		return false
+	}
+	if l.reader == nil {
+		return true
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(l.gvk.GroupVersion().WithKind(l.gvk.Kind + "List"))
+	opts := []client.ListOption{client.Limit(1)}
+	if len(l.namespaces) > 0 {
+		opts = append(opts, client.InNamespace(l.namespaces[0]))
+	}
+	return l.reader.List(ctx, list, opts...) == nil
 }
 
 func (l *lateWatch) Start(ctx context.Context) error {
 	label := l.gvk.Kind + "." + l.gvk.Group + "/" + l.gvk.Version
 	waitingForCRD.WithLabelValues(label).Set(1)
 	l.log.Info("waiting for the API server to serve a watched kind (its CRD is not established yet); serving the other kinds meanwhile", "gvk", label)
-	err := wait.PollUntilContextCancel(ctx, crdPollInterval, true, func(context.Context) (bool, error) {
-		_, err := l.mapper.RESTMapping(l.gvk.GroupKind(), l.gvk.Version)
-		return err == nil, nil
+	err := wait.PollUntilContextCancel(ctx, crdPollInterval, true, func(ctx context.Context) (bool, error) {
+		return l.served(ctx), nil
 	})
 	if err != nil {
 		return nil // stopped while waiting

@@ -174,7 +174,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		var lw *lateWatch
 		if late[w.GroupVersionKind()] {
 			lw = &lateWatch{gvk: w.GroupVersionKind(), mapper: mapper, caches: caches, log: ctrl.Log.WithName("watches"),
-				newCache: lateCache(cfg, mgr, opts, w, shard)}
+				reader: mgr.GetAPIReader(), namespaces: opts.WatchNamespaces, newCache: lateCache(cfg, mgr, opts, w, shard)}
 		}
 		if err := serveWatch(mgr, r, lw); err != nil {
 			return nil, nil, err
