@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,8 +79,15 @@ func TestAPIServerImmutableWords(t *testing.T) {
 		if err := env.Client.Create(ctx, c.obj); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		c.change(c.obj)
-		err := env.Client.Update(ctx, c.obj)
+		// The object's own controller may write it meanwhile (a Deployment's): a conflict is
+		// that, and the change is made again on the object as it is now.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c.obj), c.obj); err != nil {
+				return err
+			}
+			c.change(c.obj)
+			return env.Client.Update(ctx, c.obj)
+		})
 		if !apierrors.IsInvalid(err) {
 			t.Fatalf("%s: the update was answered %v, not 422 Invalid", c.name, err)
 		}

@@ -80,15 +80,21 @@ func ImmutableUpdate(msg string) bool {
 }
 
 // The Go runtime's fatal errors for a goroutine past its stack limit (runtime/stack.go,
-// newstack) and for memory it could not get (runtime/malloc.go, "runtime: out of memory"):
-// a render worker that dies of either says so on its stderr, and nowhere else.
+// newstack) and for memory it could not get: "runtime: out of memory" when the OS refuses a
+// mapping (runtime/malloc.go, mem_linux.go), "runtime: cannot allocate memory" when the heap's
+// own metadata cannot grow (runtime/malloc.go persistentalloc, mheap.go), which is what a
+// worker under its memory rlimit meets when the machine is loaded. A render worker that dies of
+// either says so on its stderr, and nowhere else.
 const (
 	runtimeStackExceeded = "goroutine stack exceeds"
 	runtimeOutOfMemory   = "out of memory"
+	runtimeCannotAlloc   = "runtime: cannot allocate memory"
 )
 
 // StackExceeded reports whether a Go process's stderr says it died past its stack limit.
 func StackExceeded(stderr string) bool { return strings.Contains(stderr, runtimeStackExceeded) }
 
 // OutOfMemory reports whether a Go process's stderr says it died for want of memory.
-func OutOfMemory(stderr string) bool { return strings.Contains(stderr, runtimeOutOfMemory) }
+func OutOfMemory(stderr string) bool {
+	return strings.Contains(stderr, runtimeOutOfMemory) || strings.Contains(stderr, runtimeCannotAlloc)
+}
