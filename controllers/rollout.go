@@ -119,12 +119,16 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 	if h == nil || h.OwnerUID != p.want.OwnerUID || h.ChartDigest == "" {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release has no earlier chart to keep: it gets the watch's chart"}}, nil
 	}
+	current := pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release is on the watch's chart " + records.DisplayDigest(to)}}
+	if h.ChartDigest == to && !p.r.opts.Watch.Rollout.RollsBack() {
+		return current, nil // only a halt with onHalt rollback moves such a CR
+	}
 	ro, err := p.r.rolloutOf(ctx, to)
 	if err != nil {
 		return pin{}, err
 	}
 	if h.ChartDigest == to {
-		if ro != nil && p.r.opts.Watch.Rollout.RollsBack() && (ro.Status.Phase == rolloutv1.PhaseHalted || ro.Status.Phase == rolloutv1.PhaseRolledBack) {
+		if ro != nil && (ro.Status.Phase == rolloutv1.PhaseHalted || ro.Status.Phase == rolloutv1.PhaseRolledBack) {
 			back, err := p.revisionBefore(ctx, h, to)
 			if err != nil {
 				return pin{}, err
@@ -136,7 +140,7 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 			return pin{back: back, cond: &condition{metav1.ConditionFalse, rstatus.ReasonRolloutHalted,
 				fmt.Sprintf("rollout %s halted (onHalt rollback): the release goes back to revision %d, of an earlier chart", ro.Name, back)}}, nil
 		}
-		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release is on the watch's chart " + records.DisplayDigest(to)}}, nil
+		return current, nil
 	}
 	held := p.obj.GetAnnotations()[AnnotationRolloutHold] == "true"
 	if !held && ro != nil && p.r.admits(ro, p.key.Namespace, p.key.Name, p.obj.GetLabels()) {

@@ -110,7 +110,7 @@ func TestRolloutInWaves(t *testing.T) {
 		t.Errorf("the held CR's Rollout condition does not say why: %s", c.Message)
 	}
 	// The hold goes: the CR joins the complete rollout.
-	patchCR(t, ns, held, `{"metadata":{"annotations":{"`+controllers.AnnotationRolloutHold+`":null}}}`)
+	patch(t, rolloutGVK, ns, held, `{"metadata":{"annotations":{"`+controllers.AnnotationRolloutHold+`":null}}}`)
 	onChart(t, ns, held, goodDigest)
 	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
 		t.Errorf("%s after its hold went: %s", held, describe(h))
@@ -147,7 +147,7 @@ func TestRolloutInWaves(t *testing.T) {
 	}
 	// A CR the rollout did not move is upgraded with the chart of its own release.
 	other := order[5]
-	patchCR(t, ns, other, `{"spec":{"replicas":2}}`)
+	patch(t, rolloutGVK, ns, other, `{"spec":{"replicas":2}}`)
 	crtest.Eventually(t, other+" upgraded with its own release's chart", timeout, func(ctx context.Context) (bool, error) {
 		h := crtest.History(t, cluster, ns, other)
 		return len(h) == 3 && h[2].Info.Status == "deployed", nil
@@ -214,7 +214,7 @@ func editChart(t *testing.T, vol, src, content string) string {
 // check holds of the rollout and of the CRs' revision counts (read before the rollout).
 func rolloutTo(t *testing.T, digest, phase string, check func(*rolloutv1.Rollout, map[string]int), ns string, names []string) *rolloutv1.Rollout {
 	t.Helper()
-	name := controllers.ControllerName(rolloutGVK) + "-" + records.DisplayDigest(digest)
+	name := rolloutv1.Name(rolloutGVK, "", digest)
 	ro := &rolloutv1.Rollout{}
 	said := ""
 	crtest.Eventually(t, "rollout "+name+" "+phase, 3*time.Minute, func(ctx context.Context) (bool, error) {
@@ -249,17 +249,6 @@ func rolloutEvents(t *testing.T, name, reason string) int {
 		}
 	}
 	return n
-}
-
-func patchCR(t *testing.T, ns, name, patch string) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(rolloutGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	if err := k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // onChart waits until the CR is Ready on the chart of digest.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,9 +89,6 @@ var coordinatorRequest = reconcile.Request{NamespacedName: types.NamespacedName{
 // setupRollouts starts the watch's coordinator.
 func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
 	c := &coordinator{r: r}
-	mine := func(ro *rolloutv1.Rollout) bool {
-		return ro.Spec.Group == r.gvk.Group && ro.Spec.Version == r.gvk.Version && ro.Spec.Kind == r.gvk.Kind && ro.Spec.Shard == r.opts.Shard
-	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout-"+ControllerName(r.gvk)).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -101,7 +99,7 @@ func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
 			return nil
 		})).
 		Watches(&rolloutv1.Rollout{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if ro, ok := o.(*rolloutv1.Rollout); ok && mine(ro) {
+			if ro, ok := o.(*rolloutv1.Rollout); ok && r.ownsRollout(ro) {
 				return []reconcile.Request{coordinatorRequest}
 			}
 			return nil
@@ -113,6 +111,11 @@ func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
 	}
 	r.coord = c
 	return nil
+}
+
+// ownsRollout reports whether ro moves this watch's CRs (of this shard).
+func (r *Reconciler) ownsRollout(ro *rolloutv1.Rollout) bool {
+	return ro.Spec.Group == r.gvk.Group && ro.Spec.Version == r.gvk.Version && ro.Spec.Kind == r.gvk.Kind && ro.Spec.Shard == r.opts.Shard
 }
 
 // wake asks for a look at the watch's rollouts.
@@ -161,7 +164,7 @@ func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	var cur *rolloutv1.Rollout
 	for i := range list.Items {
 		ro := &list.Items[i]
-		if ro.Spec.Group != r.gvk.Group || ro.Spec.Version != r.gvk.Version || ro.Spec.Kind != r.gvk.Kind || ro.Spec.Shard != r.opts.Shard {
+		if !r.ownsRollout(ro) {
 			continue
 		}
 		if ro.Spec.To == to {
@@ -185,7 +188,7 @@ func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	clear(c.moving)
 	requeue := c.advance(cur, members)
 	c.active.Store(requeue > 0)
-	if !equalStatus(before, &cur.Status) {
+	if !equality.Semantic.DeepEqual(before, &cur.Status) {
 		stale := cur.ResourceVersion
 		if err := r.opts.Client.Status().Update(ctx, cur); err != nil {
 			if apierrors.IsConflict(err) {

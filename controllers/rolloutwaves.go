@@ -1,12 +1,12 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -264,19 +264,9 @@ func (c *coordinator) observe(members []member) {
 	}
 	rolloutCRs.DeletePartialMatch(map[string]string{"gvk": gvk})
 	for d, n := range byDigest {
-		rolloutCRs.WithLabelValues(gvk, cmpOr(d, "none")).Set(float64(n))
+		rolloutCRs.WithLabelValues(gvk, cmp.Or(d, "none")).Set(float64(n))
 	}
 }
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// equalStatus reports whether a rollout's status is unchanged.
-func equalStatus(a, b *rolloutv1.RolloutStatus) bool { return equality.Semantic.DeepEqual(a, b) }
 
 // enqueue queues a pass of the CR at key.
 func (r *Reconciler) enqueue(key types.NamespacedName) {

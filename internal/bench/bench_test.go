@@ -794,29 +794,37 @@ func BenchmarkChartReload(b *testing.B) {
 			kind := fmt.Sprintf("Site%d", n)
 			gvk := webGVK.GroupVersion().WithKind(kind)
 			ns := strings.ToLower(kind)
-			namespace(b, ns)
-			if err := parallel(n, func(ctx context.Context, i int) error {
-				return k8s.Create(ctx, newCR(gvk, ns, fmt.Sprintf("site-%03d", i)))
-			}); err != nil {
-				b.Fatal(err)
-			}
-			waitAll(b, "installed", time.Now(), 5*time.Minute, gvk, ns, n, released(1))
-
-			files, err := chartsourcetest.ReadDir("testdata/charts/web")
-			if err != nil {
-				b.Fatal(err)
-			}
-			files["templates/deployment.yaml"] = strings.Replace(files["templates/deployment.yaml"],
-				"  name: {{ .Release.Name }}\n", "  name: {{ .Release.Name }}\n  annotations: {bench.rudder.dev/edited: \"true\"}\n", 1)
-			start := time.Now()
-			if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, ns), files); err != nil {
-				b.Fatal(err)
-			}
+			start := installedThenEdited(b, gvk, ns, "site", n)
 			took := waitAll(b, "upgraded", start, 5*time.Minute, gvk, ns, n, released(2))
 			b.ReportMetric(took.Seconds(), "s-change-to-all-upgraded")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+}
+
+// installedThenEdited makes n CRs of gvk (prefix-000, …) in namespace ns, waits until every one
+// is installed, then edits the web chart of the kind's volume (chartDir/ns: an annotation on
+// the Deployment) and returns when the edit was published.
+func installedThenEdited(b *testing.B, gvk schema.GroupVersionKind, ns, prefix string, n int) time.Time {
+	b.Helper()
+	namespace(b, ns)
+	if err := parallel(n, func(ctx context.Context, i int) error {
+		return k8s.Create(ctx, newCR(gvk, ns, fmt.Sprintf("%s-%03d", prefix, i)))
+	}); err != nil {
+		b.Fatal(err)
+	}
+	waitAll(b, "installed", time.Now(), 5*time.Minute, gvk, ns, n, released(1))
+	files, err := chartsourcetest.ReadDir("testdata/charts/web")
+	if err != nil {
+		b.Fatal(err)
+	}
+	files["templates/deployment.yaml"] = strings.Replace(files["templates/deployment.yaml"],
+		"  name: {{ .Release.Name }}\n", "  name: {{ .Release.Name }}\n  annotations: {bench.rudder.dev/edited: \"true\"}\n", 1)
+	start := time.Now()
+	if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, ns), files); err != nil {
+		b.Fatal(err)
+	}
+	return start
 }
 
 // BenchmarkValuesFromEdit: 100 CRs read one ConfigMap (valuesFrom); its edit upgrades each

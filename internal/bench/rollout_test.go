@@ -2,16 +2,12 @@ package bench_test
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
-	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 )
 
 // BenchmarkRollout: the chart edit of BenchmarkChartReload's N=100, through a rollout policy of
@@ -23,25 +19,8 @@ import (
 func BenchmarkRollout(b *testing.B) {
 	onlyOnce(b)
 	const n = 100
-	gvk := webGVK.GroupVersion().WithKind("Wave100")
-	ns := "wave100"
-	namespace(b, ns)
-	if err := parallel(n, func(ctx context.Context, i int) error {
-		return k8s.Create(ctx, newCR(gvk, ns, fmt.Sprintf("wave-%03d", i)))
-	}); err != nil {
-		b.Fatal(err)
-	}
-	waitAll(b, "installed", time.Now(), 5*time.Minute, gvk, ns, n, released(1))
-	files, err := chartsourcetest.ReadDir("testdata/charts/web")
-	if err != nil {
-		b.Fatal(err)
-	}
-	files["templates/deployment.yaml"] = strings.Replace(files["templates/deployment.yaml"],
-		"  name: {{ .Release.Name }}\n", "  name: {{ .Release.Name }}\n  annotations: {bench.rudder.dev/edited: \"true\"}\n", 1)
-	start := time.Now()
-	if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, ns), files); err != nil {
-		b.Fatal(err)
-	}
+	gvk, ns := webGVK.GroupVersion().WithKind("Wave100"), "wave100"
+	start := installedThenEdited(b, gvk, ns, "wave", n)
 	var beyond time.Duration
 	seen := 0
 	var readyAt time.Time // when the harness first saw every CR of the current wave Ready
