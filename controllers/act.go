@@ -13,6 +13,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -45,8 +46,8 @@ func (p *pass) hold(obs observed) result {
 // holdBack ends a pass on a desired (chart, values) that failed: in this pass (the result
 // says what became of it), or in an earlier one. It is not tried again until one of them
 // changes; a failure the API server's refusal caused is retried with back-off.
-func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
-	f := s.failure
+func (p *pass) holdBack(obs observed, s plan.Situation, o *outcome) result {
+	f := o.failure
 	if f == nil {
 		held, _ := p.heldBackFailure()
 		reason := held.reason
@@ -64,10 +65,10 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 		}
 		return res
 	}
-	res, upgraded := f.result, f.action.String() == actUpgrade
+	res, upgraded := f.result, f.action.name() == plan.Upgrade
 	msg := res.message
 	switch {
-	case f.action.String() == actRollback:
+	case f.action.name() == plan.Rollback:
 		// Its result says it all, and Released says it rolled back.
 		if res.forbidden {
 			return p.forbidden("Upgrade", msg)
@@ -80,9 +81,9 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 		if !res.forbidden {
 			msg += "; not retried until the spec or the chart changes"
 		}
-	case upgraded && !s.rollsBack:
+	case upgraded && !s.RollsBack:
 		msg += " (automatic rollback is off for this watch)"
-	case upgraded && s.deployed == 0:
+	case upgraded && s.Deployed == 0:
 		msg += "; no deployed revision to roll back to"
 	}
 	if res.forbidden {
@@ -93,7 +94,7 @@ func (p *pass) holdBack(obs observed, s situation, o *outcome) result {
 
 // eventAction is the action Events name for a release action.
 func eventAction(a action) string {
-	if a.String() == actInstall {
+	if a.name() == plan.Install {
 		return "Install"
 	}
 	return "Upgrade"
@@ -223,7 +224,7 @@ func (p *pass) forbidden(event, msg string) result {
 // request builds the Helm request of an install or upgrade, after the checks that need no
 // cluster: the values against the chart's schema, and the Event that overrideValues applied.
 // It returns the result to end on instead when there is no request to make.
-func (p *pass) request(ctx context.Context, action string) (*helm.Request, []note, *result) {
+func (p *pass) request(ctx context.Context, action plan.Action) (*helm.Request, []note, *result) {
 	pinned, err := p.pinnedRelease(ctx)
 	if err != nil {
 		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
@@ -249,7 +250,7 @@ func (p *pass) request(ctx context.Context, action string) (*helm.Request, []not
 		}
 	}
 	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.chartDigest, p.values, p.want.ValuesDigest,
-		helm.Description(action, p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))
+		helm.Description(string(action), p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))
 	req.Carried = p.carried()
 	return req, pre, nil
 }

@@ -10,15 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // An action is one thing a pass does to a release, or to the objects of its revision
-// (reapply). It does that one thing and says how it went, as data: what follows is next's to
-// decide (plan.go), and what the CR is told is report's (report.go).
+// (reapply). It does that one thing and says how it went, as data: what follows is plan.Next's
+// to decide, and what the CR is told is report's (report.go).
 type action interface {
-	// String names the action: its Events, its metric label, its key in situation.taken.
-	String() string
+	// name names the action: its Events, its metric label, its key in plan.Situation.Taken.
+	name() plan.Action
 	run(ctx context.Context, p *pass, obs observed) result
 }
 
@@ -108,9 +109,9 @@ func callOf(err error) callResult {
 
 // countAction counts an action's work in rudder_release_actions_total: for every action, from
 // do, and for the uninstall of a deleted CR.
-func countAction(gvk, action string, c callResult) {
+func countAction(gvk string, action plan.Action, c callResult) {
 	if c != callNone {
-		releaseActions.WithLabelValues(gvk, action, c.label()).Inc()
+		releaseActions.WithLabelValues(gvk, string(action), c.label()).Inc()
 	}
 }
 
@@ -147,9 +148,9 @@ func (p *pass) act(ctx context.Context) *outcome {
 			o.endOn(p.afterFailure(o, err))
 			return o
 		}
-		a, how := next(s)
-		if a == nil {
-			if res := p.finish(ctx, how, obs, s, o); how == endLast {
+		c, how := plan.Next(s)
+		if c.None() {
+			if res := p.finish(ctx, how, obs, s, o); how == plan.EndLast {
 				o.end(res) // folded already, as its action's
 			} else {
 				o.endOn(res)
@@ -157,6 +158,11 @@ func (p *pass) act(ctx context.Context) *outcome {
 			return o
 		}
 		if !p.takeTurn(o) {
+			return o
+		}
+		a, ok := o.runner(c)
+		if !ok {
+			o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)})
 			return o
 		}
 		res := p.do(ctx, a, obs, o)
@@ -177,8 +183,8 @@ func (p *pass) act(ctx context.Context) *outcome {
 func (p *pass) do(ctx context.Context, a action, obs observed, o *outcome) result {
 	start := time.Now()
 	res := a.run(ctx, p, obs)
-	actionSeconds.WithLabelValues(p.r.gvkLabel(), a.String(), res.verdict.label()).Observe(time.Since(start).Seconds())
-	countAction(p.r.gvkLabel(), a.String(), res.call)
+	actionSeconds.WithLabelValues(p.r.gvkLabel(), string(a.name()), res.verdict.label()).Observe(time.Since(start).Seconds())
+	countAction(p.r.gvkLabel(), a.name(), res.call)
 	o.add(a, res)
 	return res
 }
@@ -211,27 +217,27 @@ func (p *pass) afterFailure(o *outcome, err error) result {
 }
 
 // finish is the result a pass ends on when no action is left.
-func (p *pass) finish(ctx context.Context, how ending, obs observed, s situation, o *outcome) result {
+func (p *pass) finish(ctx context.Context, how plan.Ending, obs observed, s plan.Situation, o *outcome) result {
 	switch how {
-	case endHeld:
+	case plan.EndHeld:
 		return p.hold(obs)
-	case endInSync:
+	case plan.EndInSync:
 		return p.inSync(obs.head)
-	case endRolledBack:
+	case plan.EndRolledBack:
 		return p.keepRollback(ctx, obs, o)
-	case endConflict:
+	case plan.EndConflict:
 		return p.conflict(obs.rel)
-	case endHeldBack:
+	case plan.EndHeldBack:
 		return p.holdBack(obs, s, o)
-	case endWaiting:
+	case plan.EndWaiting:
 		return p.waitForOperation(obs.rel)
-	case endRetrying:
+	case plan.EndRetrying:
 		return p.retryLater(o)
 	}
 	if made := o.madeStep(); made != nil {
 		return made.result
 	}
-	if last := s.last; last != nil {
+	if last := o.last(); last != nil {
 		return last.result
 	}
 	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: the pass ended with nothing to report", p.relName)}

@@ -5,10 +5,12 @@
 //
 //   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
 //     hooks' word, and the release's newest revision, classified by records.DetermineState;
-//   - act (actions.go) takes one action at a time. next (plan.go), a pure function, maps the
-//     state and what the pass met so far (the situation) to the next action or to how the
-//     pass ends; the pass runs the action, observes the release as it left it, and asks next
-//     again. Each action is taken at most once per pass. On a revision, settle (objects.go)
+//   - act (actions.go) takes one action at a time. plan.Next (internal/plan), a pure function
+//     in a package of its own, maps the state and what the pass met so far (the situation,
+//     situation.go) to the next action or to how the pass ends; the pass runs the action
+//     (do), observes the release as it left it, and asks again. Every action goes this way:
+//     the uninstall of a deleted CR (uninstall.go, a situation of its own) and the reapply of
+//     drift (asked once settle has looked at the objects) too. Each action is taken at most once per pass. On a revision, settle (objects.go)
 //     then looks at its objects: the reapply action restores drift, kstatus says whether they
 //     are ready, and the post-release hooks run;
 //   - report (report.go) turns the steps' results into conditions, Events, status.release
@@ -25,8 +27,8 @@
 // sets no condition itself. The test action (test.go: `helm test` after a release) is one
 // added this way, in three files and the boundary:
 //
-//  1. The type, in a file of its own: String returns its name (an act* constant in plan.go:
-//     its metric label, its Events' action, its key in situation.taken), and run makes the
+//  1. The type, in a file of its own: name returns its plan.Action (its metric label, its
+//     Events' action, its key in plan.Situation.Taken), and run makes the
 //     call to Helm and returns a result: the verdict (succeeded, failed, retry, blocked), the
 //     reason and message, the Events (notes), the conditions it sets (result.conditions, by
 //     type: report sets them), what status.release learns (record), and how its own work went
@@ -34,9 +36,10 @@
 //     rudder_release_actions_total and times it). When it knows the release as it left it,
 //     result.after says so, which spares a read of storage. Whatever it asks of Helm takes
 //     the pass's context, which a deletion of the CR or rudder's stop cancels.
-//  2. plan.go: the fact of the situation that calls for it, filled in by pass.situation, and
-//     its case in next (which state, after which step). next stays pure: every fact it needs
-//     is read by situation first.
+//  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
+//     case in Next (which state, after which step); situation.go fills the fact in, and
+//     outcome.runner maps the choice to the type. Next stays pure, and the compiler holds it
+//     so: internal/plan imports nothing of the pass.
 //  3. record.go, when status.release records its outcome: a field of record, which
 //     writeRelease writes. A fact a later decision reads belongs in the release's record
 //     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
@@ -46,7 +49,7 @@
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
 //     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
-// Then rows in TestNext (plan_test.go) for every state and previous result it meets, rows in
+// Then rows in TestNext (internal/plan) for every state and previous result it meets, rows in
 // TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and Events, failures
 // included, and a test against the control plane.
 //
@@ -55,7 +58,7 @@
 // A watch's day-2 policies (internal/watches/policy.go) took the same layering, each where its
 // decision is made:
 //   - remediation.retries is two facts of the situation (retry.go): a failure with retries
-//     left ends the pass waiting (endRetrying) instead of held back, and a retry that is due
+//     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
 //     lets the pair go; the count is in status.release.failed (failedRecord).
 //   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
 //     whether it only reports (the Drifted condition, with a shadow like Tested's).

@@ -11,16 +11,17 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // install installs the release (records.StateAbsent).
 type install struct{}
 
-func (install) String() string { return actInstall }
+func (install) name() plan.Action { return plan.Install }
 
 func (install) run(ctx context.Context, p *pass, obs observed) result {
-	req, pre, stop := p.request(ctx, actInstall)
+	req, pre, stop := p.request(ctx, plan.Install)
 	if stop != nil {
 		return *stop
 	}
@@ -55,7 +56,7 @@ func (p *pass) madeRevision(req *helm.Request, rel *release.Release, reason, eve
 
 // releaseFailed is the result of an install or upgrade that failed with err: retried when it
 // is transient; otherwise failed, and held back unless the API server refused the release's
-// identity. What follows (removing a failed install, a rollback) is next's to decide.
+// identity. What follows (removing a failed install, a rollback) is plan.Next's to decide.
 func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 	if isTransient(err) {
 		return result{verdict: retry, reason: reason, err: fmt.Errorf("%s %s: %w", verb, p.relName, err)}
@@ -85,7 +86,7 @@ func (p *pass) releaseFailed(event, verb, reason string, err error) result {
 // revision, with the objects it made (records.StateFailed, never deployed).
 type removeFailedInstall struct{}
 
-func (removeFailedInstall) String() string { return actRemoveFailed }
+func (removeFailedInstall) name() plan.Action { return plan.RemoveFailed }
 
 func (removeFailedInstall) run(ctx context.Context, p *pass, _ observed) result {
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: removing failed install"); err != nil {
@@ -98,7 +99,7 @@ func (removeFailedInstall) run(ctx context.Context, p *pass, _ observed) result 
 // killed) or one that kept its history: Helm installs over neither (records.StateUninstalled).
 type finishUninstall struct{}
 
-func (finishUninstall) String() string { return actFinishUninstall }
+func (finishUninstall) name() plan.Action { return plan.FinishUninstall }
 
 func (finishUninstall) run(ctx context.Context, p *pass, _ observed) result {
 	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "rudder: finishing an uninstall before installing again"); err != nil {

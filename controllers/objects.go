@@ -20,6 +20,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -132,7 +133,13 @@ func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
 			return err
 		}
 	}
-	if res := p.do(ctx, reapply{objects: o.objects, whole: o.whole}, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
+	// The release's actions are done: what is left to choose is the action on its objects.
+	c, _ := plan.Next(plan.Situation{DriftDue: true, Taken: o.taken})
+	a, ok := o.runner(c)
+	if !ok {
+		return nil
+	}
+	if res := p.do(ctx, a, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
 		return res.err
 	}
 	return nil
@@ -160,7 +167,7 @@ type reapply struct {
 	whole   bool
 }
 
-func (reapply) String() string { return actReapply }
+func (reapply) name() plan.Action { return plan.Reapply }
 
 func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 	fail := func(err error) result {

@@ -29,7 +29,7 @@ import (
 //     hooks' word, and the release's newest revision, read once and classified once by
 //     records.DetermineState;
 //   - act (actions.go) takes the actions that state calls for, one at a time, each chosen by
-//     next (plan.go) from the state and what the previous action left, until next says how
+//     plan.Next from the state and what the previous action left, until it says how
 //     the pass ends; then, on a revision, settle looks at its objects (objects.go), restoring
 //     drift (the reapply action) and computing their readiness;
 //   - report (report.go) turns the steps' results into conditions, observedGeneration,

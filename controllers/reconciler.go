@@ -11,7 +11,6 @@ import (
 	"unique"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,11 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
-	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -249,48 +246,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 	}()
 	return p.run(ctx)
-}
-
-// finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
-func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
-	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
-		return reconcile.Result{}, nil
-	}
-	log := logr.FromContextOrDiscard(ctx)
-	name, err := r.releaseName(obj)
-	if err != nil {
-		// Without a name there can be no release of ours (it could never install).
-		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
-	} else {
-		scope := r.scope(obj)
-		if !r.gate.startAction(client.ObjectKeyFromObject(obj)) {
-			log.V(1).Info("waiting for a turn to uninstall", "release", name)
-			return reconcile.Result{RequeueAfter: jitter(turnRequeue)}, nil
-		}
-		defer r.gate.endAction(obj.GetNamespace())
-		rel, err := r.opts.Helm.Last(ctx, scope, name)
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("reading release %s: %w", name, err)
-		}
-		if rel != nil && rel.Labels[records.LabelOwnerUID] == string(obj.GetUID()) {
-			if err := r.opts.Helm.Uninstall(ctx, scope, name, "uninstalled by rudder: "+r.gvk.Kind+" deleted"); err != nil {
-				r.event(obj, corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", "uninstalling release %s: %v", name, err)
-				countAction(r.gvkLabel(), actUninstall, callFailed)
-				return reconcile.Result{}, fmt.Errorf("uninstalling release %s: %w", name, err)
-			}
-			countAction(r.gvkLabel(), actUninstall, callOK)
-			r.event(obj, corev1.EventTypeNormal, "Uninstalled", "Uninstall", "release %s uninstalled", name)
-			log.Info("release uninstalled", "release", name)
-		} else if rel != nil {
-			log.Info("release belongs to another owner; leaving it", "release", name)
-		}
-	}
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := r.patchFinalizers(ctx, obj); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	r.forget(client.ObjectKeyFromObject(obj))
-	return reconcile.Result{}, nil
 }
 
 // patchFinalizers writes obj's finalizers as they are now over those of the version read: the

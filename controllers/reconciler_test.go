@@ -460,6 +460,12 @@ func TestDeletionRemovesEverything(t *testing.T) {
 		}
 		return len(crtest.History(t, cluster, ns, "gone")) == 0, nil
 	})
+	// The uninstall is an action like any other: chosen by plan.Next, run through do, with
+	// its Event (the pass's own recorder) and its count.
+	crtest.WaitEvent(t, k8s, ns, "gone", "Uninstalled", "release gone uninstalled")
+	if n := crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "uninstall", "result": "ok"}); n < 1 {
+		t.Errorf("rudder_release_actions_total{action=uninstall,result=ok} = %v after an uninstall", n)
+	}
 }
 
 func TestValuesViolatingTheSchemaStall(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -19,7 +20,7 @@ import (
 // unlock marks a pending revision that a dead operation left as failed (records.StateLocked).
 type unlock struct{}
 
-func (unlock) String() string { return actUnlock }
+func (unlock) name() plan.Action { return plan.Unlock }
 
 func (unlock) run(ctx context.Context, p *pass, obs observed) result {
 	rel := obs.rel
@@ -39,7 +40,7 @@ func (unlock) run(ctx context.Context, p *pass, obs observed) result {
 // or rollback replaces): it marks them superseded.
 type supersede struct{}
 
-func (supersede) String() string { return actSupersede }
+func (supersede) name() plan.Action { return plan.Supersede }
 
 func (supersede) run(ctx context.Context, p *pass, obs observed) result {
 	marked, err := p.r.opts.Helm.Supersede(ctx, p.scope, p.relName)
@@ -72,7 +73,7 @@ func (p *pass) needsAdoption(rel *release.Release) bool {
 // longer sees it, and lets it go.
 type adopt struct{}
 
-func (adopt) String() string { return actAdopt }
+func (adopt) name() plan.Action { return plan.Adopt }
 
 func (adopt) run(ctx context.Context, p *pass, obs observed) result {
 	keys, want := p.r.opts.Carried, p.carried()

@@ -18,6 +18,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -68,7 +69,7 @@ type outcome struct {
 	// steps are the actions the pass took, in order; taken their names, failure the last
 	// that failed (nil: none).
 	steps   []step
-	taken   map[string]bool
+	taken   map[plan.Action]bool
 	failure *step
 	// records are what status.release learns, in order (see writeRelease).
 	records []record
@@ -119,9 +120,9 @@ func hookFailed(which string, err error) *outcome {
 func (o *outcome) add(a action, res result) {
 	if a != nil {
 		if o.taken == nil {
-			o.taken = map[string]bool{}
+			o.taken = map[plan.Action]bool{}
 		}
-		o.taken[a.String()] = true
+		o.taken[a.name()] = true
 		o.steps = append(o.steps, step{a, res})
 		if res.verdict == failed {
 			o.failure = &o.steps[len(o.steps)-1]

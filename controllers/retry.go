@@ -16,7 +16,7 @@ import (
 // the last failure are in status.release.failed, so a restart neither forgets nor repeats a
 // retry, and every retry is one install or upgrade (with its remedy: the removal of a failed
 // install, the rollback of a failed upgrade), never a loop. In the plan a retry is two facts
-// of the situation: a failure with retries left ends the pass waiting (endRetrying) instead
+// of the situation: a failure with retries left ends the pass waiting (plan.EndRetrying) instead
 // of held back, and a retry that is due lets the pair go for one more try.
 
 // retryBase and retryCap bound the back-off: retryBase after the first failure, doubling after

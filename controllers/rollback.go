@@ -11,6 +11,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/libtext"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -20,7 +21,7 @@ import (
 const AnnotationRollbackTo = "rudder.dev/rollback-to"
 
 // rollback returns the release to its last deployed revision after a failed upgrade (or the
-// failed tests of a revision, with test.onFailure: rollback): the remedy next chooses for a
+// failed tests of a revision, with test.onFailure: rollback): the remedy plan.Next chooses for a
 // (chart, values) that failed, unless the watch turns it off. The pair stays held back.
 type rollback struct {
 	to int
@@ -28,14 +29,14 @@ type rollback struct {
 	cause *step
 }
 
-func (rollback) String() string { return actRollback }
+func (rollback) name() plan.Action { return plan.Rollback }
 
 func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 	msg, forbidden, reason := "", false, rstatus.ReasonUpgradeFailed
 	why := fmt.Sprintf("the upgrade to generation %d failed", p.gen)
 	if a.cause != nil {
 		msg, forbidden = a.cause.result.message, a.cause.result.forbidden
-		if a.cause.action.String() == actTest {
+		if a.cause.action.name() == plan.Test {
 			reason, why = rstatus.ReasonTestFailed, "the tests of the newest revision failed"
 		}
 	} else if f, ok := p.heldBackFailure(); ok {
@@ -94,7 +95,7 @@ func (p *pass) rollbackTo(ctx context.Context, to int, desc string) ([]note, err
 // what became of it. Only a transient failure leaves the value to be tried again.
 type requestRollback struct{ value string }
 
-func (requestRollback) String() string { return actRequestRollback }
+func (requestRollback) name() plan.Action { return plan.RequestRollback }
 
 func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result {
 	v := a.value
@@ -143,7 +144,7 @@ func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result 
 // rolledBackOnRequest reports whether this pass rolled the release back as rollback-to asks.
 func (o *outcome) rolledBackOnRequest() bool {
 	for _, s := range o.steps {
-		if s.action.String() == actRequestRollback && s.result.verdict == succeeded && s.result.after == nil {
+		if s.action.name() == plan.RequestRollback && s.result.verdict == succeeded && s.result.after == nil {
 			return true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -226,7 +227,7 @@ type rolloutRollback struct {
 	to int
 }
 
-func (rolloutRollback) String() string { return actRolloutRollback }
+func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
 
 func (a rolloutRollback) run(ctx context.Context, p *pass, _ observed) result {
 	name := p.r.rolloutName(p.want.ChartDigest)

@@ -11,6 +11,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 )
 
 // test runs the chart's test hooks (`helm test`) on the newest revision, one rudder made from
@@ -23,7 +24,7 @@ import (
 // failed upgrade, and the (chart, values) is held back.
 type test struct{ revision int }
 
-func (test) String() string { return actTest }
+func (test) name() plan.Action { return plan.Test }
 
 func (a test) run(ctx context.Context, p *pass, obs observed) result {
 	rel, err := p.r.opts.Helm.Test(ctx, p.scope, p.relName, p.r.opts.Watch.TestTimeout())

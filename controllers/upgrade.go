@@ -9,16 +9,17 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 )
 
 // upgrade makes a new revision from the spec and chart (records.StateOutOfSync, or a failed
 // newest revision with a deployed one before it).
 type upgrade struct{}
 
-func (upgrade) String() string { return actUpgrade }
+func (upgrade) name() plan.Action { return plan.Upgrade }
 
 func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
-	req, pre, stop := p.request(ctx, actUpgrade)
+	req, pre, stop := p.request(ctx, plan.Upgrade)
 	if stop != nil {
 		return *stop
 	}
