@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -209,17 +208,7 @@ func (p *pass) conflict(rel *release.Release) result {
 // acts as (rudder's ClusterRole, or the tenant's ServiceAccount, lacks a rule for something
 // the chart renders or reads). Unlike a chart error it is retried with back-off, so granting
 // the rule recovers without touching the CR.
-func (p *pass) forbidden(event, msg string) result {
-	hint := "grant the missing rule in rudder's ClusterRole (config/rbac/role.yaml)"
-	if p.scope.ServiceAccount != "" {
-		hint = fmt.Sprintf("the release acts as ServiceAccount %s/%s: grant the missing rule to it (a Role in its namespace)",
-			p.scope.Namespace, p.scope.ServiceAccount)
-	}
-	msg += "; " + hint + "; the release is retried with back-off"
-	return result{verdict: retry, forbidden: true, reason: rstatus.ReasonForbidden, err: errors.New(msg),
-		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonForbidden, event, msg}},
-		released: &condition{metav1.ConditionFalse, rstatus.ReasonForbidden, msg}}
-}
+func (p *pass) forbidden(event, msg string) result { return forbidden(p.scope, event, msg) }
 
 // request builds the Helm request of an install or upgrade, after the checks that need no
 // cluster: the values against the chart's schema, and the Event that overrideValues applied.

@@ -20,7 +20,7 @@ import (
 type action interface {
 	// name names the action: its Events, its metric label, its key in plan.Situation.Taken.
 	name() plan.Action
-	run(ctx context.Context, p *pass, obs observed) result
+	run(ctx context.Context, e *env, obs observed) result
 }
 
 // verdict is how an action ended.
@@ -84,6 +84,10 @@ type result struct {
 	phase phase
 	head  *records.Head
 	rel   *release.Release
+	// recheck: the objects are looked at again by every pass until one finds them as the
+	// manifest has them (a reapply that failed); restored is how many objects it restored.
+	recheck  bool
+	restored int
 	// call is how the action's own work went, as rudder_release_actions_total counts it (do
 	// counts it, for every action): its Helm call, or the writes it made (callNone: it found
 	// nothing to do, as a supersede with nothing to mark, or met no call at all).
@@ -160,7 +164,7 @@ func (p *pass) act(ctx context.Context) *outcome {
 		if !p.takeTurn(o) {
 			return o
 		}
-		a, ok := o.runner(c)
+		a, ok := p.runner(c, o)
 		if !ok {
 			o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)})
 			return o
@@ -182,9 +186,15 @@ func (p *pass) act(ctx context.Context) *outcome {
 // do runs one action and folds its result into the outcome.
 func (p *pass) do(ctx context.Context, a action, obs observed, o *outcome) result {
 	start := time.Now()
-	res := a.run(ctx, p, obs)
+	res := a.run(ctx, p.env(), obs)
 	actionSeconds.WithLabelValues(p.r.gvkLabel(), string(a.name()), res.verdict.label()).Observe(time.Since(start).Seconds())
 	countAction(p.r.gvkLabel(), a.name(), res.call)
+	if res.restored > 0 {
+		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(res.restored))
+	}
+	if res.recheck {
+		p.r.markDirty(p.key)
+	}
 	o.add(a, res)
 	return res
 }

@@ -28,17 +28,19 @@
 // added this way, in three files and the boundary:
 //
 //  1. The type, in a file of its own: name returns its plan.Action (its metric label, its
-//     Events' action, its key in plan.Situation.Taken), and run makes the
-//     call to Helm and returns a result: the verdict (succeeded, failed, retry, blocked), the
-//     reason and message, the Events (notes), the conditions it sets (result.conditions, by
-//     type: report sets them), what status.release learns (record), and how its own work went
-//     (result.call: do, the one place every action runs through, counts it in
-//     rudder_release_actions_total and times it). When it knows the release as it left it,
+//     Events' action, its key in plan.Situation.Taken), and run makes the call to Helm with
+//     what its *env (env.go) holds, and returns a result. The env is all it reaches: the
+//     release, the Releases boundary, the watch's policies and what the pass prepared; not the
+//     pass, not the reconciler. The result is the verdict (succeeded, failed, retry, blocked),
+//     the reason and message, the Events (notes), the conditions it sets (result.conditions,
+//     by type: report sets them), what status.release learns (record), and how its own work
+//     went (result.call: do, the one place every action runs through, counts it in
+//     rudder_release_actions_total and times it, and acts on result.recheck and restored). When it knows the release as it left it,
 //     result.after says so, which spares a read of storage. Whatever it asks of Helm takes
 //     the pass's context, which a deletion of the CR or rudder's stop cancels.
 //  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
 //     case in Next (which state, after which step); situation.go fills the fact in, and
-//     outcome.runner maps the choice to the type. Next stays pure, and the compiler holds it
+//     pass.runner maps the choice to the type, with what the pass met that it needs. Next stays pure, and the compiler holds it
 //     so: internal/plan imports nothing of the pass.
 //  3. record.go, when status.release records its outcome: a field of record, which
 //     writeRelease writes. A fact a later decision reads belongs in the release's record

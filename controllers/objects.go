@@ -135,7 +135,7 @@ func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
 	}
 	// The release's actions are done: what is left to choose is the action on its objects.
 	c, _ := plan.Next(plan.Situation{DriftDue: true, Taken: o.taken})
-	a, ok := o.runner(c)
+	a, ok := p.runner(c, o)
 	if !ok {
 		return nil
 	}
@@ -169,35 +169,35 @@ type reapply struct {
 
 func (reapply) name() plan.Action { return plan.Reapply }
 
-func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
+func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	fail := func(err error) result {
-		p.r.markDirty(p.key) // every pass checks again, not only the first after the change
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+		// Every pass checks again, not only the first after the change.
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err, recheck: true}
 	}
 	// The same confinement as every action: a release made before the watch became stricter
 	// is not restored where it may no longer act.
-	if err := p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), a.objects); err != nil {
+	if err := e.scope.CheckObjects(e.mapper, a.objects); err != nil {
 		return fail(fmt.Errorf("not restoring revision %d: %w", obs.head.Revision, err))
 	}
-	w, err := p.r.opts.Helm.Writer(p.scope)
+	w, err := e.helm.Writer(e.scope)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, err := p.wholeObjects(ctx, a, obs)
+	objs, err := e.wholeObjects(ctx, a, obs)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
-	objs = helm.WithCarried(objs, p.r.opts.Carried, p.carried())
+	objs = helm.WithCarried(objs, e.carriedKeys, e.carried)
 	// Live objects are read from the API server, as the identity that writes them: the operand
-	// cache keeps only what a pass reads (see operandTransform). rudder's
+	// cache keeps only what a pass reads (see OperandTransform). rudder's
 	// own writer is the manager's client, whose reads are cached: read through the uncached
 	// reader instead.
 	var live client.Reader = w
-	if p.scope.ServiceAccount == "" {
-		live = p.r.opts.APIReader
+	if e.scope.ServiceAccount == "" {
+		live = e.live
 	}
-	d := helm.Drift{Warn: p.r.opts.Watch.DriftMode() == watches.DriftWarn, Ignored: p.r.opts.Watch.DriftIgnored}
+	d := helm.Drift{Warn: e.watch.DriftMode() == watches.DriftWarn, Ignored: e.watch.DriftIgnored}
 	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
 	res := result{verdict: succeeded}
 	if d.Warn && err == nil {
@@ -207,8 +207,7 @@ func (a reapply) run(ctx context.Context, p *pass, obs observed) result {
 		}
 	}
 	if len(restored) > 0 {
-		driftCorrections.WithLabelValues(p.r.gvkLabel()).Add(float64(len(restored)))
-		res.call = callOK
+		res.call, res.restored = callOK, len(restored)
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
 			fmt.Sprintf("restored from revision %d without a new revision: %s", obs.head.Revision, strings.Join(restored, ", "))}}
 	}
@@ -234,21 +233,21 @@ func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 }
 
 // wholeObjects are the head revision's objects as its manifest has them.
-func (p *pass) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, error) {
+func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, error) {
 	if a.whole {
 		return a.objects, nil
 	}
 	rel := obs.rel
 	if rel == nil || rel.Version != obs.head.Revision {
 		var err error
-		if rel, err = p.r.opts.Helm.Revision(ctx, p.scope, p.relName, obs.head.Revision); err != nil {
+		if rel, err = e.helm.Revision(ctx, e.scope, e.release, obs.head.Revision); err != nil {
 			return nil, err
 		}
 		if rel == nil {
-			return nil, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, p.relName)
+			return nil, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, e.release)
 		}
 	}
-	return helm.ParseManifest(rel.Manifest, rel.Namespace, p.r.opts.Client.RESTMapper())
+	return helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
 }
 
 // readiness is kstatus's view of the live objects. A held release (a hook said "not now") is

@@ -73,6 +73,8 @@ type pass struct {
 	reset bool
 	// pin is where the watch's rollouts leave the CR (see rollout.go).
 	pin pin
+	// ev is the environment of the pass's actions (see env).
+	ev *env
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {

@@ -42,19 +42,20 @@ type revisionRecord struct {
 }
 
 // madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
-func (p *pass) madeRecord(rel *release.Release) record {
+func (e *env) madeRecord(rel *release.Release) record {
 	return record{clearFailed: true, revision: &revisionRecord{
-		number: rel.Version, chart: helm.ChartRef(rel.Chart), chartDigest: p.want.ChartDigest, valuesDigest: p.want.ValuesDigest,
-		applied: &rstatus.AppliedRelease{Revision: rel.Version, Generation: p.gen, ChartDigest: p.want.ChartDigest},
+		number: rel.Version, chart: helm.ChartRef(rel.Chart), chartDigest: e.want.ChartDigest, valuesDigest: e.want.ValuesDigest,
+		applied: &rstatus.AppliedRelease{Revision: rel.Version, Generation: e.gen, ChartDigest: e.want.ChartDigest},
 	}}
 }
 
-// failedRecord holds the desired (chart, values) back after it failed for reason.
-func (p *pass) failedRecord(reason string, err error) record {
-	n, at := p.nextFailure()
+// failedRecord holds the desired (chart, values) back after it failed for reason: one failure
+// more than the held-back one's, unless this pass reset the history.
+func (e *env) failedRecord(reason string, err error) record {
+	at := metav1.NewTime(e.clock.Now())
 	return record{failed: &failure{reason: reason, failed: rstatus.FailedRelease{
-		ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000),
-		Failures: n, LastFailure: at}}}
+		ChartDigest: e.want.ChartDigest, ValuesDigest: e.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000),
+		Failures: e.failures + 1, LastFailure: &at}}}
 }
 
 // writeRelease writes what the pass's steps learned into status.release, in their order, and

@@ -22,15 +22,15 @@ type unlock struct{}
 
 func (unlock) name() plan.Action { return plan.Unlock }
 
-func (unlock) run(ctx context.Context, p *pass, obs observed) result {
+func (unlock) run(ctx context.Context, e *env, obs observed) result {
 	rel := obs.rel
 	prev := rel.Info.Status
-	if err := p.r.opts.Helm.Unlock(ctx, p.scope, rel); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", p.relName, err), call: callFailed}
+	if err := e.helm.Unlock(ctx, e.scope, rel); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err), call: callFailed}
 	}
 	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
 	h := records.HeadOf(rel)
-	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, p.want)},
+	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)},
 		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}},
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}, call: callOK}
 }
@@ -42,11 +42,11 @@ type supersede struct{}
 
 func (supersede) name() plan.Action { return plan.Supersede }
 
-func (supersede) run(ctx context.Context, p *pass, obs observed) result {
-	marked, err := p.r.opts.Helm.Supersede(ctx, p.scope, p.relName)
+func (supersede) run(ctx context.Context, e *env, obs observed) result {
+	marked, err := e.helm.Supersede(ctx, e.scope, e.release)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError,
-			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", p.relName, err), call: callFailed}
+			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", e.release, err), call: callFailed}
 	}
 	head := *obs.head
 	head.OlderDeployed = nil
@@ -75,27 +75,27 @@ type adopt struct{}
 
 func (adopt) name() plan.Action { return plan.Adopt }
 
-func (adopt) run(ctx context.Context, p *pass, obs observed) result {
-	keys, want := p.r.opts.Carried, p.carried()
-	if err := p.r.opts.Helm.Relabel(ctx, p.scope, p.relName, keys, want); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", p.relName, err), call: callFailed}
+func (adopt) run(ctx context.Context, e *env, obs observed) result {
+	keys, want := e.carriedKeys, e.carried
+	if err := e.helm.Relabel(ctx, e.scope, e.release, keys, want); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err), call: callFailed}
 	}
 	// The objects a record names are relabelled under the same rules as every action: within
 	// the confinement, and (through the writer's guard) only those the release made.
-	objs, err := p.r.manifestObjects(p.key, obs.rel, false)
+	objs, err := e.objects(obs.rel)
 	if err == nil {
-		err = p.scope.CheckObjects(p.r.opts.Client.RESTMapper(), objs)
+		err = e.scope.CheckObjects(e.mapper, objs)
 	}
 	if err == nil {
 		var w client.Client
-		if w, err = p.r.opts.Helm.Writer(p.scope); err == nil {
+		if w, err = e.helm.Writer(e.scope); err == nil {
 			err = helm.RelabelObjects(ctx, w, objs, keys, want)
 		}
 	}
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", p.relName, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", e.release, err), call: callFailed}
 	}
 	return result{verdict: succeeded, after: &obs, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
 		"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
-		p.relName, len(objs), describeLabels(keys, want))}}}
+		e.release, len(objs), describeLabels(keys, want))}}}
 }

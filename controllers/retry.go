@@ -46,10 +46,14 @@ func retriable(reason string) bool {
 // count: once).
 func failures(f *failure) int { return max(f.failed.Failures, 1) }
 
-// retriesLeft reports whether the failure f (nil: none) is tried again.
-func (p *pass) retriesLeft(f *failure) bool {
-	return f != nil && retriable(f.failed.Reason) && failures(f) <= p.r.opts.Watch.Retries()
+// retriesLeft reports whether the failure f (nil: none) is tried again, with the watch's
+// remediation.retries.
+func retriesLeft(f *failure, retries int) bool {
+	return f != nil && retriable(f.failed.Reason) && failures(f) <= retries
 }
+
+// retriesLeft reports whether the failure f (nil: none) is tried again.
+func (p *pass) retriesLeft(f *failure) bool { return retriesLeft(f, p.r.opts.Watch.Retries()) }
 
 // retryIn is how long until the retry of f is due (≤ 0: due).
 func (p *pass) retryIn(f *failure) time.Duration {
@@ -70,17 +74,6 @@ func (o *outcome) recordedFailure() *failure {
 		}
 	}
 	return nil
-}
-
-// nextFailure counts a new failure of the desired pair: one more than the held-back one's,
-// unless this pass reset the history.
-func (p *pass) nextFailure() (int, *metav1.Time) {
-	n := 1
-	if prev, ok := p.heldBackFailure(); ok && !p.reset {
-		n = failures(prev) + 1
-	}
-	now := metav1.NewTime(p.r.opts.Clock.Now())
-	return n, &now
 }
 
 // retryLater ends a pass on a failure with retries left: waiting for its back-off, Stalled

@@ -31,31 +31,31 @@ type rollback struct {
 
 func (rollback) name() plan.Action { return plan.Rollback }
 
-func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
+func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 	msg, forbidden, reason := "", false, rstatus.ReasonUpgradeFailed
-	why := fmt.Sprintf("the upgrade to generation %d failed", p.gen)
+	why := fmt.Sprintf("the upgrade to generation %d failed", e.gen)
 	if a.cause != nil {
 		msg, forbidden = a.cause.result.message, a.cause.result.forbidden
 		if a.cause.action.name() == plan.Test {
 			reason, why = rstatus.ReasonTestFailed, "the tests of the newest revision failed"
 		}
-	} else if f, ok := p.heldBackFailure(); ok {
-		msg = fmt.Sprintf("upgrading release %s: %s", p.relName, f.failed.Message)
+	} else if f := e.held; f != nil {
+		msg = fmt.Sprintf("upgrading release %s: %s", e.release, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	replaced, err := p.rollbackTo(ctx, a.to, desc)
+	replaced, err := e.rollbackTo(ctx, a.to, desc)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
 			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
-				fmt.Sprintf("rolling back %s to revision %d: %v", p.relName, a.to, err)}),
+				fmt.Sprintf("rolling back %s to revision %d: %v", e.release, a.to, err)}),
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
 	}
-	now, err := p.r.opts.Helm.Last(ctx, p.scope, p.relName)
+	now, err := e.helm.Last(ctx, e.scope, e.release)
 	if err != nil || now == nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err), call: callOK}
 	}
 	h := records.HeadOf(now)
-	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, p.want)},
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, e.want)},
 		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
@@ -64,7 +64,7 @@ func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 		return res
 	}
 	res.reason = reason
-	if a.cause != nil && p.retriesLeft(a.cause.result.record.failed) {
+	if a.cause != nil && e.retriesLeft(a.cause.result.record.failed) {
 		res.message += "; tried again after a back-off (remediation.retries)"
 	} else {
 		res.message += "; not retried until the spec or the chart changes"
@@ -77,10 +77,10 @@ func (a rollback) run(ctx context.Context, p *pass, _ observed) result {
 // rollbackTo rolls the release back to revision to, as a new revision described by desc; with
 // the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
 // are the Events that say so.
-func (p *pass) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
-	req := &helm.RollbackRequest{Name: p.relName, To: to, MaxHistory: p.r.opts.Watch.HistoryLimit(),
-		Description: desc, Force: p.r.opts.Watch.Forces()}
-	err := p.r.opts.Helm.Rollback(ctx, p.scope, req)
+func (e *env) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
+	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.HistoryLimit(),
+		Description: desc, Force: e.watch.Forces()}
+	err := e.helm.Rollback(ctx, e.scope, req)
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {
 		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
@@ -97,14 +97,14 @@ type requestRollback struct{ value string }
 
 func (requestRollback) name() plan.Action { return plan.RequestRollback }
 
-func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result {
+func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 	v := a.value
 	to, err := strconv.Atoi(v)
 	var target *records.Head
 	if err == nil && to > 0 {
-		rel, err := p.r.opts.Helm.Revision(ctx, p.scope, p.relName, to)
+		rel, err := e.helm.Revision(ctx, e.scope, e.release, to)
 		if err != nil {
-			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, p.relName, err)}
+			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, e.release, err)}
 		}
 		target = records.HeadOf(rel)
 	}
@@ -115,19 +115,19 @@ func (a requestRollback) run(ctx context.Context, p *pass, obs observed) result 
 		res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionFalse, reason, msg}}
 		return res
 	}
-	if target == nil || target.OwnerUID != p.want.OwnerUID {
+	if target == nil || target.OwnerUID != e.want.OwnerUID {
 		return refused(rstatus.ReasonRollbackRejected, fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
-			AnnotationRollbackTo, v, p.relName, p.relName, p.key.Namespace))
+			AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	replaced, err := p.rollbackTo(ctx, to, desc)
+	replaced, err := e.rollbackTo(ctx, to, desc)
 	if err != nil {
 		if isTransient(err) {
 			// This value is tried again.
 			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced, call: callFailed,
-				err: fmt.Errorf("rolling back %s to revision %d: %w", p.relName, to, err)}
+				err: fmt.Errorf("rolling back %s to revision %d: %w", e.release, to, err)}
 		}
-		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", p.relName, to, AnnotationRollbackTo, err))
+		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", e.release, to, AnnotationRollbackTo, err))
 		res.notes, res.call = append(replaced, res.notes...), callFailed
 		return res
 	}

@@ -225,16 +225,18 @@ func (p *pass) revisionBefore(ctx context.Context, head *records.Head, digest st
 // newest revision of an earlier chart.
 type rolloutRollback struct {
 	to int
+	// rollout names the Rollout that halted.
+	rollout string
 }
 
 func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
 
-func (a rolloutRollback) run(ctx context.Context, p *pass, _ observed) result {
-	name := p.r.rolloutName(p.want.ChartDigest)
+func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
+	name := a.rollout
 	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
-	replaced, err := p.rollbackTo(ctx, a.to, desc)
+	replaced, err := e.rollbackTo(ctx, a.to, desc)
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", p.relName, a.to, err), call: callFailed,
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release, a.to, err), call: callFailed,
 			notes: replaced}
 	}
 	msg := fmt.Sprintf("rolled back to revision %d: rollout %s halted (onHalt rollback)", a.to, name)

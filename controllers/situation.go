@@ -70,8 +70,8 @@ func (o *outcome) failed() plan.Action {
 }
 
 // runner is the action that carries out c, with what the pass met that it needs (the failure a
-// rollback remedies, the objects drift is restored on).
-func (o *outcome) runner(c plan.Choice) (action, bool) {
+// rollback remedies, the objects drift is restored on, the rollout that halted).
+func (p *pass) runner(c plan.Choice, o *outcome) (action, bool) {
 	var a action
 	switch c.Action {
 	case plan.Install:
@@ -83,7 +83,7 @@ func (o *outcome) runner(c plan.Choice) (action, bool) {
 	case plan.RequestRollback:
 		a = requestRollback{value: c.Value}
 	case plan.RolloutRollback:
-		a = rolloutRollback{to: c.To}
+		a = rolloutRollback{to: c.To, rollout: p.r.rolloutName(p.want.ChartDigest)}
 	case plan.Test:
 		a = test{revision: c.To}
 	case plan.Unlock:

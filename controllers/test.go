@@ -26,14 +26,14 @@ type test struct{ revision int }
 
 func (test) name() plan.Action { return plan.Test }
 
-func (a test) run(ctx context.Context, p *pass, obs observed) result {
-	rel, err := p.r.opts.Helm.Test(ctx, p.scope, p.relName, p.r.opts.Watch.TestTimeout())
+func (a test) run(ctx context.Context, e *env, obs observed) result {
+	rel, err := e.helm.Test(ctx, e.scope, e.release, e.watch.TestTimeout())
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.
-		msg := fmt.Sprintf("testing release %s: %v", p.relName, err)
+		msg := fmt.Sprintf("testing release %s: %v", e.release, err)
 		if helm.IsForbidden(err) {
-			res := p.forbidden("Test", msg)
+			res := e.forbidden("Test", msg)
 			res.call = callFailed
 			return res
 		}
@@ -57,9 +57,9 @@ func (a test) run(ctx context.Context, p *pass, obs observed) result {
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}, call: callFailed}
-	if p.r.opts.Watch.TestRollsBack() {
-		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+p.relName+": "+msg
-		res.record.failed = p.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
+	if e.watch.TestRollsBack() {
+		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+e.release+": "+msg
+		res.record.failed = e.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
 	}
 	return res
 }

@@ -23,14 +23,14 @@ type uninstall struct{}
 
 func (uninstall) name() plan.Action { return plan.Uninstall }
 
-func (uninstall) run(ctx context.Context, p *pass, _ observed) result {
-	if err := p.r.opts.Helm.Uninstall(ctx, p.scope, p.relName, "uninstalled by rudder: "+p.r.gvk.Kind+" deleted"); err != nil {
-		msg := fmt.Sprintf("uninstalling release %s: %v", p.relName, err)
-		return result{verdict: retry, reason: rstatus.ReasonUninstallFailed, err: fmt.Errorf("uninstalling release %s: %w", p.relName, err),
+func (uninstall) run(ctx context.Context, e *env, _ observed) result {
+	if err := e.helm.Uninstall(ctx, e.scope, e.release, "uninstalled by rudder: "+e.kind+" deleted"); err != nil {
+		msg := fmt.Sprintf("uninstalling release %s: %v", e.release, err)
+		return result{verdict: retry, reason: rstatus.ReasonUninstallFailed, err: fmt.Errorf("uninstalling release %s: %w", e.release, err),
 			call: callFailed, notes: []note{{corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", msg}}}
 	}
 	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
-		notes: []note{{corev1.EventTypeNormal, "Uninstalled", "Uninstall", fmt.Sprintf("release %s uninstalled", p.relName)}}}
+		notes: []note{{corev1.EventTypeNormal, "Uninstalled", "Uninstall", fmt.Sprintf("release %s uninstalled", e.release)}}}
 }
 
 // finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
@@ -87,7 +87,7 @@ func (p *pass) uninstall(ctx context.Context) error {
 			}
 			return nil
 		}
-		a, ok := o.runner(c)
+		a, ok := p.runner(c, o)
 		if !ok {
 			return fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)
 		}

@@ -18,24 +18,24 @@ type upgrade struct{}
 
 func (upgrade) name() plan.Action { return plan.Upgrade }
 
-func (upgrade) run(ctx context.Context, p *pass, obs observed) result {
-	req, pre, stop := p.request(ctx, plan.Upgrade)
+func (upgrade) run(ctx context.Context, e *env, obs observed) result {
+	req, pre, stop := e.request(ctx, plan.Upgrade)
 	if stop != nil {
 		return *stop
 	}
 	if obs.head != nil {
 		req.Revision = obs.head.Revision + 1
 	}
-	rel, err := p.r.opts.Helm.Upgrade(ctx, req)
+	rel, err := e.helm.Upgrade(ctx, req)
 	var res result
 	if err == nil {
-		res = p.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description))
+		res = e.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description))
 		for _, obj := range req.Replaced {
 			res.notes = append(res.notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Upgrade",
 				fmt.Sprintf("replaced %s (deleted and created) in revision %d: its update changes an immutable field (upgrade.force)", obj, rel.Version)})
 		}
 	} else {
-		res = p.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)
+		res = e.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)
 	}
 	res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callOf(err)
 	return res
