@@ -17,16 +17,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/render"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // stopBound is the longest rudder takes to exit once told to stop (SIGTERM, SIGINT), in every
 // state of the manager: its graceful shutdown, and a few seconds to exit. A manager that has
 // not returned by then (controller-runtime's start can wait on a runnable that never says it
 // is ready, spinning, once its context is cancelled) is not waited for: the process exits.
-const stopBound = controllers.GracefulShutdown + 5*time.Second
+const stopBound = wiring.GracefulShutdown + 5*time.Second
 
 // boundStop exits the process stopBound after it was told to stop, unless it has exited.
 func boundStop(log logr.Logger) {
@@ -81,7 +81,7 @@ func main() {
 		args = args[1:]
 	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		os.Exit(cli.Run(context.Background(), args, cli.Env{
-			Stdout: os.Stdout, Stderr: os.Stderr, Hooks: controllers.BuiltinHooks(clock.RealClock{}),
+			Stdout: os.Stdout, Stderr: os.Stderr, Hooks: wiring.BuiltinHooks(clock.RealClock{}),
 		}))
 	}
 	runManager(args)
@@ -91,7 +91,7 @@ func main() {
 // flag names.
 func runManager(args []string) {
 	var (
-		opts        controllers.ManagerOptions
+		opts        wiring.ManagerOptions
 		namespaces  string
 		compression bool
 		budget      quantityFlag
@@ -139,7 +139,7 @@ func runManager(args []string) {
 		os.Exit(1)
 	}
 	cfg.DisableCompression = !compression
-	mgr, _, err := controllers.NewManager(cfg, opts)
+	mgr, _, err := wiring.NewManager(cfg, opts)
 	if err != nil {
 		log.Error(err, "setting up rudder")
 		os.Exit(1)

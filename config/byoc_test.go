@@ -3,13 +3,16 @@ package config_test
 import (
 	"bytes"
 	"context"
-	"github.com/rudder-operator/rudder/internal/crtest"
-	"k8s.io/utils/clock"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/wiring"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -25,7 +27,7 @@ import (
 // rudderCLI runs a subcommand in-process and returns its exit code and output.
 func rudderCLI(args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
-	code := cli.Run(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errOut, Hooks: controllers.BuiltinHooks(clock.RealClock{})})
+	code := cli.Run(context.Background(), args, cli.Env{Stdout: &out, Stderr: &errOut, Hooks: wiring.BuiltinHooks(clock.RealClock{})})
 	return code, out.String(), errOut.String()
 }
 
@@ -83,7 +85,7 @@ func TestBringYourOwnChart(t *testing.T) {
 			if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 				t.Fatal(err)
 			}
-			startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns}, SeveralManagers: true})
+			startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, wiring.ManagerOptions{WatchNamespaces: []string{ns}, SeveralManagers: true})
 			kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
 			gvk := schema.GroupVersionKind{Group: "byoc.rudder.dev", Version: "v1", Kind: tc.kind}
 			name := strings.ToLower(tc.kind) + "-sample"

@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // compatCase is a chart the compatibility suite serves as a kind.
@@ -205,7 +205,7 @@ func serveScaffolded(t *testing.T, tc compatCase, edit func(entry map[string]any
 
 // serveWatches starts rudder as its ServiceAccount with ws, for namespace ns.
 func serveWatches(t *testing.T, ws []*watches.Watch, ns string) (stop func()) {
-	return startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, controllers.ManagerOptions{WatchNamespaces: []string{ns},
+	return startRudderWith(t, asServiceAccount(systemNS, "rudder-manager"), ws, wiring.ManagerOptions{WatchNamespaces: []string{ns},
 		SeveralManagers: true, ChartReload: true, ChartDebounce: time.Second})
 }
 

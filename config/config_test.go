@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sigs.k8s.io/yaml"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,10 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 const (
@@ -50,7 +51,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(crtest.Main(m, crtest.Suite{Scheme: controllers.Scheme(), Setup: func(e *crtest.Env) (func() error, error) {
+	os.Exit(crtest.Main(m, crtest.Suite{Scheme: wiring.Scheme(), Setup: func(e *crtest.Env) (func() error, error) {
 		cluster, k8s, root = e.Cluster, e.Client, e.Root
 		return nil, nil
 	}}))
@@ -246,7 +247,7 @@ func TestManagerRBAC(t *testing.T) {
 		UserName: serviceAccount,
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNS, "system:authenticated"},
 	}
-	mgr, _, err := controllers.NewManager(cfg, controllers.ManagerOptions{
+	mgr, _, err := wiring.NewManager(cfg, wiring.ManagerOptions{
 		Watches: append(ws, extra...), LeaderElection: true, LeaderElectionNS: systemNS,
 		MaxConcurrentReconciles: 2, OnPass: passes.Observe,
 	})

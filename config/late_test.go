@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // TestWaitsForAWatchedCRD: rudder starts while one of its watched kinds has no CRD (as when
@@ -39,7 +39,7 @@ func TestWaitsForAWatchedCRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := crtest.NewNamespace(t, k8s, "late-")
-	startRudderWith(t, cluster.Config, ws, controllers.ManagerOptions{WatchNamespaces: []string{ns}, SeveralManagers: true})
+	startRudderWith(t, cluster.Config, ws, wiring.ManagerOptions{WatchNamespaces: []string{ns}, SeveralManagers: true})
 
 	// The served kind is served; the late one is waited for.
 	if err := k8s.Create(t.Context(), crtest.NewCR(widgetGVK, ns, "w", map[string]any{"message": "hi"})); err != nil {

@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // asServiceAccount is the cluster's configuration impersonating a ServiceAccount, as a Pod
@@ -41,7 +41,7 @@ func asServiceAccount(ns, name string) *rest.Config {
 }
 
 // startRudder runs the built-in watches in-process until the test ends.
-func startRudder(t *testing.T, cfg *rest.Config, opts controllers.ManagerOptions) {
+func startRudder(t *testing.T, cfg *rest.Config, opts wiring.ManagerOptions) {
 	t.Helper()
 	ws, err := watches.Load(filepath.Join(root, "watches.yaml"))
 	if err != nil {
@@ -52,11 +52,11 @@ func startRudder(t *testing.T, cfg *rest.Config, opts controllers.ManagerOptions
 
 // startRudderWith runs rudder with the given watches in-process until the test ends, or until
 // the stop it returns is called.
-func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts controllers.ManagerOptions) (stop func()) {
+func startRudderWith(t *testing.T, cfg *rest.Config, ws []*watches.Watch, opts wiring.ManagerOptions) (stop func()) {
 	t.Helper()
 	opts.Watches = ws
 	opts.OnPass = passes.Observe
-	mgr, _, err := controllers.NewManager(cfg, opts)
+	mgr, _, err := wiring.NewManager(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestTenancyOverlay(t *testing.T) {
 		}
 	}
 
-	startRudder(t, asServiceAccount(systemNS, sa.Name), controllers.ManagerOptions{DefaultServiceAccount: defaultSA, WatchNamespaces: []string{"team-a", "team-b"}, SeveralManagers: true})
+	startRudder(t, asServiceAccount(systemNS, sa.Name), wiring.ManagerOptions{DefaultServiceAccount: defaultSA, WatchNamespaces: []string{"team-a", "team-b"}, SeveralManagers: true})
 	for _, ns := range []string{"team-a", "team-b"} {
 		cr := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"port": int64(8082), "replicas": int64(3)}}}
 		cr.SetGroupVersionKind(nginxGVK)
@@ -185,7 +185,7 @@ func TestMetricsAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := free.String()
-	startRudder(t, asServiceAccount(systemNS, "rudder-manager"), controllers.ManagerOptions{MetricsBindAddress: addr, MetricsSecure: true,
+	startRudder(t, asServiceAccount(systemNS, "rudder-manager"), wiring.ManagerOptions{MetricsBindAddress: addr, MetricsSecure: true,
 		WatchNamespaces: []string{"metrics-test"}, SeveralManagers: true})
 
 	cs, err := kubernetes.NewForConfig(cluster.Config)

@@ -1,4 +1,4 @@
-// Package controllers is rudder's generic reconciler and its wiring.
+// Package controllers is rudder's generic reconciler: the release state machine of one watch.
 //
 // A Reconciler reconciles the CRs of one watches.yaml entry, keeping one Helm release per CR.
 // Each reconcile is a pass (pass.go) in three steps:
@@ -74,10 +74,11 @@
 //     Rollout object's status: passes never write it, and the coordinator never acts on a
 //     release.
 //
-// NewManager wires rudder together: the manager and its caches, the chart source, the Helm
-// client, one Reconciler per watch, and the Go hooks of the built-in kinds (controllers/at,
-// controllers/application). main.go parses flags into ManagerOptions; tests and benchmarks
-// call NewManager directly.
+// The manager's wiring is not this package's: internal/wiring's NewManager builds the manager
+// and its caches (late CRDs included), the chart source, the Helm client, the values sources
+// and the Go hooks of the built-in kinds, and one Reconciler per watch through New and
+// Options, the door between the two. internal/gate admits a kind's passes and its Helm
+// actions per namespace.
 //
 // It owns the CRs' status and the releases' lifecycle; how a release is rendered, confined and
 // stored belongs to internal/helm, what a watch makes of a CR to internal/watches.

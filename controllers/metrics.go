@@ -35,10 +35,6 @@ var (
 		Help:    "Duration of release actions (the render, Helm's action and its waits) by kind, action and result (ok, failed, retry, blocked).",
 		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
 	}, []string{"gvk", "action", "result"})
-	actionsQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "rudder_actions_queued",
-		Help: "CRs waiting for one of their namespace's Helm action slots (limits.maxActionsPerNamespace), by kind and namespace.",
-	}, []string{"gvk", "namespace"})
 	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_rollouts_total",
 		Help: "Rollouts of chart edits by kind and outcome (Complete, Halted with onHalt hold, RolledBack, Superseded).",
@@ -55,7 +51,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, actionsQueued, passSeconds, rollouts, rolloutCRs)
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, passSeconds, rollouts, rolloutCRs)
 }
 
 func outcomeLabel(err error) string {

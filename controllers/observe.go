@@ -88,7 +88,7 @@ func (p *pass) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
 	if err != nil {
 		return nil, stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	contents, err := p.r.opts.Sources.Read(ctx, p.scope, srcs, reader{p.r, p.key})
+	contents, err := p.r.opts.Sources.Read(ctx, p.scope, srcs, SourceUser{p.r, p.key})
 	var unclaimed *watches.UnclaimedError
 	switch {
 	case errors.As(err, &unclaimed):

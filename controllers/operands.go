@@ -14,9 +14,6 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
-	"github.com/rudder-operator/rudder/internal/hook"
-	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // The operand cache keeps, of each object rudder rendered, what a pass reads:
@@ -67,16 +64,16 @@ func operandObject(gvk schema.GroupVersionKind) client.Object {
 	return u
 }
 
-// operandTransform is the operand cache's transform (see above). The objects of judged kinds
+// OperandTransform is the operand cache's transform (see above). The objects of judged kinds
 // (a watch's healthChecks read them) keep their spec and status, and every other field.
-func operandTransform(keepStatus bool, judged map[schema.GroupVersionKind]bool) toolscache.TransformFunc {
+func OperandTransform(keepStatus bool, judged map[schema.GroupVersionKind]bool) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		u, ok := in.(*unstructured.Unstructured)
 		if !ok {
 			if o, ok := in.(client.Object); ok {
 				return typedOperand(o, keepStatus, judged), nil
 			}
-			return stripManagedFields(in)
+			return StripManagedFields(in)
 		}
 		if _, done := u.Object[kstatusKey]; !done {
 			// A verdict kstatus cannot reach (a malformed status) is kept as an empty status
@@ -216,15 +213,4 @@ func verdictOf(verdict, msg string) (status.Status, string, error) {
 		return "", "", errors.New(msg)
 	}
 	return status.Status(verdict), msg, nil
-}
-
-// hooksReadOperands reports whether a post-release hook of a kind that watches its operands
-// may read them (and so their status must be cached).
-func hooksReadOperands(ws []*watches.Watch, hooks *hook.Registry) bool {
-	for _, w := range ws {
-		if w.WatchesDependents() && len(hooks.PostReleaseHooks(w.GroupVersionKind())) > 0 {
-			return true
-		}
-	}
-	return false
 }

@@ -80,7 +80,7 @@ type fakeSources struct {
 	err      error
 }
 
-func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Source, _ reader) ([][]byte, error) {
+func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Source, _ SourceUser) ([][]byte, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -93,7 +93,7 @@ func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Sourc
 	return out, nil
 }
 
-func (f *fakeSources) Forget(reader) {}
+func (f *fakeSources) Forget(SourceUser) {}
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()

@@ -14,7 +14,7 @@ import (
 )
 
 // operand is the object the operand cache (or, without one, the API server) holds of want,
-// as the cache keeps it (see operandTransform), for reading only.
+// as the cache keeps it (see OperandTransform), for reading only.
 func (r *Reconciler) operand(ctx context.Context, want *unstructured.Unstructured) (client.Object, error) {
 	key := client.ObjectKeyFromObject(want)
 	if r.opts.Dependents == nil {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -48,7 +49,7 @@ type Options struct {
 	Helm   Releases
 	Hooks  *hook.Registry
 	// Sources reads the watch's valuesFrom sources (required when the watch has any):
-	// *Sources, or a fake in unit tests.
+	// wiring.Sources, or a fake in unit tests.
 	Sources SourceReader
 
 	// Client reads CRs and release Secrets from the manager's cache and writes.
@@ -60,7 +61,7 @@ type Options struct {
 	Dependents cache.Cache
 	Recorder   events.EventRecorder
 	// WatchAccess, when set, is asked before a dependent watch starts on a kind (see
-	// WatchAccess): a kind rudder may not list and watch fails the pass instead of waiting.
+	// wiring.WatchAccess): a kind rudder may not list and watch fails the pass instead of waiting.
 	WatchAccess func(context.Context, schema.GroupVersionKind) error
 	// Clock is injectable for tests (default: the real clock).
 	Clock clock.PassiveClock
@@ -116,10 +117,10 @@ type Reconciler struct {
 	shadows *shadows
 	// coord moves the watch's rollouts (nil: the watch has no rollout policy).
 	coord *coordinator
-	// gate shares the workers out between namespaces (see gate.go).
-	gate *gate
+	// gate shares the workers out between namespaces (internal/gate).
+	gate *gate.Gate
 	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
-	// period is over (see sourceChanged).
+	// period is over (see SourceChanged).
 	changedSources map[types.NamespacedName]bool
 	sourcesTimer   *time.Timer
 }
@@ -179,7 +180,7 @@ func New(opts Options) (*Reconciler, error) {
 		shadows:   newShadows(),
 
 		changedSources: map[types.NamespacedName]bool{},
-		gate:           newGate(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
+		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
 	}, nil
 }
 
@@ -221,7 +222,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	seen = obj
-	ctx, leave, err := r.gate.enter(ctx, req.NamespacedName)
+	ctx, leave, err := r.gate.Enter(ctx, req.NamespacedName)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -285,7 +286,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.manifests, key)
 	r.shadows.forget(key)
 	if r.opts.Sources != nil {
-		r.opts.Sources.Forget(reader{r, key})
+		r.opts.Sources.Forget(SourceUser{r, key})
 	}
 	if old, ok := r.states[key]; ok {
 		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -15,16 +16,15 @@ import (
 // The reconciler's boundaries: what it asks of Helm and its storage, and of the values
 // sources.
 
-// SourceReader reads a CR's valuesFrom sources and keeps watching them for it (see Sources).
+// SourceReader reads a CR's valuesFrom sources and keeps watching them for it
+// (wiring.Sources).
 type SourceReader interface {
 	// Read returns what each source holds (nil: missing), as the scope's identity, and
 	// records that the CR reads them, and no others.
-	Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr reader) ([][]byte, error)
+	Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr SourceUser) ([][]byte, error)
 	// Forget drops what the CR read.
-	Forget(rdr reader)
+	Forget(rdr SourceUser)
 }
-
-var _ SourceReader = (*Sources)(nil)
 
 // Releases is everything the reconciler asks of Helm and its storage: read a release's
 // revisions, and run one action on it. Every call acts as, and within, the scope it is given,
@@ -63,3 +63,10 @@ type Releases interface {
 }
 
 var _ Releases = (*helm.Client)(nil)
+
+// SourceUser is a CR that reads values sources, with the Reconciler that serves it: a change
+// of a source it read queues it (Reconciler.SourceChanged).
+type SourceUser struct {
+	R   *Reconciler
+	Key types.NamespacedName
+}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,14 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/records"
-	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // ControllerName is the controller (and metrics) name of a watch: kind.group-version, lowercase.
@@ -40,9 +37,9 @@ func ControllerName(gvk schema.GroupVersionKind) string {
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
 // chart changes, and - once a release exists - the kinds of its objects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	u := crObject(r.gvk)
-	// More workers than passes that work at once: the gate holds the rest (see gate.go).
-	max := poolSize(workers(r.opts))
+	u := CRObject(r.gvk)
+	// More workers than passes that work at once: the gate holds the rest (internal/gate).
+	max := gate.PoolSize(workers(r.opts))
 	sel := r.opts.Watch.LabelSelector()
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, func(o client.Object) []string {
 		return []string{string(o.GetUID())}
@@ -159,16 +156,16 @@ func crChanged() predicate.Predicate {
 func (r *Reconciler) cancelOnDelete() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
-			r.gate.cancel(client.ObjectKeyFromObject(e.ObjectNew))
+			r.gate.Cancel(client.ObjectKeyFromObject(e.ObjectNew))
 		}
 		return true
 	}}
 }
 
-// sourceChanged queues a CR whose values source changed, as a chart change queues every CR:
+// SourceChanged queues a CR whose values source changed, as a chart change queues every CR:
 // after the chart's quiet period (--chart-debounce), and only once the chart has no change
 // waiting for it, so that a chart edit and a source edit made together give one upgrade.
-func (r *Reconciler) sourceChanged(key types.NamespacedName) {
+func (r *Reconciler) SourceChanged(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changedSources[key] = true
@@ -329,35 +326,11 @@ func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
 	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
 }
 
-// helmClient is the Helm client of every watch's releases, rendering on renderPool's pool,
-// with the caches of release records (rudder's, and unless shard selects, the others').
-func helmClient(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector) (*helm.Client, error) {
-	pool, err := renderPool(opts)
-	if err != nil {
-		return nil, err
-	}
-	foreign, err := foreignRecordsCache(cfg, mgr, opts, shard)
-	if err != nil {
-		return nil, err
-	}
-	return helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
-		Foreign: foreign, Renderer: pool, Log: ctrl.Log})
-}
-
-// renderPool is the pool the releases render on: the process's shared one, or one of its own
-// under opts' memory budget.
-func renderPool(opts ManagerOptions) (*render.Pool, error) {
-	if opts.RenderMemoryBudget == 0 {
-		return render.Default()
-	}
-	return render.NewPool(render.Options{MemoryBudget: opts.RenderMemoryBudget})
-}
-
-// stripManagedFields drops managedFields from what the caches keep: nothing reads them, and
+// StripManagedFields drops managedFields from what the caches keep: nothing reads them, and
 // not keeping them saves memory and the copying of every cached read. It is
 // cache.TransformStripManagedFields without the round trip through the typed form that
 // Unstructured.GetManagedFields makes (a JSON marshal per watch event).
-func stripManagedFields(in any) (any, error) {
+func StripManagedFields(in any) (any, error) {
 	switch o := in.(type) {
 	case *unstructured.Unstructured:
 		if md, ok := o.Object["metadata"].(map[string]any); ok {
@@ -367,4 +340,11 @@ func stripManagedFields(in any) (any, error) {
 		o.SetManagedFields(nil)
 	}
 	return in, nil
+}
+
+// CRObject is an empty CR of a watched kind.
+func CRObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
 }

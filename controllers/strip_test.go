@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -27,7 +27,7 @@ func TestStripManagedFields(t *testing.T) {
 		"metadata": map[string]any{"name": "a", "managedFields": []any{map[string]any{"manager": "x"}}, "labels": map[string]any{"k": "v"}},
 		"data":     map[string]any{"k": "v"},
 	}}
-	if _, err := stripManagedFields(u); err != nil {
+	if _, err := StripManagedFields(u); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields"); found {
@@ -38,52 +38,15 @@ func TestStripManagedFields(t *testing.T) {
 	}
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
-	if _, err := stripManagedFields(cm); err != nil {
+	if _, err := StripManagedFields(cm); err != nil {
 		t.Fatal(err)
 	}
 	if cm.ManagedFields != nil || cm.Name != "b" {
 		t.Errorf("typed: %+v", cm.ObjectMeta)
 	}
 	// Anything else (a tombstone, say) passes through untouched.
-	if out, err := stripManagedFields("x"); err != nil || out != "x" {
+	if out, err := StripManagedFields("x"); err != nil || out != "x" {
 		t.Errorf("other: %v %v", out, err)
-	}
-}
-
-// The CR cache does not keep kubectl's copy of the applied CR.
-func TestStripCR(t *testing.T) {
-	t.Parallel()
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "x/v1", "kind": "Web",
-		"metadata": map[string]any{"name": "w", "annotations": map[string]any{
-			corev1.LastAppliedConfigAnnotation: `{"spec":{}}`, "rudder.dev/paused": "true"}},
-		"spec": map[string]any{"replicas": int64(1)}}}
-	if _, err := stripCR(u); err != nil {
-		t.Fatal(err)
-	}
-	if ann := u.GetAnnotations(); len(ann) != 1 || ann["rudder.dev/paused"] != "true" || u.Object["spec"] == nil {
-		t.Errorf("kept %v", u.Object)
-	}
-}
-
-// Each shard elects its own leader: the Lease name is derived from the selector.
-func TestLeaderElectionIDPerShard(t *testing.T) {
-	t.Parallel()
-	parse := func(s string) labels.Selector {
-		sel, err := labels.Parse(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sel
-	}
-	if got := LeaderElectionID(parse("")); got != "rudder.rudder.dev" {
-		t.Errorf("unsharded: %s", got)
-	}
-	a, rest := LeaderElectionID(parse("rudder.dev/shard=a")), LeaderElectionID(parse("rudder.dev/shard!=a"))
-	if a == rest || a == "rudder.rudder.dev" || a != LeaderElectionID(parse(" rudder.dev/shard = a ")) {
-		t.Errorf("shard IDs: a %s, rest %s", a, rest)
-	}
-	if keys := selectorKeys(parse("b=1,a in (x,y),!c,a!=z")); strings.Join(keys, ",") != "a,b,c" {
-		t.Errorf("selector keys: %v", keys)
 	}
 }
 
@@ -105,7 +68,7 @@ func TestOperandTransform(t *testing.T) {
 	}
 	for _, keep := range []bool{false, true} {
 		dep := deployment()
-		if _, err := operandTransform(keep, nil)(dep); err != nil {
+		if _, err := OperandTransform(keep, nil)(dep); err != nil {
 			t.Fatal(err)
 		}
 		verdict, msg, err := operandStatus(dep)
@@ -123,7 +86,7 @@ func TestOperandTransform(t *testing.T) {
 		}
 		// Applied again (the object is already transformed): the verdict is not recomputed
 		// from what is left.
-		if _, err := operandTransform(keep, nil)(dep); err != nil {
+		if _, err := OperandTransform(keep, nil)(dep); err != nil {
 			t.Fatal(err)
 		}
 		if verdict, _, _ := operandStatus(dep); verdict != status.InProgressStatus {
@@ -133,7 +96,7 @@ func TestOperandTransform(t *testing.T) {
 
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c"}, "data": map[string]any{"k": "v"}}}
-	if _, err := operandTransform(false, nil)(cm); err != nil {
+	if _, err := OperandTransform(false, nil)(cm); err != nil {
 		t.Fatal(err)
 	}
 	if _, found := cm.Object["data"]; found {
@@ -146,7 +109,7 @@ func TestOperandTransform(t *testing.T) {
 	// A status kstatus cannot read fails the pass that reads it, with kstatus's error.
 	bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
 		"metadata": map[string]any{"name": "b", "generation": int64(1)}, "status": map[string]any{"conditions": "not a list"}}}
-	if _, err := operandTransform(false, nil)(bad); err != nil {
+	if _, err := OperandTransform(false, nil)(bad); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := operandStatus(bad); err == nil {
@@ -190,11 +153,11 @@ func TestTypedOperandTransform(t *testing.T) {
 	}
 	for _, keep := range []bool{false, true} {
 		u, d := deployment()
-		if _, err := operandTransform(keep, nil)(u); err != nil {
+		if _, err := OperandTransform(keep, nil)(u); err != nil {
 			t.Fatal(err)
 		}
 		wantVerdict, wantMsg, _ := operandStatus(u)
-		out, err := operandTransform(keep, nil)(d)
+		out, err := OperandTransform(keep, nil)(d)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +174,7 @@ func TestTypedOperandTransform(t *testing.T) {
 		if dep.Kind != "Deployment" || dep.Generation != 3 || dep.Labels["a"] != "b" || dep.ManagedFields != nil || dep.OwnerReferences != nil {
 			t.Errorf("keep status %v: metadata %+v %+v", keep, dep.TypeMeta, dep.ObjectMeta)
 		}
-		if again, _ := operandTransform(keep, nil)(dep); again != out {
+		if again, _ := OperandTransform(keep, nil)(dep); again != out {
 			t.Errorf("keep status %v: a second application changed the object", keep)
 		}
 		// Readers get the object without the verdict, typed or unstructured, and the cached
@@ -244,8 +207,8 @@ func TestOperandReader(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "n", Labels: map[string]string{"a": "b"}},
 		Spec: appsv1.DeploymentSpec{Replicas: new(int32(1))}}
 	cached := typedOperand(d, true, nil)
-	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(cached).Build()
-	r := operandReader{r: c, scheme: Scheme()}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(cached).Build()
+	r := operandReader{r: c, scheme: clientgoscheme.Scheme}
 	ctx, key := context.Background(), client.ObjectKey{Namespace: "n", Name: "d"}
 	uns := &unstructured.Unstructured{}
 	uns.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
@@ -294,7 +257,7 @@ func TestTypedVerdict(t *testing.T) {
 		&corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
 		&corev1.ConfigMap{ObjectMeta: meta, Data: map[string]string{"k": "v"}},
 	} {
-		gvk, err := apiutil.GVKForObject(obj, Scheme())
+		gvk, err := apiutil.GVKForObject(obj, clientgoscheme.Scheme)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -319,7 +282,7 @@ func TestJudgedKindsKeepTheirFields(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "db.example.com/v1", "kind": "Database",
 		"metadata": map[string]any{"name": "d", "managedFields": []any{map[string]any{"manager": "x"}}},
 		"spec":     map[string]any{"size": "1Gi"}, "status": map[string]any{"phase": "Running"}}}
-	if _, err := operandTransform(false, judged)(u); err != nil {
+	if _, err := OperandTransform(false, judged)(u); err != nil {
 		t.Fatal(err)
 	}
 	if u.Object["spec"] == nil || u.Object["status"] == nil || len(u.GetManagedFields()) != 0 {

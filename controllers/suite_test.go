@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 var (
@@ -53,7 +53,7 @@ func (c *shiftedClock) Step(d time.Duration)            { c.offset.Add(int64(d))
 // others each work in a namespace of their own and run in parallel after them.
 func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
-		Scheme: controllers.Scheme(),
+		Scheme: wiring.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "config/crd/bases"), "testdata/crds"}
 		},
@@ -101,9 +101,9 @@ func setup(e *crtest.Env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr, src, err := controllers.NewManager(cluster.Config, controllers.ManagerOptions{
+	mgr, src, err := wiring.NewManager(cluster.Config, wiring.ManagerOptions{
 		Watches: ws, ChartReload: true, ChartDebounce: 300 * time.Millisecond, ChartRescan: 0,
-		MaxConcurrentReconciles: 4, Hooks: controllers.BuiltinHooks(hookClock), OnPass: passes.Observe,
+		MaxConcurrentReconciles: 4, Hooks: wiring.BuiltinHooks(hookClock), OnPass: passes.Observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up rudder: %w", err)

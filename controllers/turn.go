@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rudder-operator/rudder/internal/gate"
 )
 
 // ReasonQueued: the CR's namespace holds every Helm action slot of the kind
@@ -16,12 +18,12 @@ func (p *pass) takeTurn(o *outcome) bool {
 	if p.acting {
 		return true
 	}
-	if !p.r.gate.startAction(p.key) {
+	if !p.r.gate.StartAction(p.key) {
 		p.queued = true
 		msg := fmt.Sprintf("waiting for a turn: CRs of namespace %s hold all %d of the kind's Helm action slots (limits.maxActionsPerNamespace)",
-			p.key.Namespace, p.r.gate.perNamespace)
+			p.key.Namespace, p.r.gate.PerNamespace())
 		o.phase, o.reason, o.message = phaseLocked, ReasonQueued, msg
-		o.requeueIn(jitter(turnRequeue))
+		o.requeueIn(jitter(gate.TurnRequeue))
 		return false
 	}
 	p.acting = true
@@ -31,11 +33,11 @@ func (p *pass) takeTurn(o *outcome) bool {
 // endTurn gives back the pass's action slot; a pass that needed none is no longer queued.
 func (p *pass) endTurn() {
 	if !p.queued {
-		p.r.gate.dequeue(p.key)
+		p.r.gate.Dequeue(p.key)
 	}
 	if p.acting {
 		p.acting = false
-		p.r.gate.endAction(p.key.Namespace)
+		p.r.gate.EndAction(p.key.Namespace)
 	}
 }
 

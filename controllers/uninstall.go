@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -47,11 +48,11 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		p.log.Info("release name does not render; nothing to uninstall", "error", err.Error())
 	} else {
 		p.relName, p.want.OwnerUID = name, string(obj.GetUID())
-		if !r.gate.startAction(p.key) {
+		if !r.gate.StartAction(p.key) {
 			p.log.V(1).Info("waiting for a turn to uninstall", "release", name)
-			return reconcile.Result{RequeueAfter: jitter(turnRequeue)}, nil
+			return reconcile.Result{RequeueAfter: jitter(gate.TurnRequeue)}, nil
 		}
-		defer r.gate.endAction(obj.GetNamespace())
+		defer r.gate.EndAction(obj.GetNamespace())
 		if err := p.uninstall(ctx); err != nil {
 			return reconcile.Result{}, err
 		}

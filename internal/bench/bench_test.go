@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/wiring"
 
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
@@ -60,7 +61,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -93,7 +93,7 @@ func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
 		// `go test ./...` (make test): no benchmark, no control plane.
 		Skip:     func() bool { flag.Parse(); return flag.Lookup("test.bench").Value.String() == "" },
-		Scheme:   controllers.Scheme(),
+		Scheme:   wiring.Scheme(),
 		LogLevel: &warn,
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{"testdata/crds", filepath.Join(root, "config/crd/bases/rudder.dev_rollouts.yaml")}
@@ -124,10 +124,10 @@ func setup(e *crtest.Env) (func() error, error) {
 	cfg := rest.CopyConfig(e.Cluster.Config)
 	cfg.QPS = -1 // as ctrl.GetConfig: no client-side throttling, the API server's fairness rules
 	var err error
-	if k8s, err = client.New(cfg, client.Options{Scheme: controllers.Scheme()}); err != nil {
+	if k8s, err = client.New(cfg, client.Options{Scheme: wiring.Scheme()}); err != nil {
 		return nil, err
 	}
-	if crs, err = cache.New(cfg, cache.Options{Scheme: controllers.Scheme()}); err != nil {
+	if crs, err = cache.New(cfg, cache.Options{Scheme: wiring.Scheme()}); err != nil {
 		return nil, err
 	}
 	if chartDir, err = os.MkdirTemp("", "rudder-bench-"); err != nil {
@@ -139,7 +139,7 @@ func setup(e *crtest.Env) (func() error, error) {
 	}
 	rcfg := rest.CopyConfig(cfg)
 	rcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRequests{rt} })
-	mgr, _, err := controllers.NewManager(rcfg, controllers.ManagerOptions{
+	mgr, _, err := wiring.NewManager(rcfg, wiring.ManagerOptions{
 		Watches: ws, MaxConcurrentReconciles: envInt("RUDDER_BENCH_WORKERS", workers),
 		ChartReload: true, ChartDebounce: time.Second, // the defaults of main.go
 	})

@@ -29,10 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // BenchmarkScale runs rudder as a process of its own, built from this checkout and started as
@@ -251,7 +251,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 
 	// The harness's cache of the CRs, started before the clock: counting from it costs no API
 	// request per poll.
-	scaleCRs, err := cache.New(c.Config, cache.Options{Scheme: controllers.Scheme()})
+	scaleCRs, err := cache.New(c.Config, cache.Options{Scheme: wiring.Scheme()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func minimalCluster(b *testing.B) (*testcluster.Cluster, client.Client) {
 	}
 	cfg := rest.CopyConfig(c.Config)
 	cfg.QPS = -1
-	cl, err := client.New(cfg, client.Options{Scheme: controllers.Scheme()})
+	cl, err := client.New(cfg, client.Options{Scheme: wiring.Scheme()})
 	if err != nil {
 		_ = c.Stop()
 		b.Fatal(err)

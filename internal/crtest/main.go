@@ -174,7 +174,7 @@ func NewCR(gvk schema.GroupVersionKind, ns, name string, spec map[string]any) *u
 }
 
 // PassCounter counts rudder's passes over each CR and what each saw: give its Observe to
-// controllers.ManagerOptions.OnPass of the rudder running in the test's process.
+// wiring.ManagerOptions.OnPass of the rudder running in the test's process.
 type PassCounter struct {
 	mu sync.Mutex
 	// pokes is, per CR, the poke annotation values passes saw.

@@ -25,10 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 var (
@@ -48,7 +48,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(crtest.Main(m, crtest.Suite{
-		Scheme: controllers.Scheme(),
+		Scheme: wiring.Scheme(),
 		Options: func(o *testcluster.Options, root string) {
 			o.CRDDirectoryPaths = []string{filepath.Join(root, "internal/bench/testdata/crds/web.yaml"),
 				filepath.Join(root, "controllers/testdata/crds/tenantbox.yaml"), filepath.Join(root, "controllers/testdata/crds/testprobe.yaml"),

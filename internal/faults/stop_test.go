@@ -10,12 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 // stopBound is rudder's: its graceful shutdown and a few seconds to exit (main.go).
-const stopBound = controllers.GracefulShutdown + 5*time.Second
+const stopBound = wiring.GracefulShutdown + 5*time.Second
 
 // TestSIGTERMStopsWithinTheBound: rudder told to stop exits within its bound whatever it is
 // doing — before its caches sync, while they sync, serving, with the API server gone — and

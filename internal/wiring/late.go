@@ -1,4 +1,4 @@
-package controllers
+package wiring
 
 import (
 	"context"
@@ -9,11 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/watches"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // waitingForCRD is 1 for each watched kind whose CRD the API server does not serve yet.
@@ -203,7 +204,7 @@ func (l *lateWatch) Start(ctx context.Context) error {
 
 // serveWatch sets a watch's controller up now, or, for a kind not served yet (lw set), once
 // it is.
-func serveWatch(mgr manager.Manager, r *Reconciler, lw *lateWatch) error {
+func serveWatch(mgr manager.Manager, r *controllers.Reconciler, lw *lateWatch) error {
 	if lw == nil {
 		return r.SetupWithManager(mgr)
 	}
@@ -267,15 +268,8 @@ func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *wa
 	return func() (cache.Cache, error) {
 		return cache.New(cfg, cache.Options{
 			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: stripManagedFields,
-			ByObject: map[client.Object]cache.ByObject{crObject(w.GroupVersionKind()): crCache(w, shard)},
+			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: controllers.StripManagedFields,
+			ByObject: map[client.Object]cache.ByObject{controllers.CRObject(w.GroupVersionKind()): crCache(w, shard)},
 		})
 	}
-}
-
-// crObject is an empty CR of a watched kind.
-func crObject(gvk schema.GroupVersionKind) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
 }

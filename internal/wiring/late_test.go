@@ -1,4 +1,4 @@
-package controllers
+package wiring
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/controllers"
 )
 
 // TestKindCachesRoute: reads of a watched kind that is not served yet fail as for an unknown
@@ -26,7 +28,7 @@ func TestKindCachesRoute(t *testing.T) {
 	if err := k.List(context.Background(), list); !meta.IsNoMatchError(err) {
 		t.Fatalf("list of a late kind before it is served: %v, want a no-match error", err)
 	}
-	if c, err := k.route(crObject(served)); err != nil || c != cache.Cache(base) {
+	if c, err := k.route(controllers.CRObject(served)); err != nil || c != cache.Cache(base) {
 		t.Fatalf("a served kind routed to %v, %v; want the manager's cache", c, err)
 	}
 
@@ -35,7 +37,7 @@ func TestKindCachesRoute(t *testing.T) {
 	k.ctx = context.Background()
 	k.mu.Unlock()
 	err := k.serve(context.Background(), late, func() (cache.Cache, error) { return own, nil }, func() error {
-		return k.IndexField(context.Background(), crObject(late), "x", func(client.Object) []string { return nil })
+		return k.IndexField(context.Background(), controllers.CRObject(late), "x", func(client.Object) []string { return nil })
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package controllers
+package wiring
 
 import (
 	"context"
@@ -33,6 +33,7 @@ import (
 	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
 	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/controllers/application"
 	"github.com/rudder-operator/rudder/controllers/at"
 	"github.com/rudder-operator/rudder/internal/chartsource"
@@ -160,7 +161,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		if w.WatchesDependents() {
 			dep = dependents
 		}
-		r, err := New(Options{
+		r, err := controllers.New(controllers.Options{
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks, Sources: sources,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
 			Recorder: recorder, Clock: opts.Clock, OnPass: opts.OnPass, DefaultServiceAccount: opts.DefaultServiceAccount,
@@ -280,7 +281,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 			lateList = append(lateList, w.GroupVersionKind())
 			continue
 		}
-		byObject[crObject(w.GroupVersionKind())] = crCache(w, shard)
+		byObject[controllers.CRObject(w.GroupVersionKind())] = crCache(w, shard)
 	}
 	var caches *kindCaches
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -295,7 +296,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 			return caches, nil
 		},
 		Cache: cache.Options{
-			DefaultTransform:  stripManagedFields,
+			DefaultTransform:  controllers.StripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
 			ByObject:          byObject,
 		},
@@ -358,7 +359,7 @@ func metricsOptions(opts ManagerOptions) metricsserver.Options {
 	return o
 }
 
-// stripCR is what the CR cache keeps: stripManagedFields, and not kubectl's
+// stripCR is what the CR cache keeps: controllers.StripManagedFields, and not kubectl's
 // last-applied-configuration annotation, a copy of the CR as last applied (its whole spec
 // again). rudder writes CRs only with patches, which leave the annotation alone.
 func stripCR(in any) (any, error) {
@@ -369,5 +370,5 @@ func stripCR(in any) (any, error) {
 			}
 		}
 	}
-	return stripManagedFields(in)
+	return controllers.StripManagedFields(in)
 }

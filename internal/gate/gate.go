@@ -1,14 +1,18 @@
-package controllers
+// Package gate shares a kind's work out: passes at once, and Helm action slots per namespace
+// (see Gate).
+package gate
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// gate shares a kind's work out so that CRs whose Helm actions wait (a hook Job that never
+// Gate shares a kind's work out so that CRs whose Helm actions wait (a hook Job that never
 // completes, a Pod no node takes) cannot hold up the CRs of other namespaces:
 //
 //   - active bounds the passes doing work at once (the kind's maxConcurrentReconciles). A pass
@@ -23,7 +27,7 @@ import (
 //
 // It also cancels the action of a CR that is being deleted, so that deleting a wedged CR
 // uninstalls it at once instead of after its action's timeout.
-type gate struct {
+type Gate struct {
 	active       chan struct{}
 	perNamespace int
 	waitingAfter time.Duration
@@ -44,18 +48,20 @@ const poolFactor = 16
 // defaultWaitingAfter is how long a pass runs before it counts as waiting.
 const defaultWaitingAfter = 2 * time.Second
 
-func newGate(gvk string, workers, perNamespace int) *gate {
-	return &gate{active: make(chan struct{}, workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
+// New is the gate of a kind (gvk its metric label) with workers active slots and perNamespace
+// action slots per namespace.
+func New(gvk string, workers, perNamespace int) *Gate {
+	return &Gate{active: make(chan struct{}, workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
 		acting: map[string]int{}, running: map[types.NamespacedName]context.CancelFunc{},
 		queued: map[types.NamespacedName]bool{}, queuedPerNS: map[string]int{}, gvk: gvk}
 }
 
-// poolSize is the number of controller-runtime workers for a gate of workers active slots.
-func poolSize(workers int) int { return max(workers*poolFactor, 32) }
+// PoolSize is the number of controller-runtime workers for a gate of workers active slots.
+func PoolSize(workers int) int { return max(workers*poolFactor, 32) }
 
-// enter waits for an active slot for the pass of key and returns its context, cancelled when
+// Enter waits for an active slot for the pass of key and returns its context, cancelled when
 // the CR is deleted (cancel) or the pass ends (leave).
-func (g *gate) enter(ctx context.Context, key types.NamespacedName) (context.Context, func(), error) {
+func (g *Gate) Enter(ctx context.Context, key types.NamespacedName) (context.Context, func(), error) {
 	select {
 	case g.active <- struct{}{}:
 	case <-ctx.Done():
@@ -78,8 +84,8 @@ func (g *gate) enter(ctx context.Context, key types.NamespacedName) (context.Con
 	}, nil
 }
 
-// cancel ends the action of the running pass of key, if any.
-func (g *gate) cancel(key types.NamespacedName) {
+// Cancel ends the action of the running pass of key, if any.
+func (g *Gate) Cancel(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c, ok := g.running[key]; ok {
@@ -87,10 +93,10 @@ func (g *gate) cancel(key types.NamespacedName) {
 	}
 }
 
-// startAction takes one of the action slots of key's namespace for key's pass; false when
+// StartAction takes one of the action slots of key's namespace for key's pass; false when
 // they are all taken, and key counts as queued until it takes one or dequeue says it no
 // longer waits. The caller gives the slot back with endAction.
-func (g *gate) startAction(key types.NamespacedName) bool {
+func (g *Gate) StartAction(key types.NamespacedName) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.acting[key.Namespace] >= g.perNamespace {
@@ -103,13 +109,13 @@ func (g *gate) startAction(key types.NamespacedName) bool {
 }
 
 // dequeue: key no longer waits for an action slot (its pass needed none).
-func (g *gate) dequeue(key types.NamespacedName) {
+func (g *Gate) Dequeue(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.setQueued(key, false)
 }
 
-func (g *gate) setQueued(key types.NamespacedName, queued bool) {
+func (g *Gate) setQueued(key types.NamespacedName, queued bool) {
 	if g.queued[key] == queued {
 		return
 	}
@@ -129,7 +135,7 @@ func (g *gate) setQueued(key types.NamespacedName, queued bool) {
 	}
 }
 
-func (g *gate) endAction(ns string) {
+func (g *Gate) EndAction(ns string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.acting[ns]--; g.acting[ns] <= 0 {
@@ -137,5 +143,15 @@ func (g *gate) endAction(ns string) {
 	}
 }
 
-// turnRequeue is when a CR whose namespace had no action slot free looks again.
-const turnRequeue = 2 * time.Second
+// TurnRequeue is when a CR whose namespace had no action slot free looks again.
+const TurnRequeue = 2 * time.Second
+
+// PerNamespace is how many action slots each namespace has.
+func (g *Gate) PerNamespace() int { return g.perNamespace }
+
+var actionsQueued = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Name: "rudder_actions_queued",
+	Help: "CRs waiting for one of their namespace's Helm action slots (limits.maxActionsPerNamespace), by kind and namespace.",
+}, []string{"gvk", "namespace"})
+
+func init() { metrics.Registry.MustRegister(actionsQueued) }

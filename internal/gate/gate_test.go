@@ -1,4 +1,4 @@
-package controllers
+package gate
 
 import (
 	"context"
@@ -13,27 +13,27 @@ import (
 // TestGateActionSlotsPerNamespace: a namespace holds at most its share of action slots; other
 // namespaces are not affected, and a slot given back is taken again.
 func TestGateActionSlotsPerNamespace(t *testing.T) {
-	g := newGate("test", 4, 2)
+	g := New("test", 4, 2)
 	in := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
 	for i := range 2 {
-		if !g.startAction(in("a", fmt.Sprint(i))) {
+		if !g.StartAction(in("a", fmt.Sprint(i))) {
 			t.Fatalf("a namespace did not get its share: slot %d refused", i+1)
 		}
 	}
-	if g.startAction(in("a", "late")) || g.startAction(in("a", "later")) {
+	if g.StartAction(in("a", "late")) || g.StartAction(in("a", "later")) {
 		t.Fatal("a namespace got more than its share")
 	}
 	if got := testutil.ToFloat64(actionsQueued.WithLabelValues("test", "a")); got != 2 {
 		t.Fatalf("rudder_actions_queued{namespace=a} is %v, want 2", got)
 	}
-	if !g.startAction(in("b", "0")) {
+	if !g.StartAction(in("b", "0")) {
 		t.Fatal("another namespace was held by the first one's actions")
 	}
-	g.endAction("a")
-	if !g.startAction(in("a", "late")) {
+	g.EndAction("a")
+	if !g.StartAction(in("a", "late")) {
 		t.Fatal("a slot given back was not taken again")
 	}
-	g.dequeue(in("a", "later")) // its next pass needed no action
+	g.Dequeue(in("a", "later")) // its next pass needed no action
 	if n := testutil.CollectAndCount(actionsQueued); n != 0 {
 		t.Fatalf("rudder_actions_queued has %d series once nothing waits, want none", n)
 	}
@@ -42,16 +42,16 @@ func TestGateActionSlotsPerNamespace(t *testing.T) {
 // TestGateWaitingPassGivesItsSlotBack: a pass running past waitingAfter lets the next pass in
 // while it still runs; deleting its CR cancels it.
 func TestGateWaitingPassGivesItsSlotBack(t *testing.T) {
-	g := newGate("test", 1, 1)
+	g := New("test", 1, 1)
 	g.waitingAfter = 50 * time.Millisecond
 	slow := types.NamespacedName{Namespace: "a", Name: "slow"}
-	ctx, leave, err := g.enter(context.Background(), slow)
+	ctx, leave, err := g.Enter(context.Background(), slow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	entered := make(chan func())
 	go func() {
-		_, leaveNext, err := g.enter(context.Background(), types.NamespacedName{Namespace: "b", Name: "next"})
+		_, leaveNext, err := g.Enter(context.Background(), types.NamespacedName{Namespace: "b", Name: "next"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -68,7 +68,7 @@ func TestGateWaitingPassGivesItsSlotBack(t *testing.T) {
 		t.Fatal("the slow pass was cancelled")
 	default:
 	}
-	g.cancel(slow)
+	g.Cancel(slow)
 	select {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):

@@ -1,4 +1,4 @@
-package controllers
+package wiring
 
 import (
 	"context"
@@ -6,11 +6,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/render"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -28,7 +33,7 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-		DefaultTransform: stripManagedFields,
+		DefaultTransform: controllers.StripManagedFields,
 		ByObject:         map[client.Object]cache.ByObject{records.ReleaseSecret(): {Label: records.ForeignRecords()}},
 	})
 	if err != nil {
@@ -49,7 +54,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		}
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     operandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
+			DefaultTransform:     controllers.OperandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
 			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{records.LabelManaged: "true"}), shard),
 		})
 		if err != nil {
@@ -58,4 +63,39 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		return dependents, mgr.Add(dependents)
 	}
 	return nil, nil
+}
+
+// helmClient is the Helm client of every watch's releases, rendering on renderPool's pool,
+// with the caches of release records (rudder's, and unless shard selects, the others').
+func helmClient(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector) (*helm.Client, error) {
+	pool, err := renderPool(opts)
+	if err != nil {
+		return nil, err
+	}
+	foreign, err := foreignRecordsCache(cfg, mgr, opts, shard)
+	if err != nil {
+		return nil, err
+	}
+	return helm.NewClient(helm.ClientOptions{Config: cfg, Mapper: mgr.GetRESTMapper(), Scheme: mgr.GetScheme(), Records: mgr.GetClient(),
+		Foreign: foreign, Renderer: pool, Log: ctrl.Log})
+}
+
+// renderPool is the pool the releases render on: the process's shared one, or one of its own
+// under opts' memory budget.
+func renderPool(opts ManagerOptions) (*render.Pool, error) {
+	if opts.RenderMemoryBudget == 0 {
+		return render.Default()
+	}
+	return render.NewPool(render.Options{MemoryBudget: opts.RenderMemoryBudget})
+}
+
+// hooksReadOperands reports whether a post-release hook of a kind that watches its operands
+// may read them (and so their status must be cached).
+func hooksReadOperands(ws []*watches.Watch, hooks *hook.Registry) bool {
+	for _, w := range ws {
+		if w.WatchesDependents() && len(hooks.PostReleaseHooks(w.GroupVersionKind())) > 0 {
+			return true
+		}
+	}
+	return false
 }
