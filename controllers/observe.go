@@ -5,26 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
-
-// observed is the release as a pass found it.
-type observed struct {
-	// head is the newest revision (nil: none).
-	head *records.Head
-	// rel is the decoded newest revision when storage was read (nil when the cache decided).
-	rel *release.Release
-	// state is what the release needs, decided once per read by records.DetermineState.
-	state records.State
-	// assumed: nothing was read. Neither the cache nor the CR's status knows a release, so it
-	// is taken to be absent; Helm's install checks the name in storage before it writes.
-	assumed bool
-}
 
 // observe reads what the pass acts on. It returns an outcome when the pass ends here: the CR
 // is paused, its values do not render, or a pre-release hook failed.

@@ -12,35 +12,6 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// record is what a step learned that status.release keeps. Steps return it as data; report
-// writes it, in writeRelease, the one writer of status.release.
-type record struct {
-	// revision is the revision the release is on now (nil: unchanged).
-	revision *revisionRecord
-	// failed holds the desired (chart, values) back from now on (nil: unchanged); clearFailed
-	// lets a held-back pair go.
-	failed      *failure
-	clearFailed bool
-	// rollbackRequest is the rudder.dev/rollback-to value handled (nil: unchanged).
-	rollbackRequest *string
-	// tested is the outcome of a run of the tests (nil: unchanged).
-	tested *rstatus.TestedRelease
-	// reconcileRequest and resetRequest are the reconcile-at and reset-at values handled
-	// (nil: unchanged).
-	reconcileRequest, resetRequest *string
-}
-
-// revisionRecord is a revision as status.release records it.
-type revisionRecord struct {
-	number                    int
-	chart                     string // name-version (helm.ChartRef)
-	chartDigest, valuesDigest string
-	// rolledBackTo is the revision it is a rollback to (0: it is none).
-	rolledBackTo int
-	// applied, when set, is what rudder's newest own revision was made from (nil: unchanged).
-	applied *rstatus.AppliedRelease
-}
-
 // madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
 func (e *env) madeRecord(rel *release.Release) record {
 	return record{clearFailed: true, revision: &revisionRecord{

@@ -1,30 +1,22 @@
 package controllers
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
-
-// phase is what a pass ended in; it is also the value of the rudder_release_state gauge.
-type phase string
 
 const (
 	phasePaused     phase = "Paused"     // rudder.dev/paused: no action
@@ -36,166 +28,6 @@ const (
 	phaseFailed     phase = "Failed"     // a release action failed and is retried with back-off
 	phaseRetrying   phase = "Retrying"   // a failed (chart, values) waits for its next try (remediation.retries)
 )
-
-// condition is the new value of one condition (its type is where it is kept).
-type condition struct {
-	status  metav1.ConditionStatus
-	reason  string
-	message string
-}
-
-// note is an Event to record (and log) on the CR.
-type note struct {
-	typ, reason, action, message string
-}
-
-// outcome is what a pass found and did, for report: the steps it took, folded as they came
-// (add), and the result it ended on (end).
-type outcome struct {
-	// phase: "" when the pass failed before it knew the release (report says Failed).
-	phase phase
-	// reason and message say why the pass ended as it did (Stalled, Failed, Locked, Held), and
-	// name the settled reason of Stalled=False otherwise.
-	reason, message string
-	// err fails the pass: retried with back-off (or, with phaseStalled, never).
-	err error
-	// released is the new Released (nil: unchanged), conditions the other types the steps
-	// set, by type.
-	released   *condition
-	conditions map[string]*condition
-	events     []note
-	requeue    time.Duration
-
-	// steps are the actions the pass took, in order; taken their names, failure the last
-	// that failed (nil: none).
-	steps   []step
-	taken   map[plan.Action]bool
-	failure *step
-	// records are what status.release learns, in order (see writeRelease).
-	records []record
-	// nudged: the pass acts on a new reconcile-at or reset-at value (see nudges).
-	nudged bool
-
-	// The revision the pass ended on (nil: none) and, when decoded, its release.
-	head *records.Head
-	rel  *release.Release
-	// applied: Helm applied every object of head just now (an install or upgrade), creating
-	// missing ones and merging edited ones back; made are then their identities, when Helm's
-	// client knew them (see helm.Request.Objects).
-	applied bool
-	made    []*unstructured.Unstructured
-	// objects is head's parsed manifest — whole when this pass parsed it, else the objects'
-	// identities — and ready what kstatus makes of the live objects (nil: the pass did not
-	// look).
-	objects []*unstructured.Unstructured
-	whole   bool
-	ready   *readiness
-}
-
-// readiness is kstatus's view of a revision's live objects.
-type readiness struct {
-	revision, count int
-	failed, waiting []string
-}
-
-func stalled(reason, msg string) *outcome {
-	o := &outcome{}
-	o.stall(reason, msg)
-	return o
-}
-
-func retried(reason string, err error) *outcome {
-	o := &outcome{}
-	o.fail(reason, err)
-	return o
-}
-
-func hookFailed(which string, err error) *outcome {
-	o := &outcome{}
-	o.hookFailed(which, err)
-	return o
-}
-
-// add folds the result of a step (a nil action: the end of the pass) into the outcome.
-func (o *outcome) add(a action, res result) {
-	if a != nil {
-		if o.taken == nil {
-			o.taken = map[plan.Action]bool{}
-		}
-		o.taken[a.name()] = true
-		o.steps = append(o.steps, step{a, res})
-		if res.verdict == failed {
-			o.failure = &o.steps[len(o.steps)-1]
-		}
-	}
-	o.events = append(o.events, res.notes...)
-	if res.released != nil {
-		o.released = res.released
-	}
-	for typ, c := range res.conditions {
-		if o.conditions == nil {
-			o.conditions = map[string]*condition{}
-		}
-		o.conditions[typ] = c
-	}
-	o.records = append(o.records, res.record)
-	o.requeueIn(res.requeue)
-}
-
-// last is the step the pass took last (nil: none).
-func (o *outcome) last() *step {
-	if len(o.steps) == 0 {
-		return nil
-	}
-	return &o.steps[len(o.steps)-1]
-}
-
-// madeStep is the install or upgrade of the pass that made a revision (nil: none).
-func (o *outcome) madeStep() *step {
-	for i := range o.steps {
-		if o.steps[i].result.made != nil {
-			return &o.steps[i]
-		}
-	}
-	return nil
-}
-
-// end makes res the result the pass ends on.
-func (o *outcome) end(res result) {
-	switch {
-	case res.verdict == retry:
-		o.fail(res.reason, res.err)
-		if res.forbidden {
-			o.phase = phaseFailed
-		}
-	case res.verdict == blocked && res.requeue > 0:
-		o.phase, o.reason, o.message = cmp.Or(res.phase, phaseLocked), res.reason, res.message
-	case res.verdict == failed || res.verdict == blocked:
-		o.phase, o.reason, o.message, o.err = phaseStalled, res.reason, res.message, nil
-	default:
-		o.phase, o.reason, o.message = res.phase, res.reason, res.message
-	}
-	if res.head != nil {
-		o.head, o.rel = res.head, res.rel
-	}
-	if res.made != nil {
-		o.applied, o.made = true, res.objects
-	}
-}
-
-// endOn ends the pass on res, a result no action returned (the end of the pass).
-func (o *outcome) endOn(res result) {
-	o.add(nil, res)
-	o.end(res)
-}
-
-// hookFailed fails the pass on a Go hook's error, keeping what the pass did before; which
-// names the hook: its phase and its Go type (hooks have no other name).
-func (o *outcome) hookFailed(which string, err error) {
-	msg := fmt.Sprintf("%s: %v", which, err)
-	o.note(corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", msg)
-	o.fail(rstatus.ReasonHookFailed, errors.New(msg))
-}
 
 // stall ends the pass on something only a change to the CR, the chart or the cluster can
 // clear; Released says the same.
