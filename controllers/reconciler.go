@@ -30,6 +30,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -227,6 +228,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		return reconcile.Result{}, err
 	}
 	defer leave()
+	// Each release record the pass reads is read once, what it writes is what it reads after.
+	ctx = records.WithMemo(ctx)
 	if obj.GetDeletionTimestamp() != nil {
 		return r.finalize(ctx, obj)
 	}

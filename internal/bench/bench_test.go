@@ -227,6 +227,22 @@ func (c countRequests) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(r)
 }
 
+// clearRequests starts a new tally of rudder's requests by verb and resource.
+func clearRequests() {
+	requestsMu.Lock()
+	clear(requestsBy)
+	requestsMu.Unlock()
+}
+
+// printRequests prints the tally of rudder's requests since clearRequests.
+func printRequests(when string) {
+	requestsMu.Lock()
+	defer requestsMu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(requestsBy)) {
+		fmt.Printf("rudder's requests %s: %5d %s\n", when, requestsBy[k], k)
+	}
+}
+
 func onlyOnce(b *testing.B) {
 	if b.N > 1 {
 		b.Fatal("each benchmark is one scenario: run with -benchtime 1x (make bench)")
@@ -644,9 +660,7 @@ func ensureFleet(b *testing.B) {
 		namespace(b, "fleet")
 		w0 := writes.Load()
 		p0 := metricSum(b, "controller_runtime_reconcile_total", map[string]string{"controller": "web.bench.rudder.dev"})
-		requestsMu.Lock()
-		clear(requestsBy)
-		requestsMu.Unlock()
+		clearRequests()
 		defer cpuProfile(b, "RUDDER_BENCH_CONVERGE_PROFILE")()
 		if path := os.Getenv("RUDDER_BENCH_APISERVER_PROFILE"); path != "" {
 			defer apiserverProfile(b, path, 15*time.Second)()
@@ -673,11 +687,7 @@ func ensureFleet(b *testing.B) {
 		fleetStats.ready = waitAll(b, "CRs Ready", start, 10*time.Minute, webGVK, "fleet", fleet, ready)
 		fleetStats.writes = writes.Load() - w0
 		fleetStats.passes = metricSum(b, "controller_runtime_reconcile_total", map[string]string{"controller": "web.bench.rudder.dev"}) - p0
-		requestsMu.Lock()
-		for _, k := range slices.Sorted(maps.Keys(requestsBy)) {
-			fmt.Printf("rudder's requests while converging: %5d %s\n", requestsBy[k], k)
-		}
-		requestsMu.Unlock()
+		printRequests("while converging")
 	})
 	if fleetStats.ready == 0 {
 		b.Fatal("the fleet did not converge")
@@ -797,6 +807,8 @@ func BenchmarkChartReload(b *testing.B) {
 			start := installedThenEdited(b, gvk, ns, "site", n)
 			took := waitAll(b, "upgraded", start, 5*time.Minute, gvk, ns, n, released(2))
 			b.ReportMetric(took.Seconds(), "s-change-to-all-upgraded")
+			// What an upgrade asks of the API server, per verb and resource.
+			printRequests(fmt.Sprintf("while %d CRs upgraded", n))
 			b.ReportMetric(0, "ns/op")
 		})
 	}
@@ -820,6 +832,7 @@ func installedThenEdited(b *testing.B, gvk schema.GroupVersionKind, ns, prefix s
 	}
 	files["templates/deployment.yaml"] = strings.Replace(files["templates/deployment.yaml"],
 		"  name: {{ .Release.Name }}\n", "  name: {{ .Release.Name }}\n  annotations: {bench.rudder.dev/edited: \"true\"}\n", 1)
+	clearRequests()
 	start := time.Now()
 	if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, ns), files); err != nil {
 		b.Fatal(err)

@@ -151,7 +151,7 @@ func (c *Client) driver(s Scope) (*records.Driver, error) {
 		secrets = cs
 	}
 	d := records.NewDriver(secrets.Secrets(s.Namespace))
-	d.Log = c.debug(s)
+	d.Log, d.MemoKey = c.debug(s), s.Namespace+"/"+s.ServiceAccount
 	c.drivers[id] = d
 	return d, nil
 }

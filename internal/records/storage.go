@@ -55,6 +55,10 @@ type Driver struct {
 	mode         QueryMode
 	own, foreign client.Reader
 
+	// MemoKey names the driver's namespace and identity in a Memo, which holds what each
+	// identity read in each namespace apart.
+	MemoKey string
+
 	mu sync.Mutex
 	// unsure holds the release names whose last query failed.
 	unsure map[string]bool
@@ -69,12 +73,13 @@ func NewDriver(impl corev1client.SecretInterface) *Driver {
 // the records rudder's storage writes (see IsStoredRecord).
 func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
 
-// WithContext is d with every request made in ctx (Helm's driver makes its own in
-// context.Background): a pass's reads of storage end with the pass.
+// WithContext is d for one action or read: every request made in ctx (Helm's driver makes its
+// own in context.Background), so that a pass's reads of storage end with the pass, and each
+// record read by name once in ctx's memo (see WithMemo), else in this driver's.
 func (d *Driver) WithContext(ctx context.Context) *Driver {
-	bound := boundSecrets{SecretInterface: d.impl, ctx: ctx}
+	bound := newMemoSecrets(boundSecrets{SecretInterface: d.impl, ctx: ctx}, memoOf(ctx), d.MemoKey)
 	nd := &Driver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
-		unsure: map[string]bool{}}
+		unsure: map[string]bool{}, MemoKey: d.MemoKey}
 	nd.Log = d.Log
 	return nd
 }
@@ -112,7 +117,7 @@ func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, 
 
 // WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
 func (d *Driver) WithQueries(mode QueryMode, ns string, own, foreign client.Reader) *Driver {
-	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}}
+	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}, MemoKey: d.MemoKey}
 }
 
 // storedRecords is the Secrets of a namespace as rudder's release storage sees them: only
