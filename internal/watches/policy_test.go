@@ -38,6 +38,8 @@ func TestPoliciesInvalid(t *testing.T) {
 		"rollout: {waves: [{count: 1, percent: 5}]}":                                     "rollout.waves[0]: exactly one of count, percent and selector",
 		"rollout: {waves: [{percent: 101}]}":                                             "rollout.waves[0].percent: 101 must be between 1 and 100",
 		"rollout: {waves: [{count: -1}]}":                                                "rollout.waves[0].count: -1 must be positive",
+		"rollout: {waves: [{count: 2}, {count: 2}]}":                                     "rollout.waves[1].count: 2 moves no CR that the waves before it do not (count 2)",
+		"rollout: {waves: [{percent: 50}, {percent: 25}]}":                               "rollout.waves[1].percent: 25 moves no CR that the waves before it do not (percent 50)",
 		"rollout: {waves: [{count: 1}, {selector: {matchLabels: {a: b}}}]}":              "rollout.waves[1].selector: only the first wave",
 		"rollout: {waves: [{selector: {matchExpressions: [{key: a, operator: Nope}]}}]}": "rollout.waves[0].selector:",
 		"rollout: {waves: [{count: 1}], onHalt: revert}":                                 `rollout.onHalt: "revert" must be hold or rollback`,

@@ -55,6 +55,19 @@ const (
 // DefaultHealthTimeout is rollout.healthTimeout's default.
 const DefaultHealthTimeout = 5 * time.Minute
 
+// movesMore refuses a wave that moves no CR the wave before it does not: counts and percents
+// are totals of the waves so far, so a wave's must be larger than the one before it when both
+// are of the same kind.
+func movesMore(i int, prev, wv Wave) error {
+	switch {
+	case wv.Count > 0 && prev.Count >= wv.Count:
+		return fmt.Errorf("rollout.waves[%d].count: %d moves no CR that the waves before it do not (count %d): a count is of the waves so far, in all", i, wv.Count, prev.Count)
+	case wv.Percent > 0 && prev.Percent >= wv.Percent:
+		return fmt.Errorf("rollout.waves[%d].percent: %d moves no CR that the waves before it do not (percent %d): a percent is of the waves so far, in all", i, wv.Percent, prev.Percent)
+	}
+	return nil
+}
+
 func (w *Watch) checkRollout() error {
 	r := w.Rollout
 	if r == nil {
@@ -86,6 +99,10 @@ func (w *Watch) checkRollout() error {
 				return fmt.Errorf("rollout.waves[%d].selector: %w", i, err)
 			}
 			wv.selector = s
+		case i > 0:
+			if err := movesMore(i, r.Waves[i-1], *wv); err != nil {
+				return err
+			}
 		}
 	}
 	for _, d := range []struct {
