@@ -111,7 +111,7 @@ func TestRolloutInWaves(t *testing.T) {
 	}
 	// The hold goes: the CR joins the complete rollout.
 	patch(t, rolloutGVK, ns, held, `{"metadata":{"annotations":{"`+controllers.AnnotationRolloutHold+`":null}}}`)
-	onChart(t, ns, held, goodDigest)
+	onChart(t, rolloutGVK, ns, held, goodDigest)
 	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
 		t.Errorf("%s after its hold went: %s", held, describe(h))
 	}
@@ -190,7 +190,7 @@ func TestRolloutInWaves(t *testing.T) {
 	}
 	rolloutTo(t, fourthDigest, rolloutv1.PhaseComplete, func(*rolloutv1.Rollout, map[string]int) {}, ns, nil)
 	for _, n := range names {
-		onChart(t, ns, n, fourthDigest)
+		onChart(t, rolloutGVK, ns, n, fourthDigest)
 	}
 }
 
@@ -252,10 +252,10 @@ func rolloutEvents(t *testing.T, name, reason string) int {
 }
 
 // onChart waits until the CR is Ready on the chart of digest.
-func onChart(t *testing.T, ns, name, digest string) {
+func onChart(t *testing.T, gvk schema.GroupVersionKind, ns, name, digest string) {
 	t.Helper()
 	crtest.Eventually(t, name+" Ready on chart "+digest, timeout, func(ctx context.Context) (bool, error) {
-		u, err := crtest.Get(ctx, k8s, rolloutGVK, ns, name)
+		u, err := crtest.Get(ctx, k8s, gvk, ns, name)
 		if err != nil {
 			return false, err
 		}
@@ -274,20 +274,7 @@ func TestRolloutWaitsForItsPreview(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "PausedProbe"}
 	ns := crtest.NewNamespace(t, k8s, "paused-")
 	names := []string{"p1", "p2", "p3"}
-	for _, n := range names {
-		if err := k8s.Create(ctx, crtest.NewCR(gvk, ns, n, map[string]any{})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range names {
-		crtest.WaitCondition(t, k8s, gvk, ns, n, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
-	}
-	vol, src := filepath.Join(chartDir, "paused"), filepath.Join(chartDir, "day2")
-	b, err := os.ReadFile(filepath.Join(src, "templates", "all.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := editChart(t, vol, src, strings.Replace(string(b), "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \"2\"", 1))
+	vol, to := editedFleet(t, gvk, ns, "paused", names)
 	name := rolloutv1.Name(gvk, "", to)
 	ro := &rolloutv1.Rollout{}
 	crtest.Eventually(t, "rollout "+name+" paused for its preview", timeout, func(ctx context.Context) (bool, error) {
@@ -333,10 +320,101 @@ func TestRolloutWaitsForItsPreview(t *testing.T) {
 	}
 }
 
+// editedFleet makes the CRs names of gvk in ns, waits until each is Ready, then edits the day2
+// chart of the kind's volume (an "edition" label) and returns the volume and the digest (label
+// form) of the edit.
+func editedFleet(t *testing.T, gvk schema.GroupVersionKind, ns, volume string, names []string) (string, string) {
+	t.Helper()
+	for _, n := range names {
+		if err := k8s.Create(context.Background(), crtest.NewCR(gvk, ns, n, map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		crtest.WaitCondition(t, k8s, gvk, ns, n, rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	}
+	vol, src := filepath.Join(chartDir, volume), filepath.Join(chartDir, "day2")
+	b, err := os.ReadFile(filepath.Join(src, "templates", "all.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vol, editChart(t, vol, src, strings.Replace(string(b), "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \"2\"", 1))
+}
+
 func patchRollout(t *testing.T, name, patch string) {
 	t.Helper()
 	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := k8s.Patch(context.Background(), ro, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRolloutPromotedAndAborted: a watch whose waves never open by themselves (settle 1h)
+// moves its canary and waits; rudder.dev/promote opens the next wave at once, once per value;
+// rudder.dev/abort halts the rollout, and with onHalt hold the CRs it moved stay on the new
+// chart and the one it had not reached stays where it was.
+func TestRolloutPromotedAndAborted(t *testing.T) {
+	t.Parallel()
+	gvk := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "GatedProbe"}
+	ns := crtest.NewNamespace(t, k8s, "gated-")
+	order := []string{"g1", "g2", "g3"}
+	_, to := editedFleet(t, gvk, ns, "gated", order)
+	slices.SortFunc(order, func(a, b string) int {
+		return strings.Compare(controllers.RolloutKey(ns, a), controllers.RolloutKey(ns, b))
+	})
+	name := rolloutv1.Name(gvk, "", to)
+	revisions := func(want ...int) {
+		t.Helper()
+		for i, n := range order {
+			if h := crtest.History(t, cluster, ns, n); len(h) != want[i] {
+				t.Fatalf("%s (wave %d): %d revisions%s, want %d", n, i+1, len(h), describe(h), want[i])
+			}
+		}
+	}
+	// settling waits until the coordinator has seen every CR of wave Ready and has looked at
+	// the gate again since (its message counts the settle time down), and returns the Rollout.
+	settling := func(wave int32) *rolloutv1.Rollout {
+		t.Helper()
+		ro, first := &rolloutv1.Rollout{}, ""
+		crtest.Eventually(t, fmt.Sprintf("rollout %s settling wave %d, looked at twice", name, wave), timeout, func(ctx context.Context) (bool, error) {
+			if err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro); err != nil {
+				return false, err
+			}
+			if ro.Status.Wave != wave || !strings.Contains(ro.Status.Message, "settling for") {
+				return false, nil
+			}
+			if first == "" {
+				first = ro.Status.Message
+			}
+			return ro.Status.Message != first, nil
+		})
+		return ro
+	}
+	settling(1)
+	revisions(2, 1, 1)
+
+	patchRollout(t, name, `{"metadata":{"annotations":{"`+rolloutv1.AnnotationPromote+`":"a"}}}`)
+	ro := settling(2)
+	if ro.Status.Promoted != "a" || rolloutEvents(t, name, "Promoted") != 1 {
+		t.Errorf("promoted: status %q, %d Promoted events", ro.Status.Promoted, rolloutEvents(t, name, "Promoted"))
+	}
+	// The same value again opens nothing: the coordinator looked at the gate twice since.
+	revisions(2, 2, 1)
+
+	patchRollout(t, name, `{"metadata":{"annotations":{"`+rolloutv1.AnnotationAbort+`":"true"}}}`)
+	crtest.Eventually(t, "rollout "+name+" Halted", timeout, func(ctx context.Context) (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro)
+		return err == nil && ro.Status.Phase == rolloutv1.PhaseHalted, err
+	})
+	if !strings.Contains(ro.Status.Message, "aborted") {
+		t.Errorf("the halted rollout does not say it was aborted: %s", ro.Status.Message)
+	}
+	u := crtest.WaitCondition(t, k8s, gvk, ns, order[2], rstatus.TypeRollout, metav1.ConditionFalse, rstatus.ReasonRolloutHalted, timeout)
+	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, name) {
+		t.Errorf("Rollout condition of %s: %s", order[2], c.Message)
+	}
+	revisions(2, 2, 1)
+	for _, n := range order[:2] {
+		onChart(t, gvk, ns, n, to)
 	}
 }

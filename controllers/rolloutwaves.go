@@ -27,7 +27,7 @@ func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Dura
 	switch st.Phase {
 	case rolloutv1.PhaseProgressing, rolloutv1.PhasePaused:
 		if ann[rolloutv1.AnnotationAbort] == "true" {
-			c.halt(ro, "aborted: the Rollout's "+rolloutv1.AnnotationAbort+" annotation says so")
+			c.halt(ro, members, "aborted: the Rollout's "+rolloutv1.AnnotationAbort+" annotation says so")
 			return c.advance(ro, members)
 		}
 	}
@@ -133,7 +133,7 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 	}
 	st.Failed, st.FailedCRs = int32(len(failed)), failed[:min(len(failed), maxFailedNamed)]
 	if len(failed) > pol.MaxFailures {
-		c.halt(ro, fmt.Sprintf("%d CRs failed in wave %d, more than rollout.maxFailures %d: %s", len(failed), st.Wave, pol.MaxFailures, strings.Join(st.FailedCRs, "; ")))
+		c.halt(ro, members, fmt.Sprintf("%d CRs failed in wave %d, more than rollout.maxFailures %d: %s", len(failed), st.Wave, pol.MaxFailures, strings.Join(st.FailedCRs, "; ")))
 		return c.advance(ro, members)
 	}
 	promote := ro.GetAnnotations()[rolloutv1.AnnotationPromote]
@@ -226,7 +226,14 @@ func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32
 }
 
 // halt stops the rollout: no further CR moves; with onHalt rollback, the moved CRs go back.
-func (c *coordinator) halt(ro *rolloutv1.Rollout, why string) {
+// Each CR it had not moved (and that is not held) gets a pass once the Rollout is written, so
+// that its Rollout condition says the rollout halted instead of that it waits for a wave.
+func (c *coordinator) halt(ro *rolloutv1.Rollout, members []member, why string) {
+	for _, m := range members {
+		if m.digest != ro.Spec.To && !m.held {
+			c.move(m.key)
+		}
+	}
 	r, st := c.r, &ro.Status
 	st.Phase, st.Message, st.ReadySince = rolloutv1.PhaseHalted, why, nil
 	what := "the moved CRs stay where they are (onHalt hold)"

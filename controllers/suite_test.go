@@ -80,9 +80,9 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, err
 		}
 	}
-	// rollout and paused: the day2 chart as ConfigMap volumes, which TestRolloutInWaves and
-	// TestRolloutWaitsForItsPreview edit.
-	for _, vol := range []string{"rollout", "paused"} {
+	// rollout, paused and gated: the day2 chart as ConfigMap volumes, which TestRolloutInWaves,
+	// TestRolloutWaitsForItsPreview and TestRolloutPromotedAndAborted edit.
+	for _, vol := range []string{"rollout", "paused", "gated"} {
 		if err := swapChart(filepath.Join(tmp, vol), filepath.Join(tmp, "day2"), nil); err != nil {
 			return nil, err
 		}
@@ -167,6 +167,7 @@ const testWatches = `
   chart: rollout
   rollout: {waves: [{count: 1}, {percent: 25}], settle: 1s, healthTimeout: 20s, maxFailures: 0, onHalt: rollback}
 - {group: test.rudder.dev, version: v1, kind: PausedProbe, chart: paused, rollout: {waves: [{count: 1}], paused: true}}
+- {group: test.rudder.dev, version: v1, kind: GatedProbe, chart: gated, rollout: {waves: [{count: 1}, {count: 2}], settle: 1h, healthTimeout: 5m, onHalt: hold}}
 - group: test.rudder.dev
   version: v1
   kind: ValuesTenant
