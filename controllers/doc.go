@@ -45,9 +45,11 @@
 //  3. record.go, when status.release records its outcome: a field of record, which
 //     writeRelease writes. A fact a later decision reads belongs in the release's record
 //     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
-//     rudder.dev/tested-revision are; records.Head reads it), so that a pass reading the CR
-//     from a cache behind that write decides the same; a shadow (shadows) covers what is not
-//     there yet. TestPassBehindTheCacheDecidesTheSame gets a row for it.
+//     rudder.dev/tested-revision are; records.Head reads it, and reads what this process wrote
+//     before the cache of records shows it: records.Written), so that a pass reading the CR
+//     from a cache behind that write decides the same. The facts not in the record yet (a
+//     held-back failure, a nudge's or a rollback-to value handled, the Drifted condition) are
+//     kept as shadows (shadows.go) for now. TestPassBehindTheCacheDecidesTheSame gets a row.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
 //     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
@@ -63,7 +65,7 @@
 //     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
 //     lets the pair go; the count is in status.release.failed (failedRecord).
 //   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
-//     whether it only reports (the Drifted condition, with a shadow like Tested's).
+//     whether it only reports (the Drifted condition, with a shadow).
 //   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
 //     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that
 //     the release gains one revision, and the actions turn what they did into Events.

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/release"
@@ -71,19 +72,17 @@ func (p *pass) writeRelease(o *outcome) {
 		}
 		if t := rec.tested; t != nil {
 			st.Tested = t
-			p.r.shadows.tests.remember(p.key, p.obj.GetUID(), written[rstatus.TestedRelease]{*t, o.conditions[rstatus.TypeTested]})
 		}
 	}
 }
 
 // shadows are, per CR, what passes wrote into status.release, for the passes that read the
 // CR from a cache that does not show that write yet: the failure that holds a (chart, values)
-// back, the rollback-to value handled, the tests' outcome (with the conditions written with
-// them).
+// back, the rollback-to value handled (with the condition written with it). A run of the tests
+// is not one: its record holds it (see testedFromRecord).
 type shadows struct {
 	failures  *shadow[failure]
 	rollbacks *shadow[written[string]]
-	tests     *shadow[written[rstatus.TestedRelease]]
 	// reconciles and resets are the reconcile-at and reset-at values handled.
 	reconciles, resets *shadow[string]
 	// drifts is the Drifted condition written last (driftDetection.mode warn), which no
@@ -92,7 +91,7 @@ type shadows struct {
 }
 
 func newShadows() *shadows {
-	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](), tests: newShadow[written[rstatus.TestedRelease]](),
+	return &shadows{failures: newShadow[failure](), rollbacks: newShadow[written[string]](),
 		reconciles: newShadow[string](), resets: newShadow[string](), drifts: newShadow[condition]()}
 }
 
@@ -100,7 +99,6 @@ func newShadows() *shadows {
 func (s *shadows) forget(key types.NamespacedName) {
 	s.failures.forget(key)
 	s.rollbacks.forget(key)
-	s.tests.forget(key)
 	s.reconciles.forget(key)
 	s.resets.forget(key)
 	s.drifts.forget(key)
@@ -131,23 +129,11 @@ func (p *pass) heldBackFailure() (*failure, bool) {
 	return held, held != nil
 }
 
-// tested is the revision whose tests ran last: as status.release.tested records it, or as a
-// pass whose status write the cache does not show yet ran them (0: none).
-func (p *pass) tested() int {
-	v := 0
-	if st := p.st.Release; st != nil && st.Tested != nil {
-		v = st.Tested.Revision
-	}
-	if t, ok := p.r.shadows.tests.of(p.key, p.obj.GetUID()); ok && t.value.Revision > v {
-		v = t.value.Revision
-	}
-	return v
-}
-
 // shadowed is what passes whose status writes the cache does not show yet recorded (a
-// rollback-to value handled, a test run, the drift found, each with a condition of its own;
-// a nudge's value handled): this pass records it again, or its status write would drop it.
-func (p *pass) shadowed() result {
+// rollback-to value handled, the drift found, each with a condition of its own; a nudge's value
+// handled), and the test run the newest revision's record holds: this pass records it again,
+// or its status write would drop it.
+func (p *pass) shadowed(ctx context.Context) result {
 	var res result
 	set := func(typ string, c *condition) {
 		if res.conditions == nil {
@@ -155,21 +141,13 @@ func (p *pass) shadowed() result {
 		}
 		res.conditions[typ] = c
 	}
-	if t, ok := p.r.shadows.tests.of(p.key, p.obj.GetUID()); ok {
-		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < t.value.Revision {
-			set(rstatus.TypeTested, t.cond)
-			res.record.tested = &t.value
-		}
-	}
-	// A run of the newest revision's tests that its record holds and status.release does not
-	// (a status lost, or a cache behind a process that is gone): reported from the record.
-	if h := p.release.head; res.record.tested == nil && h != nil && h.Tested() != "" {
+	// A run of the newest revision's tests that its record holds and the CR's status (as read)
+	// does not: a pass whose status write the cache does not show yet, a status lost, or a
+	// process that is gone. Reported from the record.
+	if h := p.release.head; h != nil && h.Tested() != "" {
 		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < h.Revision {
-			res.record.tested = &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()}
-			c := &condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says", h.Revision)}
-			if h.Tested() != records.TestSucceeded {
-				c = &condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says", h.Revision)}
-			}
+			t, c := p.testedFromRecord(ctx, h)
+			res.record.tested = t
 			set(rstatus.TypeTested, c)
 		}
 	}
@@ -199,4 +177,26 @@ func (p *pass) rollbackRequest() string {
 		return ""
 	}
 	return p.st.Release.RollbackRequest
+}
+
+// testedFromRecord is the run of revision h's tests as its record holds it: the outcome its
+// labels say, and which tests ran and failed as Helm recorded each test hook's last run (the
+// labels' outcome alone when the record cannot be read).
+func (p *pass) testedFromRecord(ctx context.Context, h *records.Head) (*rstatus.TestedRelease, *condition) {
+	rel := p.release.rel
+	if rel == nil || rel.Version != h.Revision {
+		var err error
+		if rel, err = p.r.opts.Helm.Revision(ctx, p.scope, p.relName, h.Revision); err != nil {
+			p.log.V(1).Info("reading the tested revision", "release", p.relName, "revision", h.Revision, "error", err.Error())
+		}
+	}
+	if ran, failedHooks := helm.Tests(rel); len(ran) > 0 && (len(failedHooks) > 0) == (h.Tested() != records.TestSucceeded) {
+		return testRun(h.Revision, ran, failedHooks)
+	}
+	if h.Tested() == records.TestSucceeded {
+		return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says", h.Revision)}
+	}
+	return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says", h.Revision)}
 }

@@ -36,7 +36,7 @@ func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (plan.Si
 	s.Retries = p.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.Revision, s.OlderDeployed = h.Revision, len(h.OlderDeployed) > 0
-		s.TestDue = p.r.opts.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == "" && p.tested() != h.Revision
+		s.TestDue = p.r.opts.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
 	}
 	s.TestRollsBack, s.Made = p.r.opts.Watch.TestRollsBack(), o.madeStep() != nil
 	s.Relabel = obs.rel != nil && p.needsAdoption(obs.rel)

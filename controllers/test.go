@@ -39,17 +39,12 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		}
 		return result{verdict: retry, reason: rstatus.ReasonTestFailed, err: errors.New(msg), call: callFailed}
 	}
-	tested := &rstatus.TestedRelease{Revision: a.revision, Result: rstatus.TestSucceeded, Failed: failedHooks}
+	tested, c := testRun(a.revision, ran, failedHooks)
 	if len(failedHooks) == 0 {
-		msg := fmt.Sprintf("revision %d: %d tests passed", a.revision, len(ran))
-		if len(ran) > 0 {
-			msg += ": " + strings.Join(ran, ", ")
-		}
-		return result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg}},
-			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", msg}}, record: record{tested: tested}, call: callOK}
+		return result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: c},
+			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", c.message}}, record: record{tested: tested}, call: callOK}
 	}
-	tested.Result = rstatus.TestFailed
-	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s", a.revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "))
+	msg := c.message
 	if err != nil {
 		// Helm's error puts each failed hook on a line of its own: one line here.
 		msg += " (" + strings.Join(strings.Fields(err.Error()), " ") + ")"
@@ -62,4 +57,20 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		res.record.failed = e.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
 	}
 	return res
+}
+
+// testRun is a run of revision's tests as status.release.tested and the Tested condition
+// report it: the tests that ran, and those of them that failed.
+func testRun(revision int, ran, failedHooks []string) (*rstatus.TestedRelease, *condition) {
+	if len(failedHooks) == 0 {
+		msg := fmt.Sprintf("revision %d: %d tests passed", revision, len(ran))
+		if len(ran) > 0 {
+			msg += ": " + strings.Join(ran, ", ")
+		}
+		return &rstatus.TestedRelease{Revision: revision, Result: rstatus.TestSucceeded},
+			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, msg}
+	}
+	msg := fmt.Sprintf("revision %d: %d of %d tests failed: %s", revision, len(failedHooks), len(ran), strings.Join(failedHooks, ", "))
+	return &rstatus.TestedRelease{Revision: revision, Result: rstatus.TestFailed, Failed: failedHooks},
+		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}
 }

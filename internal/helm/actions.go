@@ -69,14 +69,14 @@ func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before 
 	return records.LastDeployed(st, name, before)
 }
 
-// Head is the newest revision of a release as the cache of release records shows it (see
-// CachedHead): no API call, no decoding. nil: the cache holds none. It fails when the Client
-// was made without a cache.
+// Head is the newest revision of a release as the cache of release records shows it, with what
+// this client wrote that the cache does not show yet (records.CachedHead, records.Written): no
+// API call, no decoding. nil: none. It fails when the Client was made without a cache.
 func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
 	if c.records == nil {
 		return nil, errors.New("helm client: no cache of release records")
 	}
-	return records.CachedHead(ctx, c.records, s.Namespace, name)
+	return records.CachedHead(ctx, c.records, c.written, s.Namespace, name)
 }
 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.

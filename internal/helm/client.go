@@ -70,6 +70,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	drivers map[identity]*records.Driver
+	// written is what the drivers wrote of release records that the cache of records may not
+	// show yet (see Head).
+	written *records.Written
 	writers map[identity]*http.Client
 	caps    *chartutil.Capabilities
 }
@@ -108,7 +111,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	return &Client{
 		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, log: opts.Log,
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
-		drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{},
+		drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{}, written: records.NewWritten(),
 	}, nil
 }
 
@@ -152,6 +155,7 @@ func (c *Client) driver(s Scope) (*records.Driver, error) {
 	}
 	d := records.NewDriver(secrets.Secrets(s.Namespace))
 	d.Log, d.MemoKey = c.debug(s), s.Namespace+"/"+s.ServiceAccount
+	d.Track(s.Namespace, c.written)
 	c.drivers[id] = d
 	return d, nil
 }

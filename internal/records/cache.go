@@ -55,7 +55,10 @@ func IsReleaseRecord(labels map[string]string) bool {
 // CachedHead reads the newest revision of release name in namespace ns from a cache that
 // holds release Secrets as ReleaseSecret and indexes them with IndexReleaseSecrets: no API
 // call, no decoding. nil: the cache holds no revision.
-func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, error) {
+//
+// What this process wrote of the release's records since the cache last showed them (w; nil:
+// nothing) is read in place of the cache's older view: see Written.
+func CachedHead(ctx context.Context, c client.Reader, w *Written, ns, name string) (*Head, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(secretGVK.GroupVersion().WithKind("SecretList"))
 	// Read-only use of the labels: no copies.
@@ -63,9 +66,10 @@ func CachedHead(ctx context.Context, c client.Reader, ns, name string) (*Head, e
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	heads := make([]*Head, 0, len(list.Items))
-	for i := range list.Items {
-		if h := HeadOfLabels(list.Items[i].Labels); h != nil {
+	recs := w.overlay(ns, name, list.Items)
+	heads := make([]*Head, 0, len(recs))
+	for _, l := range recs {
+		if h := HeadOfLabels(l); h != nil {
 			heads = append(heads, h)
 		}
 	}

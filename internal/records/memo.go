@@ -50,6 +50,9 @@ type memoSecrets struct {
 	corev1client.SecretInterface
 	memo  *Memo
 	scope string
+	// written, when set, keeps every write of a record of namespace writtenNS beyond the pass.
+	written   *Written
+	writtenNS string
 }
 
 func newMemoSecrets(inner corev1client.SecretInterface, memo *Memo, scope string) *memoSecrets {
@@ -103,6 +106,9 @@ func (m *memoSecrets) Patch(ctx context.Context, name string, pt types.PatchType
 
 func (m *memoSecrets) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	err := m.SecretInterface.Delete(ctx, name, opts)
+	if m.written != nil && err == nil && len(opts.DryRun) == 0 {
+		m.written.deleted(m.writtenNS, name)
+	}
 	m.memo.mu.Lock()
 	defer m.memo.mu.Unlock()
 	if err == nil && len(opts.DryRun) == 0 {
@@ -139,6 +145,9 @@ func (m *memoSecrets) remember(name string, s *corev1.Secret) {
 func (m *memoSecrets) wrote(name string, out *corev1.Secret, err error, dryRun []string) {
 	if err == nil && out != nil && len(dryRun) == 0 {
 		m.remember(name, out)
+		if m.written != nil {
+			m.written.wrote(out, m.writtenNS)
+		}
 		return
 	}
 	m.memo.mu.Lock()

@@ -58,6 +58,9 @@ type Driver struct {
 	// MemoKey names the driver's namespace and identity in a Memo, which holds what each
 	// identity read in each namespace apart.
 	MemoKey string
+	// written keeps what the driver writes of the records of namespace writtenNS (see Track).
+	written   *Written
+	writtenNS string
 
 	mu sync.Mutex
 	// unsure holds the release names whose last query failed.
@@ -69,6 +72,11 @@ func NewDriver(impl corev1client.SecretInterface) *Driver {
 	return &Driver{Secrets: driver.NewSecrets(impl), impl: impl, unsure: map[string]bool{}}
 }
 
+// Track makes the drivers made for actions and reads (WithContext) keep in w what they write
+// of the records of namespace ns, the driver's, so that CachedHead reads it before the cache of
+// records shows it.
+func (d *Driver) Track(ns string, w *Written) { d.written, d.writtenNS = w, ns }
+
 // Records is the Secrets client of the namespace's release records: Get and List see only
 // the records rudder's storage writes (see IsStoredRecord).
 func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
@@ -78,8 +86,9 @@ func (d *Driver) Records() corev1client.SecretInterface { return d.impl }
 // record read by name once in ctx's memo (see WithMemo), else in this driver's.
 func (d *Driver) WithContext(ctx context.Context) *Driver {
 	bound := newMemoSecrets(boundSecrets{SecretInterface: d.impl, ctx: ctx}, memoOf(ctx), d.MemoKey)
+	bound.written, bound.writtenNS = d.written, d.writtenNS
 	nd := &Driver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
-		unsure: map[string]bool{}, MemoKey: d.MemoKey}
+		unsure: map[string]bool{}, MemoKey: d.MemoKey, written: d.written, writtenNS: d.writtenNS}
 	nd.Log = d.Log
 	return nd
 }
@@ -117,7 +126,8 @@ func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, 
 
 // WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
 func (d *Driver) WithQueries(mode QueryMode, ns string, own, foreign client.Reader) *Driver {
-	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}, MemoKey: d.MemoKey}
+	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}, MemoKey: d.MemoKey,
+		written: d.written, writtenNS: d.writtenNS}
 }
 
 // storedRecords is the Secrets of a namespace as rudder's release storage sees them: only
