@@ -6,7 +6,8 @@
 // (history.go); a revision's Head as the labels say it, and DetermineState, the pure function
 // that says what a release needs (state.go); and the cached reads of the records' metadata
 // that spare an install's name check, an upgrade's history reads and a pass's read of the
-// newest revision a LIST of the namespace (cache.go, query.go).
+// newest revision a LIST of the namespace (cache.go, query.go); a pass reads each record from
+// the API server once (memo.go), and what rudder wrote before the cache shows it (written.go).
 //
 // It acts as nobody and checks nothing: internal/helm's actions store through a Driver of the
 // identity and confinement they act in.
