@@ -47,12 +47,7 @@ func (p *pass) act(ctx context.Context) *outcome {
 		if !p.takeTurn(o) {
 			return o
 		}
-		a, ok := p.runner(c, o)
-		if !ok {
-			o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)})
-			return o
-		}
-		res := p.do(ctx, a, obs, o)
+		res := p.take(ctx, c, obs, o)
 		if res.verdict == retry || res.verdict == blocked {
 			o.end(res)
 			return o
@@ -64,6 +59,16 @@ func (p *pass) act(ctx context.Context) *outcome {
 	}
 	o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: more than %d actions in one pass", p.relName, maxSteps)})
 	return o
+}
+
+// take runs the action that carries out c (see runner) through do. A choice no action carries
+// out (none of those plan.Next makes) is a retry of the pass.
+func (p *pass) take(ctx context.Context, c plan.Choice, obs observed, o *outcome) result {
+	a, ok := p.runner(c, o)
+	if !ok {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)}
+	}
+	return p.do(ctx, a, obs, o)
 }
 
 // do runs one action and folds its result into the outcome.

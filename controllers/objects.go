@@ -135,11 +135,10 @@ func (p *pass) checkDrift(ctx context.Context, o *outcome, d drift) error {
 	}
 	// The release's actions are done: what is left to choose is the action on its objects.
 	c, _ := plan.Next(plan.Situation{DriftDue: true, Taken: o.taken})
-	a, ok := p.runner(c, o)
-	if !ok {
+	if c.None() {
 		return nil
 	}
-	if res := p.do(ctx, a, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
+	if res := p.take(ctx, c, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
 		return res.err
 	}
 	return nil

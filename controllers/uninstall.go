@@ -88,11 +88,7 @@ func (p *pass) uninstall(ctx context.Context) error {
 			}
 			return nil
 		}
-		a, ok := p.runner(c, o)
-		if !ok {
-			return fmt.Errorf("release %s: no action carries out %q", p.relName, c.Action)
-		}
-		res := p.do(ctx, a, obs, o)
+		res := p.take(ctx, c, obs, o)
 		if res.verdict != succeeded {
 			return res.err
 		}
