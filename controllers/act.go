@@ -55,7 +55,7 @@ func (p *pass) holdBack(obs observed, s plan.Situation, o *outcome) result {
 		}
 		msg := fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
 			records.DisplayDigest(p.want.ChartDigest), records.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
-		// Written again: a no-op, unless the shadow alone knew it.
+		// Written again: a no-op.
 		res := result{verdict: failed, reason: reason, message: msg, record: record{failed: held}}
 		// Released keeps what happened to the release last (RolledBack, InstallFailed, …) when
 		// it says so already.

@@ -23,7 +23,7 @@ func countAction(gvk string, action plan.Action, c callResult) {
 // pass ends.
 func (p *pass) act(ctx context.Context) *outcome {
 	o := &outcome{}
-	o.add(nil, p.shadowed(ctx))
+	o.add(nil, p.recordedTests(ctx))
 	o.nudged = p.nudges(o)
 	if c := p.pin.cond; c != nil {
 		o.add(nil, result{conditions: map[string]*condition{rstatus.TypeRollout: c}})

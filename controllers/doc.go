@@ -49,7 +49,8 @@
 //     before the cache of records shows it: records.Written), so that a pass reading the CR
 //     from a cache behind that write decides the same. The facts not in the record yet (a
 //     held-back failure, a nudge's or a rollback-to value handled, the Drifted condition) are
-//     kept as shadows (shadows.go) for now. TestPassBehindTheCacheDecidesTheSame gets a row.
+//     read from the status this process wrote before the cache of CRs shows it (statuses.go).
+//     TestPassBehindTheCacheDecidesTheSame gets a row.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
 //     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
@@ -65,7 +66,7 @@
 //     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
 //     lets the pair go; the count is in status.release.failed (failedRecord).
 //   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
-//     whether it only reports (the Drifted condition, with a shadow).
+//     whether it only reports (the Drifted condition).
 //   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
 //     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that
 //     the release gains one revision, and the actions turn what they did into Events.

@@ -26,12 +26,10 @@ func (p *pass) nudges(o *outcome) bool {
 	if p.st.Release != nil {
 		st = *p.st.Release
 	}
-	reconciled, ok := p.r.shadows.reconciles.of(p.key, p.obj.GetUID())
-	if v, due := p.requestDue(AnnotationReconcileAt, st.ReconcileRequest, reconciled, ok); due {
+	if v, due := p.requestDue(AnnotationReconcileAt, st.ReconcileRequest); due {
 		rec.reconcileRequest = &v
 	}
-	reset, ok := p.r.shadows.resets.of(p.key, p.obj.GetUID())
-	if v, due := p.requestDue(AnnotationResetAt, st.ResetRequest, reset, ok); due {
+	if v, due := p.requestDue(AnnotationResetAt, st.ResetRequest); due {
 		rec.resetRequest, rec.clearFailed, p.reset = &v, true, true
 	}
 	if rec.reconcileRequest == nil && rec.resetRequest == nil {

@@ -187,8 +187,10 @@ func (p *pass) persist(ctx context.Context) error {
 	}
 	statusWrites.WithLabelValues(p.r.gvkLabel()).Inc()
 	// The pass is over: of the CR the API server sends back, only its metadata is read.
-	if err := p.r.opts.Client.Status().Patch(ctx, p.r.metadataOf(p.key), client.RawPatch(types.MergePatchType, data)); err != nil {
+	res := p.r.metadataOf(p.key)
+	if err := p.r.opts.Client.Status().Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	p.r.statuses.wrote(p.key, p.obj.GetUID(), res.GetResourceVersion(), cur)
 	return nil
 }

@@ -113,9 +113,8 @@ type Reconciler struct {
 	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge (whose
 	// label "state" holds that phase, not the release state the pass decided from).
 	states map[types.NamespacedName]string
-	// shadows keep what passes wrote into status.release for the passes that read a cache
-	// behind it (see record.go).
-	shadows *shadows
+	// statuses keep the status passes wrote, for the passes that read a cache behind it.
+	statuses *statuses
 	// coord moves the watch's rollouts (nil: the watch has no rollout policy).
 	coord *coordinator
 	// gate shares the workers out between namespaces (internal/gate).
@@ -178,7 +177,7 @@ func New(opts Options) (*Reconciler, error) {
 		verified:  map[types.NamespacedName]types.UID{},
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
-		shadows:   newShadows(),
+		statuses:  newStatuses(opts.Clock),
 
 		changedSources: map[types.NamespacedName]bool{},
 		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
@@ -222,6 +221,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	// A status this process wrote that the cache does not show yet is read in its place.
+	r.statuses.read(obj)
 	seen = obj
 	ctx, leave, err := r.gate.Enter(ctx, req.NamespacedName)
 	if err != nil {
@@ -287,7 +288,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.dirty, key)
 	delete(r.verified, key)
 	delete(r.manifests, key)
-	r.shadows.forget(key)
+	r.statuses.forget(key)
 	if r.opts.Sources != nil {
 		r.opts.Sources.Forget(SourceUser{r, key})
 	}

@@ -42,6 +42,13 @@ func retriable(reason string) bool {
 	return reason == rstatus.ReasonInstallFailed || reason == rstatus.ReasonUpgradeFailed
 }
 
+// failure is a held-back failure as status.release.failed records it, with the reason
+// Released gave.
+type failure struct {
+	reason string
+	failed rstatus.FailedRelease
+}
+
 // failures is how often f's pair has failed in a row (a record of an older rudder, without a
 // count: once).
 func failures(f *failure) int { return max(f.failed.Failures, 1) }

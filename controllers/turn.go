@@ -41,19 +41,16 @@ func (p *pass) endTurn() {
 	}
 }
 
-// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and
-// neither the one status.release.rollbackRequest says was handled nor the one a pass whose
-// status write the cache does not show yet handled.
+// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not
+// the one status.release.rollbackRequest says was handled.
 func (p *pass) rollbackDue() (string, bool) {
-	shadowed, ok := p.r.shadows.rollbacks.of(p.key, p.obj.GetUID())
-	return p.requestDue(AnnotationRollbackTo, p.rollbackRequest(), shadowed.value, ok)
+	return p.requestDue(AnnotationRollbackTo, p.rollbackRequest())
 }
 
 // requestDue returns the value of an annotation that asks for something once per value
-// (rollback-to, reconcile-at, reset-at) and whether this pass acts on it: set, and neither the
-// value the status records as handled nor the one (when known) a pass whose status write the
-// cache does not show yet handled.
-func (p *pass) requestDue(annotation, handled, shadowed string, known bool) (string, bool) {
+// (rollback-to, reconcile-at, reset-at) and whether this pass acts on it: set, and not the
+// value handled.
+func (p *pass) requestDue(annotation, handled string) (string, bool) {
 	v := strings.TrimSpace(p.obj.GetAnnotations()[annotation])
-	return v, v != "" && v != handled && (!known || v != shadowed)
+	return v, v != "" && v != handled
 }

@@ -1,0 +1,113 @@
+package controllers
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/utils/clock"
+)
+
+// statuses is what this process last wrote of each CR's status, as the pass that wrote it
+// left it, until the cache of CRs shows that write or a newer version of the CR. A pass that
+// starts right after another's status write (events from the objects an action just made
+// wake passes that fast) reads the CR from a cache that may not show the write yet; it reads
+// the written status in place of the older one, and so decides and reports as a pass that
+// read the newest CR would.
+//
+// It is client-go's mutation cache for the informer of CRs, as records.Written is for the
+// cache of release records: resourceVersions are compared as the integers the API server's
+// etcd storage makes them, a write belongs to one incarnation of the CR (a CR of the same name
+// made anew has another UID), and an entry the cache has not caught up with within
+// statusesTTL is dropped, so that the cache's view wins.
+type statuses struct {
+	mu    sync.Mutex
+	clock clock.PassiveClock
+	m     map[types.NamespacedName]writtenStatus
+	// swept is when entries older than statusesTTL were last dropped.
+	swept time.Time
+}
+
+type writtenStatus struct {
+	uid    types.UID
+	rv     uint64
+	status any
+	at     time.Time
+}
+
+// statusesTTL bounds how long a write is preferred to the cache's view of its CR.
+const statusesTTL = time.Minute
+
+func newStatuses(c clock.PassiveClock) *statuses {
+	return &statuses{clock: c, m: map[types.NamespacedName]writtenStatus{}}
+}
+
+// wrote keeps status as what the CR key (uid) holds since its write was answered with
+// resourceVersion rv. What is kept is status as JSON reads it back (a hook may have set
+// values of any type).
+func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, status any) {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	raw, err := json.Marshal(status)
+	if err != nil {
+		return
+	}
+	var kept any
+	if err := utiljson.Unmarshal(raw, &kept); err != nil {
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweep(now)
+	s.m[key] = writtenStatus{uid: uid, rv: n, status: kept, at: now}
+}
+
+// read puts into obj, read from the cache, the status this process wrote of it after the
+// version obj is, if any; an entry the cache caught up with, of another incarnation of the CR,
+// or too old, is dropped. It reports whether it did.
+func (s *statuses) read(obj *unstructured.Unstructured) bool {
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	cached, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.m[key]
+	if !ok {
+		return false
+	}
+	if err != nil || w.uid != obj.GetUID() || cached >= w.rv || now.Sub(w.at) > statusesTTL {
+		delete(s.m, key)
+		return false
+	}
+	obj.Object["status"] = runtime.DeepCopyJSONValue(w.status)
+	return true
+}
+
+// forget drops what is kept of the CR at key.
+func (s *statuses) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
+}
+
+// sweep drops, at most once per statusesTTL, the entries older than it: those of CRs no
+// pass reads again. The caller holds mu.
+func (s *statuses) sweep(now time.Time) {
+	if now.Sub(s.swept) < statusesTTL {
+		return
+	}
+	s.swept = now
+	for k, w := range s.m {
+		if now.Sub(w.at) > statusesTTL {
+			delete(s.m, k)
+		}
+	}
+}
