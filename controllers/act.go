@@ -165,7 +165,7 @@ func (p *pass) inSync(h *records.Head) result {
 		rec.chart = helm.ChartRef(p.snap.Chart)
 	}
 	// What rudder would make is this revision.
-	if a := stApplied(st); a == nil || a.Generation != p.gen || a.ChartDigest != p.want.ChartDigest {
+	if a := p.facts().Applied; a == nil || a.Generation != p.gen || a.ChartDigest != p.want.ChartDigest || stApplied(st) == nil {
 		rec.applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: p.gen, ChartDigest: p.want.ChartDigest}
 	}
 	res.record = record{revision: rec, clearFailed: true}
@@ -241,5 +241,21 @@ func (p *pass) request(ctx context.Context, action plan.Action) (*helm.Request, 
 	req := p.r.opts.Watch.Request(p.obj, p.scope, p.relName, ch, p.chartDigest, p.values, p.want.ValuesDigest,
 		helm.Description(string(action), p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))
 	req.Carried = p.carried()
+	// The release's facts as the new revision leaves them if it is made (no failure held
+	// back, made from this generation and chart), so that a pass that makes it writes no more;
+	// a pass that fails writes the failure after (markRecord).
+	f := p.factsAfter(p.out)
+	failed := f
+	f.Failed, f.Applied = nil, &records.Applied{Generation: p.gen, ChartDigest: p.want.ChartDigest}
+	req.Facts = &f
+	// As Helm leaves it failed: one failure of the pair more (see failedRecord).
+	e := p.env()
+	cause := rstatus.ReasonUpgradeFailed
+	if action == plan.Install {
+		cause = rstatus.ReasonInstallFailed
+	}
+	failed.Failed = &records.Failure{ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Cause: records.Cause(cause),
+		Count: e.failures + 1, At: e.clock.Now()}
+	req.FailedFacts = &failed
 	return req, pre, nil
 }

@@ -23,7 +23,8 @@ func countAction(gvk string, action plan.Action, c callResult) {
 // pass ends.
 func (p *pass) act(ctx context.Context) *outcome {
 	o := &outcome{}
-	o.add(nil, p.recordedTests(ctx))
+	p.out = o
+	o.add(nil, p.recordedFacts(ctx))
 	o.nudged = p.nudges(o)
 	if c := p.pin.cond; c != nil {
 		o.add(nil, result{conditions: map[string]*condition{rstatus.TypeRollout: c}})
@@ -37,6 +38,7 @@ func (p *pass) act(ctx context.Context) *outcome {
 		}
 		c, how := plan.Next(s)
 		if c.None() {
+			o.newest, o.ended = obs.head, true
 			if res := p.finish(ctx, how, obs, s, o); how == plan.EndLast {
 				o.end(res) // folded already, as its action's
 			} else {

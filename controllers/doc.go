@@ -47,10 +47,14 @@
 //     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
 //     rudder.dev/tested-revision are; records.Head reads it, and reads what this process wrote
 //     before the cache of records shows it: records.Written), so that a pass reading the CR
-//     from a cache behind that write decides the same. The facts not in the record yet (a
-//     held-back failure, a nudge's or a rollback-to value handled, the Drifted condition) are
-//     read from the status this process wrote before the cache of CRs shows it (statuses.go).
-//     TestPassBehindTheCacheDecidesTheSame gets a row.
+//     from a cache behind that write decides the same. The release's facts (records.Facts: a
+//     held-back failure, the once-per-value annotations' values handled, what rudder's newest
+//     own revision was made from) are such labels: facts.go reads them, and markRecord writes
+//     them on the newest record from the same records, before the status. What no record
+//     holds (a failed install's failure: it leaves none; the Drifted condition) is read from
+//     the status this process wrote before the cache of CRs shows it (statuses.go).
+//     TestPassBehindTheCacheDecidesTheSame and TestPassWithItsStatusLostDecidesTheSame get a
+//     row.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
 //     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
 //
@@ -64,7 +68,7 @@
 // decision is made:
 //   - remediation.retries is two facts of the situation (retry.go): a failure with retries
 //     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
-//     lets the pair go; the count is in status.release.failed (failedRecord).
+//     lets the pair go; the count is one of the release's facts (failedRecord, facts.go).
 //   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
 //     whether it only reports (the Drifted condition).
 //   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases

@@ -40,6 +40,9 @@ type fakeHelm struct {
 	failNth map[string]int
 	nthErr  error
 	counts  map[string]int
+	// factWrites counts the writes of the release's facts (WriteFacts); factsErr fails them.
+	factWrites int
+	factsErr   error
 }
 
 func newFakeHelm(writer client.Client, manifest string) *fakeHelm {
@@ -194,4 +197,17 @@ func (f *fakeHelm) Relabel(ctx context.Context, s helm.Scope, name string, keys 
 		return err
 	}
 	return f.Memory.Relabel(ctx, s, name, keys, want)
+}
+
+// WriteFacts is a write of storage, not an action: it is not among the calls the decision
+// table compares, and counted apart (factWrites).
+func (f *fakeHelm) WriteFacts(ctx context.Context, s helm.Scope, name string, version int, facts records.Facts) error {
+	f.mu.Lock()
+	f.factWrites++
+	err := f.factsErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.Memory.WriteFacts(ctx, s, name, version, facts)
 }

@@ -1,12 +1,9 @@
 package controllers
 
-import (
-	rstatus "github.com/rudder-operator/rudder/api/status"
-)
-
 // Annotations a person sets on a CR to act on it now, each taking effect once per value (like
-// rudder.dev/rollback-to): status.release records the value handled, so the annotation may
-// stay, and a tool can wait for the value there.
+// rudder.dev/rollback-to): the release's newest record keeps the value handled (hashed: see
+// records.Facts) and status.release reports it, so the annotation may stay, and a tool can
+// wait for the value there.
 const (
 	// AnnotationReconcileAt: "<any value>" reconciles the CR now, retrying a held-back
 	// (chart, values) once: a failure whose cause was outside (a quota, an admission webhook
@@ -22,14 +19,11 @@ const (
 // try the held-back pair again (see situation.heldBack). It reports whether one was due.
 func (p *pass) nudges(o *outcome) bool {
 	var rec record
-	var st rstatus.Release // the status as read (empty when it has no release record)
-	if p.st.Release != nil {
-		st = *p.st.Release
-	}
-	if v, due := p.requestDue(AnnotationReconcileAt, st.ReconcileRequest); due {
+	f := p.facts()
+	if v, due := p.requestDue(AnnotationReconcileAt, f.ReconcileAt); due {
 		rec.reconcileRequest = &v
 	}
-	if v, due := p.requestDue(AnnotationResetAt, st.ResetRequest); due {
+	if v, due := p.requestDue(AnnotationResetAt, f.ResetAt); due {
 		rec.resetRequest, rec.clearFailed, p.reset = &v, true, true
 	}
 	if rec.reconcileRequest == nil && rec.resetRequest == nil {

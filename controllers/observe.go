@@ -53,9 +53,6 @@ func (p *pass) observe(ctx context.Context) *outcome {
 		// A rollout keeps the CR on its own release's chart (see rollout.go).
 		p.chartDigest, p.want.ChartDigest = p.pin.digest, p.pin.digest
 	}
-	if p.st.Release != nil && p.st.Release.Applied != nil {
-		p.want.Applied = &records.Applied{Generation: p.st.Release.Applied.Generation, ChartDigest: p.st.Release.Applied.ChartDigest}
-	}
 	if p.release, err = p.observeRelease(ctx, false); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
 	}
@@ -129,6 +126,7 @@ func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, 
 		case h != nil && p.st.Release != nil && h.Revision < p.st.Release.Revision:
 			// The cache is behind this CR's own status (a revision a pass just made).
 		case h != nil:
+			p.want.Applied = p.applied(h)
 			if s := records.DetermineState(h, p.want); s == records.StateInSync || s == records.StateRolledBack {
 				return observed{head: h, state: s}, nil
 			}
@@ -141,5 +139,25 @@ func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, 
 		return observed{}, fmt.Errorf("reading release %s: %w", p.relName, err)
 	}
 	h := records.HeadOf(rel)
+	if h != nil && h.Facts == nil {
+		// A rollback's copy of another revision's facts: the release's are the newest record's
+		// that carries its own, as the cache of records shows them.
+		if c, err := p.r.opts.Helm.Head(ctx, p.scope, p.relName); err == nil && c != nil && c.Revision == h.Revision {
+			h.Facts = c.Facts
+		}
+	}
+	p.want.Applied = p.applied(h)
 	return observed{head: h, rel: rel, state: records.DetermineState(h, p.want)}, nil
+}
+
+// applied is what rudder's newest own revision was made from, as the release's facts with
+// newest revision h have it (nil h: none), else as an older rudder's status reported it.
+func (p *pass) applied(h *records.Head) *records.Applied {
+	if h != nil && h.Facts != nil && h.OwnerUID == p.want.OwnerUID {
+		return h.Facts.Applied
+	}
+	if st := p.st.Release; st != nil && st.Applied != nil {
+		return &records.Applied{Generation: st.Applied.Generation, ChartDigest: st.Applied.ChartDigest}
+	}
+	return nil
 }

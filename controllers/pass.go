@@ -75,6 +75,10 @@ type pass struct {
 	pin pin
 	// ev is the environment of the pass's actions (see env).
 	ev *env
+	// known are the release's facts as the pass found them (see facts); out is the outcome
+	// its actions fold into (nil before act).
+	known *records.Facts
+	out   *outcome
 }
 
 func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
@@ -102,6 +106,12 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 	}
 	if out.settles() {
 		p.settle(ctx, out)
+	}
+	if err := p.markRecord(ctx, out); err != nil {
+		// The next pass would not know what this one learned: it is retried, whatever it
+		// ended on.
+		out.phase = ""
+		out.fail(rstatus.ReasonReconcileError, err)
 	}
 	return p.report(out)
 }

@@ -73,40 +73,6 @@ func (p *pass) releaseStatus() *rstatus.Release {
 	return p.st.Release
 }
 
-// heldBackFailure is the failure that holds the desired (chart, values) back, as
-// status.release.failed records it. Its reason is the one recorded (empty in a record an
-// older rudder wrote).
-func (p *pass) heldBackFailure() (*failure, bool) {
-	f := p.st.Release
-	if f == nil || f.Failed == nil || f.Failed.ChartDigest != p.want.ChartDigest || f.Failed.ValuesDigest != p.want.ValuesDigest {
-		return nil, false
-	}
-	return &failure{reason: f.Failed.Reason, failed: *f.Failed}, true
-}
-
-// recordedTests is the run of the newest revision's tests that its record holds and the
-// CR's status does not (a status lost, or a process that is gone before it wrote it): this
-// pass reports it from the record.
-func (p *pass) recordedTests(ctx context.Context) result {
-	var res result
-	if h := p.release.head; h != nil && h.Tested() != "" {
-		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < h.Revision {
-			t, c := p.testedFromRecord(ctx, h)
-			res.record.tested = t
-			res.conditions = map[string]*condition{rstatus.TypeTested: c}
-		}
-	}
-	return res
-}
-
-// rollbackRequest is the rollback-to value handled so far, as status.release records it.
-func (p *pass) rollbackRequest() string {
-	if p.st.Release == nil {
-		return ""
-	}
-	return p.st.Release.RollbackRequest
-}
-
 // testedFromRecord is the run of revision h's tests as its record holds it: the outcome its
 // labels say, and which tests ran and failed as Helm recorded each test hook's last run (the
 // labels' outcome alone when the record cannot be read).

@@ -60,6 +60,9 @@ type Releases interface {
 	// Relabel gives the release's records exactly the carried labels want among keys
 	// (adoption by a shard).
 	Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error
+	// WriteFacts gives the record of revision version exactly the release's facts f (see
+	// records.Facts): one patch of its labels.
+	WriteFacts(ctx context.Context, s helm.Scope, name string, version int, f records.Facts) error
 }
 
 var _ Releases = (*helm.Client)(nil)

@@ -177,6 +177,10 @@ type outcome struct {
 	// nudged: the pass acts on a new reconcile-at or reset-at value (see nudges).
 	nudged bool
 
+	// newest is the release's newest revision once the pass's actions ended (ended; nil:
+	// none): markRecord writes the release's facts on its record.
+	newest *records.Head
+	ended  bool
 	// The revision the pass ended on (nil: none) and, when decoded, its release.
 	head *records.Head
 	rel  *release.Release

@@ -16,8 +16,8 @@ import (
 )
 
 // AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
-// its history, once per value (status.release.rollbackRequest records the value handled, so
-// the annotation may stay). The rollback then holds like one made with `helm rollback`.
+// its history, once per value (the release's record keeps the value handled, and
+// status.release.rollbackRequest reports it, so the annotation may stay). The rollback then holds like one made with `helm rollback`.
 const AnnotationRollbackTo = "rudder.dev/rollback-to"
 
 // rollback returns the release to its last deployed revision after a failed upgrade (or the

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/rudder-operator/rudder/internal/gate"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // ReasonQueued: the CR's namespace holds every Helm action slot of the kind
@@ -42,15 +43,15 @@ func (p *pass) endTurn() {
 }
 
 // rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not
-// the one status.release.rollbackRequest says was handled.
+// the last one handled (the release's facts).
 func (p *pass) rollbackDue() (string, bool) {
-	return p.requestDue(AnnotationRollbackTo, p.rollbackRequest())
+	return p.requestDue(AnnotationRollbackTo, p.facts().RollbackTo)
 }
 
 // requestDue returns the value of an annotation that asks for something once per value
 // (rollback-to, reconcile-at, reset-at) and whether this pass acts on it: set, and not the
-// value handled.
+// value handled, as the release's facts hash it (records.HandledValue).
 func (p *pass) requestDue(annotation, handled string) (string, bool) {
 	v := strings.TrimSpace(p.obj.GetAnnotations()[annotation])
-	return v, v != "" && v != handled
+	return v, v != "" && records.HandledValue(v) != handled
 }

@@ -243,7 +243,7 @@ func wantRevisions(t *testing.T, ns, name string, n int) {
 	crtest.Eventually(t, fmt.Sprintf("revision %d of %s deployed", n, name), timeout, func(context.Context) (bool, error) {
 		got := releaseRevisions(t, ns, name)
 		if len(got) > n {
-			return false, fmt.Errorf("history %v: more than %d revisions", got, n)
+			return false, fmt.Errorf("history %v: more than %d revisions:%s", got, n, describe(crtest.History(t, cluster, ns, name)))
 		}
 		return len(got) == n && slices.Contains(got, strconv.Itoa(n)+":deployed"), nil
 	})

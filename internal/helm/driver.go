@@ -23,8 +23,12 @@ type storing struct {
 	// rollbacks).
 	manifest bool
 	// stamp: the revision is made from a CR's spec (install, upgrade): LabelRevision records
-	// its number, LabelAction the action.
+	// its number, LabelAction the action, and LabelFacts marks it as carrying the release's
+	// facts (records.Facts).
 	stamp bool
+	// facts are the release's facts a stamped revision carries as its own (nil: those Helm's
+	// upgrade carried over), and failedFacts those it carries once Helm records it failed.
+	facts, failedFacts *records.Facts
 	// description replaces Helm's own (a rollback's "Rollback to N").
 	description string
 	// rollback: the action is a rollback rudder makes; LabelRollbackRevision records its number.
@@ -84,6 +88,16 @@ func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, err
 }
 
 func (d *checkedDriver) Update(key string, rls *release.Release) error {
+	if d.stamp && d.failedFacts != nil && rls.Info != nil && rls.Info.Status == release.StatusFailed {
+		// The revision failed: its record says so among the release's facts at once, not
+		// only once the pass writes what it learned (a process killed before then).
+		labels := maps.Clone(rls.Labels)
+		for _, k := range records.FactLabels {
+			delete(labels, k)
+		}
+		maps.Copy(labels, d.failedFacts.Labels(rls.Version))
+		rls.Labels = labels
+	}
 	if result := testOutcome(rls); d.testing && result != "" {
 		// Helm's test action stores how each test hook ran: the record says it in labels too,
 		// which the caches of release records hold (a pass decides from them).
@@ -119,6 +133,16 @@ func (d *checkedDriver) Create(key string, rls *release.Release) error {
 		maps.Copy(labels, rls.Labels)
 		labels[records.LabelRevision] = strconv.Itoa(rls.Version)
 		labels[records.LabelAction] = string(records.ActionOf(rls.Version))
+		// The release's facts, as the pass knows them (else as the upgrade carried them over
+		// from the newest record; none on a first revision), are this revision's own: a pass
+		// that learns more writes them.
+		if d.facts != nil {
+			for _, k := range records.FactLabels {
+				delete(labels, k)
+			}
+			maps.Copy(labels, d.facts.Labels(rls.Version))
+		}
+		labels[records.LabelFacts] = strconv.Itoa(rls.Version)
 		rls.Labels = labels
 	}
 	if d.description != "" {
@@ -148,12 +172,15 @@ type Marks struct {
 	// Tested: the action runs the release's tests (LabelTestedRevision and LabelTestResult
 	// record the run).
 	Tested bool
+	// Facts and FailedFacts are the release's facts a revision made from a spec carries, made
+	// or failed (Request.Facts, Request.FailedFacts).
+	Facts, FailedFacts *records.Facts
 }
 
 // StoreMarked is Helm's storage over d, storing each new revision with m as the Client's
 // actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
 func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
-	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
+	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
 	st.Log = func(string, ...any) {}
 	return st
 }

@@ -53,6 +53,10 @@ type Request struct {
 	// Carried are the owner's labels that shards select on (see shard.go), put on the
 	// release records and on every rendered object.
 	Carried map[string]string
+	// Facts are the release's facts (records.Facts) the new revision's record carries as its
+	// own, and FailedFacts those it carries once Helm records it failed; nil: those Helm's
+	// upgrade carries over from the newest record.
+	Facts, FailedFacts *records.Facts
 	// CRDs is what an install (CRDs.Install) or an upgrade (CRDs.Upgrade) does with the chart's
 	// crds/; the zero policy creates them on install, as Helm does, and skips them on upgrade.
 	CRDs CRDPolicy

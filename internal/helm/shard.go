@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Sharding (rudder --watch-label-selector): each rudder replica serves the CRs its selector
@@ -22,15 +24,7 @@ import (
 // CarriedPatch is the metadata merge patch that gives an object exactly the carried labels
 // want among keys: those in want set to their value, the other keys removed.
 func CarriedPatch(keys []string, want map[string]string) map[string]any {
-	labels := make(map[string]any, len(keys))
-	for _, k := range keys {
-		if v, ok := want[k]; ok {
-			labels[k] = v
-		} else {
-			labels[k] = nil
-		}
-	}
-	return map[string]any{"metadata": map[string]any{"labels": labels}}
+	return records.LabelsPatch(keys, want)
 }
 
 // CarriedMatch reports whether labels hold exactly the carried labels want among keys.
@@ -95,6 +89,19 @@ func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []strin
 		if _, err := d.Records().Patch(ctx, list.Items[i].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("relabelling %s: %w", list.Items[i].Name, err)
 		}
+	}
+	return nil
+}
+
+// WriteFacts gives the record of revision version of release name exactly the facts f
+// (records.Facts), acting as the scope's identity.
+func (c *Client) WriteFacts(ctx context.Context, s Scope, name string, version int, f records.Facts) error {
+	d, err := c.driver(s)
+	if err != nil {
+		return err
+	}
+	if err := d.WithContext(ctx).WriteFacts(ctx, name, version, f); err != nil {
+		return fmt.Errorf("writing the facts of release %s on revision %d: %w", name, version, err)
 	}
 	return nil
 }

@@ -77,7 +77,8 @@ func CachedHead(ctx context.Context, c client.Reader, w *Written, ns, name strin
 }
 
 // NewestHead is the newest of a release's revisions, with the older ones still marked
-// deployed next to a deployed newest one (nil: none).
+// deployed next to a deployed newest one, and the release's facts: the newest that a record
+// carries as its own (nil: none).
 func NewestHead(heads []*Head) *Head {
 	var best *Head
 	deployed := 0
@@ -96,6 +97,18 @@ func NewestHead(heads []*Head) *Head {
 			}
 		}
 		slices.Sort(best.OlderDeployed)
+	}
+	if best != nil && best.Facts == nil {
+		var from *Head
+		for _, h := range heads {
+			if h.Facts != nil && h.Revision < best.Revision && (from == nil || h.Revision > from.Revision) {
+				from = h
+			}
+		}
+		if from != nil {
+			f := *from.Facts
+			best.Facts = &f
+		}
 	}
 	return best
 }

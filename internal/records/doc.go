@@ -2,7 +2,10 @@
 // written as Helm writes them (a Secret per revision, the Secret driver's names, type, labels
 // and payload: plain `helm` of either major version reads and rolls them back), with rudder's
 // own labels on each (labels.go: the owner, the digests, which revision rudder made from a
-// spec and with which action, or as a rollback, and a run of its tests); the history reads
+// spec and with which action, or as a rollback, and a run of its tests), and the release's
+// facts on its newest record (facts.go: the failure held back, the annotation values handled,
+// what rudder's newest own revision was made from: what a pass decides from, which a CR's
+// status only reports); the history reads
 // (history.go); a revision's Head as the labels say it, and DetermineState, the pure function
 // that says what a release needs (state.go); and the cached reads of the records' metadata
 // that spare an install's name check, an upgrade's history reads and a pass's read of the

@@ -73,6 +73,10 @@ type Head struct {
 	// tests ran last on this record, and how (0 and "" when absent).
 	TestedAs   int
 	TestResult string
+	// Facts are the release's facts: as this record carries them as its own, or (NewestHead)
+	// as the newest older record that does (a rollback's copy of another revision's facts is
+	// not the release's). nil: none (records an older rudder made).
+	Facts *Facts
 	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
 	// decoded release does not know its history). Helm marks the revision an upgrade or a
 	// rollback replaces superseded, but only logs a failure to: such a history wants
@@ -140,6 +144,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
 		h.Action = Action(rel.Labels[LabelAction])
 		h.TestedAs, h.TestResult = labelInt(rel.Labels, LabelTestedRevision), rel.Labels[LabelTestResult]
+		h.Facts = ownFacts(rel.Labels, rel.Version)
 	}
 	return h
 }
@@ -152,10 +157,19 @@ func HeadOfLabels(l map[string]string) *Head {
 	}
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
 		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision),
-		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult]}
+		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult], Facts: ownFacts(l, v)}
 }
 
 func madeAs(l map[string]string) int { return labelInt(l, LabelRevision) }
+
+// ownFacts are the facts the labels of revision version's record carry as its own (nil: none,
+// or a copy of another's).
+func ownFacts(l map[string]string, version int) *Facts {
+	if f := FactsOf(l); f != nil && f.Of == version {
+		return f
+	}
+	return nil
+}
 
 // labelInt is a label's value as a number; 0 when absent or not one.
 func labelInt(l map[string]string, key string) int {

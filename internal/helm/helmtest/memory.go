@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -122,7 +123,7 @@ func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.He
 func (m *Memory) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true}))
+	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	in.ReleaseName, in.Namespace, in.Labels, in.Description = req.ReleaseName, req.Scope.Namespace, req.Labels(), req.Description
 	in.PostRenderer = m.postRenderer()
 	in.Wait = true
@@ -136,7 +137,7 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*release.Relea
 func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision}))
+	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
 	up.PostRenderer = m.postRenderer()
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
@@ -214,6 +215,25 @@ func (m *Memory) Relabel(_ context.Context, s helm.Scope, name string, keys []st
 		}
 	}
 	return nil
+}
+
+// WriteFacts gives the record of revision version exactly the facts f.
+func (m *Memory) WriteFacts(_ context.Context, s helm.Scope, name string, version int, f records.Facts) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.storage(s.Namespace, helm.Marks{})
+	r, err := st.Get(name, version)
+	if err != nil {
+		return err
+	}
+	for _, k := range records.FactLabels {
+		delete(r.Labels, k)
+	}
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	maps.Copy(r.Labels, f.Labels(version))
+	return st.Update(r)
 }
 
 // postRenderer replaces what the chart renders with Manifest, when it is set.

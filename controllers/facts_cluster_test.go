@@ -1,0 +1,78 @@
+package controllers_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/controllers"
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// The release's facts are labels of its newest record: an upgrade that failed is held back,
+// and a rollback-to value handled, on the release Secret itself. A CR whose status is written
+// over with nothing is decided as before — no new revision, the failure still held back with
+// its count, the rollback not made again — and its status is reported again from the record.
+func TestFactsOutliveTheStatus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "lost", map[string]any{"message": "one"})); err != nil {
+		t.Fatal(err)
+	}
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "lost", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "two"}
+	})
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", "Ready", metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "lost", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
+	})
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", rstatus.TypeRollbackRequest, metav1.ConditionTrue, "", timeout)
+	crtest.Update(t, k8s, widgetGVK, ns, "lost", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "three", "invalidService": true}
+	})
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", "Stalled", metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
+	hist := crtest.History(t, cluster, ns, "lost")
+	newest := hist[len(hist)-1]
+	var sec corev1.Secret
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: records.RecordPrefix + "lost.v" + strconv.Itoa(newest.Version)}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	f := records.FactsOf(sec.Labels)
+	if f == nil || f.Of != newest.Version || f.Failed == nil || f.Failed.Cause != rstatus.ReasonUpgradeFailed || f.Failed.Count != 1 ||
+		f.RollbackTo != records.HandledValue("1") || f.Applied == nil {
+		t.Fatalf("revision %d's record carries the facts %+v (labels %v)", newest.Version, f, sec.Labels)
+	}
+
+	cr := crtest.MustGet(t, k8s, widgetGVK, ns, "lost")
+	before, _, _ := unstructured.NestedMap(cr.Object, "status", "release", "failed")
+	cr.Object["status"] = map[string]any{}
+	if err := k8s.Status().Update(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	passes.Passes(t, k8s, widgetGVK, ns, "lost", 2)
+	if h := crtest.History(t, cluster, ns, "lost"); len(h) != len(hist) {
+		t.Fatalf("passes over a CR whose status was lost changed the history: %s", describe(h))
+	}
+	u := crtest.MustGet(t, k8s, widgetGVK, ns, "lost")
+	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rstatus.ReasonUpgradeFailed {
+		t.Fatalf("Stalled after the status was lost: %+v", c)
+	}
+	after, _, _ := unstructured.NestedMap(u.Object, "status", "release", "failed")
+	for _, k := range []string{"chartDigest", "valuesDigest", "reason", "failures", "lastFailure"} {
+		if after[k] != before[k] {
+			t.Errorf("status.release.failed.%s reported again as %v, was %v", k, after[k], before[k])
+		}
+	}
+	if v, _, _ := unstructured.NestedString(u.Object, "status", "release", "rollbackRequest"); v != "1" {
+		t.Errorf("status.release.rollbackRequest reported again as %q", v)
+	}
+}

@@ -1,0 +1,171 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// The release's facts live in its newest record's labels (records.Facts), not in the CR's
+// status: a pass whose CR lost its status (written over, restored from a backup without it)
+// decides as the pass before it did — no action taken again, the same failure held back with
+// its count and time, each once-per-value annotation's value still handled — and reports them
+// again. Helm's error is the one thing no label holds: the status's message then says the
+// record holds the failure.
+func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
+	boom := errors.New("quota exceeded")
+	upgradeFails := func(h *harness) {
+		h.seed(release.StatusDeployed, false, 0, unitUID)
+		h.helm.upgradeErr, h.helm.stores = boom, true
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   harnessOpts
+		before func(h *harness)
+	}{
+		{name: "a failed upgrade held back", opts: harnessOpts{watch: "  remediation: {retries: 0}\n"}, before: upgradeFails},
+		{name: "a failed upgrade with retries left", opts: harnessOpts{watch: "  remediation: {retries: 3}\n"}, before: upgradeFails},
+		{name: "reconcile-at handled", before: func(h *harness) {
+			upgradeFails(h)
+			h.passOnce()
+			h.annotate(AnnotationReconcileAt, "1")
+		}},
+		{name: "reset-at handled", before: func(h *harness) {
+			upgradeFails(h)
+			h.passOnce()
+			h.annotate(AnnotationResetAt, "a")
+		}},
+		{name: "rollback-to done", before: func(h *harness) {
+			h.seed(release.StatusSuperseded, false, 0, unitUID)
+			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.passOnce()
+			h.annotate(AnnotationRollbackTo, "1")
+		}},
+		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, tc.opts)
+			if tc.before != nil {
+				tc.before(h)
+			}
+			_, _ = h.pass()
+			want := factsReported(h.cr())
+			h.helm.Calls()
+			writes := h.helm.factWrites
+
+			cur := h.cr()
+			cur.Object["status"] = map[string]any{}
+			if err := h.c.Status().Update(context.Background(), cur); err != nil {
+				t.Fatal(err)
+			}
+			h.clock.Step(1) // no retry falls due meanwhile: back-offs are seconds
+			_, _ = h.pass()
+			for _, call := range h.helm.Calls() {
+				if name, _, _ := strings.Cut(call, " "); slices.Contains([]string{"Install", "Upgrade", "Rollback", "Test", "Unlock", "Uninstall", "Supersede"}, name) {
+					t.Errorf("the pass without its status acted again: %s", call)
+				}
+			}
+			if got := factsReported(h.cr()); !reflect.DeepEqual(got, want) {
+				t.Errorf("the pass without its status reported\n  %v\nthe pass before it\n  %v", got, want)
+			}
+			if h.helm.factWrites != writes {
+				t.Errorf("the pass without its status wrote the facts %d times: the record has them", h.helm.factWrites-writes)
+			}
+			if msg, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "failed", "message"); strings.Contains(tc.name, "failed") &&
+				!strings.Contains(msg, "as the release's record says") {
+				t.Errorf("the failure's message: %q", msg)
+			}
+		})
+	}
+}
+
+// factsReported is what a CR's status reports of the release's facts: the Stalled condition,
+// the failure held back (but Helm's error), and the values handled.
+func factsReported(u *unstructured.Unstructured) []string {
+	var out []string
+	for _, c := range rstatus.ConditionsOf(u) {
+		if c.Type == rstatus.TypeStalled {
+			out = append(out, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+		}
+	}
+	rel, _, _ := unstructured.NestedMap(u.Object, "status", "release")
+	if f, ok := rel["failed"].(map[string]any); ok {
+		delete(f, "message")
+	}
+	for _, k := range []string{"failed", "rollbackRequest", "reconcileRequest", "resetRequest"} {
+		out = append(out, fmt.Sprintf("%s: %v", k, rel[k]))
+	}
+	return out
+}
+
+// The facts a pass learns are written on the newest record before its status, in one patch,
+// and only when they change: a pass that learns nothing new writes nothing, and an install or
+// upgrade that succeeds stores its revision with the facts it leaves (no write after it).
+func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
+	t.Parallel()
+	clean := newHarness(t, harnessOpts{})
+	clean.seed(release.StatusDeployed, false, 0, unitUID)
+	clean.passOnce()
+	if hist := clean.helm.History("ns", "w"); len(hist) != 2 || clean.helm.factWrites != 0 {
+		t.Fatalf("an upgrade: %d revisions, %d writes of the facts after it", len(hist), clean.helm.factWrites)
+	} else if f := records.FactsOf(hist[1].Labels); f == nil || f.Of != 2 || f.Applied == nil || f.Applied.Generation != 1 {
+		t.Fatalf("the upgrade's revision carries %+v", f)
+	}
+
+	h := newHarness(t, harnessOpts{})
+	h.seed(release.StatusDeployed, false, 0, unitUID)
+	h.helm.upgradeErr, h.helm.stores = errors.New("quota exceeded"), true
+	h.passOnce()
+	hist := h.helm.History("ns", "w")
+	newest := hist[len(hist)-1]
+	f := records.FactsOf(newest.Labels)
+	if f == nil || !f.Failed.Holds(records.Desired{ChartDigest: h.chartDigest, ValuesDigest: h.valuesDigest}) ||
+		f.Failed.Cause != rstatus.ReasonUpgradeFailed || f.Failed.Count != 1 || !f.Failed.At.Equal(h.clock.Now().Truncate(1e9)) {
+		t.Fatalf("revision %d (%s) carries the facts %+v (labels %v)", newest.Version, newest.Info.Status, f, newest.Labels)
+	}
+	writes := h.helm.factWrites
+	h.passOnce()
+	if h.helm.factWrites != writes {
+		t.Fatalf("a pass that learned nothing wrote the facts again")
+	}
+	h.annotate(AnnotationReconcileAt, "now")
+	h.helm.upgradeErr = nil
+	h.passOnce()
+	hist = h.helm.History("ns", "w")
+	newest = hist[len(hist)-1]
+	if f := records.FactsOf(newest.Labels); f == nil || f.Failed != nil || f.ReconcileAt != records.HandledValue("now") {
+		t.Fatalf("after the retried upgrade, revision %d carries %+v", newest.Version, f)
+	}
+}
+
+// A pass whose facts cannot be written is retried, whatever it ended on: held back, it would
+// never run again, and the next pass would not know the failure.
+func TestFactsNotWrittenAreRetried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.seed(release.StatusDeployed, false, 0, unitUID)
+	h.helm.upgradeErr, h.helm.stores = errors.New("quota exceeded"), true
+	h.helm.factsErr = errors.New("etcdserver: leader changed")
+	if got := outcomeOf(h.pass()); got != "retry" {
+		t.Fatalf("a pass whose facts were not written: %s, want a retry", got)
+	}
+	h.helm.factsErr = nil
+	h.helm.Calls()
+	if got := outcomeOf(h.pass()); got != "terminal" {
+		t.Fatalf("the pass after it: %s, want held back", got)
+	}
+	if calls := h.helm.Calls(); slices.Contains(calls, "Upgrade") {
+		t.Fatalf("the failed pair was tried again: %q", calls)
+	}
+}
