@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -37,13 +38,15 @@ func (p *pass) readFacts() *records.Facts {
 	if st == nil {
 		return &f
 	}
-	if x := st.Failed; x != nil {
+	// What is not a label value was not written by rudder (a status written over by hand): it
+	// is no fact.
+	if x := st.Failed; x != nil && labelValues(x.ChartDigest, x.ValuesDigest, x.Reason) {
 		f.Failed = &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason), Count: failures(&failure{failed: *x})}
 		if x.LastFailure != nil {
 			f.Failed.At = x.LastFailure.Time
 		}
 	}
-	if a := st.Applied; a != nil {
+	if a := st.Applied; a != nil && labelValues(a.ChartDigest) {
 		f.Applied = &records.Applied{Generation: a.Generation, ChartDigest: a.ChartDigest}
 	}
 	f.RollbackTo = records.HandledValue(st.RollbackRequest)
@@ -187,4 +190,14 @@ func sameFailure(a, b rstatus.FailedRelease) bool {
 	}
 	return a.ChartDigest == b.ChartDigest && a.ValuesDigest == b.ValuesDigest && a.Reason == b.Reason &&
 		max(a.Failures, 1) == max(b.Failures, 1) && at(a.LastFailure) == at(b.LastFailure) && a.Message == b.Message
+}
+
+// labelValues reports whether every v is a valid label value.
+func labelValues(vs ...string) bool {
+	for _, v := range vs {
+		if len(validation.IsValidLabelValue(v)) > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -167,5 +169,27 @@ func TestFactsNotWrittenAreRetried(t *testing.T) {
 	}
 	if calls := h.helm.Calls(); slices.Contains(calls, "Upgrade") {
 		t.Fatalf("the failed pair was tried again: %q", calls)
+	}
+}
+
+// An older rudder's record takes its facts from the CR's status once, and only what rudder
+// could have written there: a failure in a status written over by hand with what no label
+// holds is no fact (it holds nothing back), and is not written on the record (the API server
+// would refuse the patch on every pass).
+func TestFactsTakenOverFromAStatusAreLabelValues(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.seed(release.StatusDeployed, false, 0, unitUID) // an older rudder's record: no facts
+	h.failedBefore("Not a label: value", 1, time.Minute)
+	h.passOnce()
+	hist := h.helm.History("ns", "w")
+	f := records.FactsOf(hist[len(hist)-1].Labels)
+	if f == nil || f.Failed != nil {
+		t.Fatalf("the record took over the facts %+v", f)
+	}
+	for k, v := range hist[len(hist)-1].Labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("label %s=%q: %v", k, v, errs)
+		}
 	}
 }
