@@ -23,35 +23,43 @@ import (
 // facts are the release's facts as the pass found them.
 func (p *pass) facts() records.Facts {
 	if p.known == nil {
-		p.known = p.readFacts()
+		f := p.factsOf(p.release.head)
+		p.known = &f
 	}
 	return *p.known
 }
 
-func (p *pass) readFacts() *records.Facts {
-	if h := p.release.head; h != nil && h.Facts != nil && h.OwnerUID == p.want.OwnerUID {
-		f := *h.Facts
-		return &f
+// factsOf are the release's facts with newest revision h (nil: none): as its records carry
+// them, else as the CR's status reports them.
+func (p *pass) factsOf(h *records.Head) records.Facts {
+	if h != nil && h.Facts != nil && h.OwnerUID == p.want.OwnerUID {
+		return *h.Facts
 	}
 	var f records.Facts
 	st := p.st.Release
 	if st == nil {
-		return &f
+		return f
 	}
 	// What is not a label value was not written by rudder (a status written over by hand): it
 	// is no fact.
 	if x := st.Failed; x != nil && labelValues(x.ChartDigest, x.ValuesDigest, x.Reason) {
-		f.Failed = &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason), Count: failures(&failure{failed: *x})}
-		if x.LastFailure != nil {
-			f.Failed.At = x.LastFailure.Time
-		}
+		f.Failed = failureFact(*x)
 	}
 	if a := st.Applied; a != nil && labelValues(a.ChartDigest) {
 		f.Applied = &records.Applied{Generation: a.Generation, ChartDigest: a.ChartDigest}
 	}
 	f.RollbackTo = records.HandledValue(st.RollbackRequest)
 	f.ReconcileAt, f.ResetAt = records.HandledValue(st.ReconcileRequest), records.HandledValue(st.ResetRequest)
-	return &f
+	return f
+}
+
+// failureFact is the fact of a failure as status.release.failed reports it.
+func failureFact(x rstatus.FailedRelease) *records.Failure {
+	f := &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason), Count: failures(&failure{failed: x})}
+	if x.LastFailure != nil {
+		f.At = x.LastFailure.Time
+	}
+	return f
 }
 
 // heldBackFailure is the failure that holds the desired (chart, values) back, as the
@@ -124,11 +132,7 @@ func (p *pass) factsAfter(o *outcome) records.Facts {
 	for _, rec := range o.records {
 		switch {
 		case rec.failed != nil:
-			x := rec.failed.failed
-			f.Failed = &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason), Count: failures(rec.failed)}
-			if x.LastFailure != nil {
-				f.Failed.At = x.LastFailure.Time
-			}
+			f.Failed = failureFact(rec.failed.failed)
 		case rec.clearFailed:
 			f.Failed = nil
 		}

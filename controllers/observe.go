@@ -151,13 +151,5 @@ func (p *pass) observeRelease(ctx context.Context, fromStorage bool) (observed, 
 }
 
 // applied is what rudder's newest own revision was made from, as the release's facts with
-// newest revision h have it (nil h: none), else as an older rudder's status reported it.
-func (p *pass) applied(h *records.Head) *records.Applied {
-	if h != nil && h.Facts != nil && h.OwnerUID == p.want.OwnerUID {
-		return h.Facts.Applied
-	}
-	if st := p.st.Release; st != nil && st.Applied != nil {
-		return &records.Applied{Generation: st.Applied.Generation, ChartDigest: st.Applied.ChartDigest}
-	}
-	return nil
-}
+// newest revision h have it (see factsOf).
+func (p *pass) applied(h *records.Head) *records.Applied { return p.factsOf(h).Applied }
