@@ -21,6 +21,10 @@ var (
 		Name: "rudder_status_writes_total",
 		Help: "Status patches sent; a pass that changes nothing sends none.",
 	}, []string{"gvk"})
+	cacheBehind = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_cache_behind_total",
+		Help: "Passes that ended early because the API server held a newer version of the CR than the cache read (a conflict on rudder's finalizer); the CR is taken again when the cache shows it.",
+	}, []string{"gvk"})
 	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_drift_corrections_total",
 		Help: "Operands restored from their release manifest without a new revision.",
@@ -51,7 +55,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds, passSeconds, rollouts, rolloutCRs)
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, cacheBehind, driftCorrections, hookSeconds, actionSeconds, passSeconds, rollouts, rolloutCRs)
 }
 
 func outcomeLabel(err error) string {

@@ -201,6 +201,6 @@ func (p *pass) persist(ctx context.Context) error {
 	if err := p.r.opts.Client.Status().Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	p.r.statuses.wrote(p.key, p.obj.GetUID(), res.GetResourceVersion(), cur)
+	p.r.statuses.wrote(p.key, p.obj.GetUID(), res.GetResourceVersion(), cur, p.obj.GetFinalizers())
 	return nil
 }

@@ -113,8 +113,12 @@ type Reconciler struct {
 	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge (whose
 	// label "state" holds that phase, not the release state the pass decided from).
 	states map[types.NamespacedName]string
-	// statuses keep the status passes wrote, for the passes that read a cache behind it.
+	// statuses keep the status and finalizers passes wrote, for the passes that read a cache
+	// behind them.
 	statuses *statuses
+	// behind holds, of the CRs whose pass found the API server ahead of the cache, the
+	// version read: the cache's next version of the CR takes it again (see conflicted).
+	behind map[types.NamespacedName]string
 	// coord moves the watch's rollouts (nil: the watch has no rollout policy).
 	coord *coordinator
 	// gate shares the workers out between namespaces (internal/gate).
@@ -178,6 +182,7 @@ func New(opts Options) (*Reconciler, error) {
 		manifests: map[types.NamespacedName]parsedManifest{},
 		watching:  map[schema.GroupVersionKind]*watchStart{},
 		statuses:  newStatuses(opts.Clock),
+		behind:    map[types.NamespacedName]string{},
 
 		changedSources: map[types.NamespacedName]bool{},
 		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
@@ -236,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 	if controllerutil.AddFinalizer(obj, Finalizer) {
 		if err := r.patchFinalizers(ctx, obj); err != nil {
-			return reconcile.Result{}, err
+			return r.conflicted(req.NamespacedName, obj, err)
 		}
 	}
 
@@ -263,12 +268,45 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unst
 	if err != nil {
 		return err
 	}
-	res := r.metadataOf(client.ObjectKeyFromObject(obj))
+	key := client.ObjectKeyFromObject(obj)
+	res := r.metadataOf(key)
 	if err := r.opts.Client.Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return err
 	}
 	obj.SetResourceVersion(res.GetResourceVersion())
+	r.statuses.wrote(key, obj.GetUID(), res.GetResourceVersion(), obj.Object["status"], obj.GetFinalizers())
 	return nil
+}
+
+// conflicted ends a pass whose write of obj's finalizers failed with err. A conflict means
+// the API server holds a newer version of the CR than the cache read: the pass is taken again
+// when the cache shows it (catchUp lets that update through), not after a back-off that grows
+// with each conflict while the cache is behind — after the API server restarts, the watch
+// of CRs can lag for seconds, and the update that ends the lag (rudder's own finalizer or
+// status write) is one crChanged otherwise filters. The next periodic pass is a backstop.
+// Other errors are retried with back-off.
+func (r *Reconciler) conflicted(key types.NamespacedName, obj *unstructured.Unstructured, err error) (reconcile.Result, error) {
+	if !apierrors.IsConflict(err) {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.mu.Lock()
+	r.behind[key] = obj.GetResourceVersion()
+	r.mu.Unlock()
+	cacheBehind.WithLabelValues(r.gvkLabel()).Inc()
+	return reconcile.Result{RequeueAfter: jitter(r.reconcilePeriod())}, nil
+}
+
+// catchUp reports whether an update of the CR at key, to version rv, is the one a pass that
+// conflicted waits for (see conflicted), and forgets the wait if so.
+func (r *Reconciler) catchUp(key types.NamespacedName, rv string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	read, ok := r.behind[key]
+	if !ok || read == rv {
+		return false
+	}
+	delete(r.behind, key)
+	return true
 }
 
 // metadataOf is a CR of the watch's kind as the object a patch of it is made through when
@@ -288,6 +326,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.dirty, key)
 	delete(r.verified, key)
 	delete(r.manifests, key)
+	delete(r.behind, key)
 	r.statuses.forget(key)
 	if r.opts.Sources != nil {
 		r.opts.Sources.Forget(SourceUser{r, key})

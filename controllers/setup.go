@@ -50,7 +50,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName(r.gvk)).
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
-			crChanged(), r.cancelOnDelete())).
+			r.crChanged(), r.cancelOnDelete())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
 		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -136,12 +136,14 @@ func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconc
 }
 
 // crChanged passes CR updates that can matter: spec (generation), labels and annotations
-// (selector, pause), deletion, and the loss of rudder's finalizer. Status writes, including
-// rudder's own, do not.
-func crChanged() predicate.Predicate {
+// (selector, pause), deletion, the loss of rudder's finalizer, and the version a pass that
+// found the cache behind waits for (see conflicted). Status writes, including rudder's own,
+// do not.
+func (r *Reconciler) crChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
-		return o.GetGeneration() != n.GetGeneration() ||
+		return r.catchUp(client.ObjectKeyFromObject(n), n.GetResourceVersion()) ||
+			o.GetGeneration() != n.GetGeneration() ||
 			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
 			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 			!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp()) ||

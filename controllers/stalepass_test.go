@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -78,6 +80,9 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 
 			h.behind.serve(stale)
 			_, _ = h.pass()
+			if n := h.behind.conflicts.Load(); n != 0 {
+				t.Errorf("the pass behind the cache wrote over an older version of the CR %d times", n)
+			}
 			if acted := actions(h.helm.Calls()); len(acted) > 0 {
 				t.Errorf("the pass behind the cache acted again: %q", acted)
 			}
@@ -88,33 +93,71 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 	}
 }
 
+// A pass whose cache is behind a version of the CR this process did not write (rudder
+// restarted, the watch of CRs lagging) finds out by the conflict of its finalizer write: it
+// ends without acting, and the cache's next version of the CR takes it again at once — an
+// update crChanged otherwise filters (rudder's own finalizer and status writes) — not a
+// back-off that grows while the cache lags.
+func TestPassBehindAnotherWriteWaitsForTheCache(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	stale := h.cr()
+	if _, err := h.pass(); err != nil {
+		t.Fatal(err)
+	}
+	h.r.statuses.forget(h.key) // what a new rudder process knows of its writes: nothing
+	h.helm.Calls()
+
+	h.behind.serve(stale)
+	res, err := h.pass()
+	if err != nil || res.RequeueAfter <= 0 {
+		t.Fatalf("a pass behind the cache ended with %+v, %v; want no error and a periodic pass as backstop", res, err)
+	}
+	if n := h.behind.conflicts.Load(); n != 1 {
+		t.Fatalf("%d conflicts, want the finalizer write's", n)
+	}
+	if acted := actions(h.helm.Calls()); len(acted) > 0 {
+		t.Fatalf("the pass behind the cache acted: %q", acted)
+	}
+	caughtUp := event.UpdateEvent{ObjectOld: stale, ObjectNew: h.cr()}
+	pred := h.r.crChanged()
+	if !pred.Update(caughtUp) {
+		t.Fatal("the cache's newer version of the CR did not take it again")
+	}
+	if pred.Update(caughtUp) {
+		t.Fatal("a status and finalizer write took the CR again once the cache had caught up")
+	}
+}
+
 // behindCache is a client whose next read of a CR, once served, shows it as a cache that has
-// not seen the last write (the pass's status write) does: the CR as it is, with the status an
-// older read of it had, at the version before that write.
+// not seen the last writes (the pass's finalizer and status writes) does: the CR as an older
+// read of it had it, at that read's version.
 type behindCache struct {
 	client.Client
 	stale *unstructured.Unstructured
+	// conflicts counts the writes the API server refused as made over an older version.
+	conflicts atomic.Int32
 }
 
-// serve makes the next read of u's CR show u's status.
+// serve makes the next read of u's CR show u.
 func (b *behindCache) serve(u *unstructured.Unstructured) { b.stale = u.DeepCopy() }
 
 func (b *behindCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if err := b.Client.Get(ctx, key, obj, opts...); err != nil {
-		return err
-	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok || b.stale == nil || client.ObjectKeyFromObject(b.stale) != key {
-		return nil
+		return b.Client.Get(ctx, key, obj, opts...)
 	}
-	rv, err := strconv.Atoi(u.GetResourceVersion())
-	if err != nil {
-		return err
-	}
-	u.Object["status"] = b.stale.Object["status"]
-	u.SetResourceVersion(strconv.Itoa(rv - 1))
+	b.stale.DeepCopyInto(u)
 	b.stale = nil
 	return nil
+}
+
+func (b *behindCache) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	err := b.Client.Patch(ctx, obj, patch, opts...)
+	if apierrors.IsConflict(err) {
+		b.conflicts.Add(1)
+	}
+	return err
 }
 
 // actions are the calls of Helm among calls that act on the release (not its reads).

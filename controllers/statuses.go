@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,12 +14,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// statuses is what this process last wrote of each CR's status, as the pass that wrote it
-// left it, until the cache of CRs shows that write or a newer version of the CR. A pass that
-// starts right after another's status write (events from the objects an action just made
-// wake passes that fast) reads the CR from a cache that may not show the write yet; it reads
-// the written status in place of the older one, and so decides and reports as a pass that
-// read the newest CR would.
+// statuses is what this process last wrote of each CR (its status, as the pass that wrote it
+// left it, and its finalizers), until the cache of CRs shows that write or a newer version of
+// the CR. A pass that starts right after another's write (events from the objects an action
+// just made wake passes that fast) reads the CR from a cache that may not show the write yet;
+// it reads the written status and finalizers in place of the older ones, and so decides and
+// reports as a pass that read the newest CR would, and does not add rudder's finalizer again
+// over a version the API server has moved past (a conflict).
 //
 // It is client-go's mutation cache for the informer of CRs, as records.Written is for the
 // cache of release records: resourceVersions are compared as the integers the API server's
@@ -34,10 +36,11 @@ type statuses struct {
 }
 
 type writtenStatus struct {
-	uid    types.UID
-	rv     uint64
-	status any
-	at     time.Time
+	uid        types.UID
+	rv         uint64
+	status     any
+	finalizers []string
+	at         time.Time
 }
 
 // statusesTTL bounds how long a write is preferred to the cache's view of its CR.
@@ -47,10 +50,10 @@ func newStatuses(c clock.PassiveClock) *statuses {
 	return &statuses{clock: c, m: map[types.NamespacedName]writtenStatus{}}
 }
 
-// wrote keeps status as what the CR key (uid) holds since its write was answered with
-// resourceVersion rv. What is kept is status as JSON reads it back (a hook may have set
-// values of any type).
-func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, status any) {
+// wrote keeps status and finalizers as what the CR key (uid) holds since its write was
+// answered with resourceVersion rv. What is kept is status as JSON reads it back (a hook may
+// have set values of any type).
+func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, status any, finalizers []string) {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
 		return
@@ -67,11 +70,11 @@ func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, sta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(now)
-	s.m[key] = writtenStatus{uid: uid, rv: n, status: kept, at: now}
+	s.m[key] = writtenStatus{uid: uid, rv: n, status: kept, finalizers: slices.Clone(finalizers), at: now}
 }
 
-// read puts into obj, read from the cache, the status this process wrote of it after the
-// version obj is, if any; an entry the cache caught up with, of another incarnation of the CR,
+// read puts into obj, read from the cache, the status and finalizers this process wrote of it
+// after the version obj is, if any; an entry the cache caught up with, of another incarnation of the CR,
 // or too old, is dropped. It reports whether it did.
 func (s *statuses) read(obj *unstructured.Unstructured) bool {
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
@@ -87,7 +90,12 @@ func (s *statuses) read(obj *unstructured.Unstructured) bool {
 		delete(s.m, key)
 		return false
 	}
-	obj.Object["status"] = runtime.DeepCopyJSONValue(w.status)
+	if w.status == nil {
+		delete(obj.Object, "status")
+	} else {
+		obj.Object["status"] = runtime.DeepCopyJSONValue(w.status)
+	}
+	obj.SetFinalizers(slices.Clone(w.finalizers))
 	return true
 }
 

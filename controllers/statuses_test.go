@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -9,9 +10,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// A status this process wrote is read in place of the cache's older view of its CR, until the
-// cache shows that version or a newer one, for that incarnation of the CR alone, and for a
-// minute at most.
+// A status and finalizers this process wrote are read in place of the cache's older view of
+// its CR, until the cache shows that version or a newer one, for that incarnation of the CR
+// alone, and for a minute at most.
 func TestStatusesReadUntilTheCacheShowsTheWrite(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	s := newStatuses(clk)
@@ -25,8 +26,10 @@ func TestStatusesReadUntilTheCacheShowsTheWrite(t *testing.T) {
 		return u
 	}
 	written := map[string]any{"observedGeneration": int32(2)} // a hook's value of any type
-	s.wrote(key, "u1", "10", written)
-	written["observedGeneration"] = int32(3) // the kept status is a copy
+	finalizers := []string{"other", Finalizer}
+	s.wrote(key, "u1", "10", written, finalizers)
+	written["observedGeneration"] = int32(3) // the kept status and finalizers are copies
+	finalizers[1] = "changed"
 
 	u := cached("9", "u1")
 	if !s.read(u) {
@@ -35,22 +38,25 @@ func TestStatusesReadUntilTheCacheShowsTheWrite(t *testing.T) {
 	if got, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); got != 2 {
 		t.Fatalf("observedGeneration %d read, want the written 2", got)
 	}
+	if got := u.GetFinalizers(); !slices.Equal(got, []string{"other", Finalizer}) {
+		t.Fatalf("finalizers %q read, want the written ones", got)
+	}
 	if s.read(cached("9", "u2")) {
 		t.Fatal("a CR made anew read its predecessor's status")
 	}
 
-	s.wrote(key, "u1", "10", written)
+	s.wrote(key, "u1", "10", written, nil)
 	if s.read(cached("10", "u1")) || s.read(cached("9", "u1")) {
 		t.Fatal("the write was read after the cache showed it")
 	}
 
-	s.wrote(key, "u1", "12", written)
+	s.wrote(key, "u1", "12", written, nil)
 	clk.Step(statusesTTL + time.Second)
 	if s.read(cached("11", "u1")) {
 		t.Fatal("a write the cache did not catch up with in a minute was still read")
 	}
 
-	s.wrote(key, "u1", "14", written)
+	s.wrote(key, "u1", "14", written, nil)
 	s.forget(key)
 	if s.read(cached("13", "u1")) {
 		t.Fatal("a forgotten write was read")

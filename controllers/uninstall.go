@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -59,7 +58,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	if err := r.patchFinalizers(ctx, obj); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		return r.conflicted(p.key, obj, err)
 	}
 	r.forget(p.key)
 	return reconcile.Result{}, nil
