@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/guard"
 )
 
 var crdBoxGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDBox"}
@@ -178,7 +178,7 @@ func TestNothingIsCreatedBeforeTheChecks(t *testing.T) {
 	}
 	stalledOn(t, crdBoxGVK, ns, "order", `hook (pre-install) ConfigMap "escape" in namespace "`+victim+`"`)
 	crdObj := &unstructured.Unstructured{}
-	crdObj.SetGroupVersionKind(helm.CRDKind)
+	crdObj.SetGroupVersionKind(guard.CRDKind)
 	absent(t, client.ObjectKey{Name: "sprockets." + group}, crdObj)
 	noConfigMaps(t, victim)
 }

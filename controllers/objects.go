@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/plan"
@@ -313,8 +314,8 @@ func (p *pass) verdict(gvk schema.GroupVersionKind, live client.Object) (status.
 // isChartError: the chart rendered objects outside its scope, against its ownership rules,
 // of unknown kinds or beyond its limits; nothing was applied.
 func isChartError(err error) bool {
-	var ce *helm.ConfinementError
-	var ue *helm.UnknownKindError
+	var ce *guard.ConfinementError
+	var ue *guard.UnknownKindError
 	var le *helm.LimitError
 	return errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &le)
 }

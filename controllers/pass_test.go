@@ -31,6 +31,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -353,7 +354,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "install refused by confinement: chart invalid",
 		setup: func(h *harness) {
-			h.helm.installErr = &helm.ConfinementError{Violations: []helm.Violation{{Kind: "ConfigMap"}}}
+			h.helm.installErr = &guard.ConfinementError{Violations: []guard.Violation{{Kind: "ConfigMap"}}}
 		},
 		calls:  []string{"Install", "Last"},
 		conds:  []string{"Released=False/ChartInvalid", "Ready=False/ChartInvalid", "Reconciling=False/ChartInvalid", "Stalled=True/ChartInvalid"},
@@ -388,7 +389,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "upgrade refused by confinement: chart invalid, nothing to roll back",
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, false, 0, unitUID)
-			h.helm.upgradeErr = &helm.ConfinementError{Violations: []helm.Violation{{Kind: "ConfigMap"}}}
+			h.helm.upgradeErr = &guard.ConfinementError{Violations: []guard.Violation{{Kind: "ConfigMap"}}}
 		},
 		calls:  []string{"Last", "Upgrade", "Last"},
 		conds:  []string{"Released=False/ChartInvalid", "Ready=False/ChartInvalid", "Reconciling=False/ChartInvalid", "Stalled=True/ChartInvalid"},

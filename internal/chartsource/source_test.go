@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -251,7 +252,7 @@ func TestFreshChart(t *testing.T) {
 			if ch != snap.Chart {
 				t.Error("a chart without dependencies was copied")
 			}
-			req := &helm.Request{ReleaseName: fmt.Sprintf("r%d", i), Scope: helm.Scope{Confinement: helm.Confinement{Namespace: "ns"}},
+			req := &helm.Request{ReleaseName: fmt.Sprintf("r%d", i), Scope: helm.Scope{Confinement: guard.Confinement{Namespace: "ns"}},
 				Chart: ch, Values: map[string]any{"a": i, "extra": map[string]any{"b": i}}}
 			if _, err := helm.Render(req, helm.StaticMapper(), nil); err != nil {
 				t.Error(err)

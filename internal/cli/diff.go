@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -172,7 +173,7 @@ func compare(w io.Writer, what string, old, cur rendered, generated map[string][
 // live: the watch's confinement, one of its limits, the values against the chart's schema, the
 // watch's post-renderers, or the chart itself.
 func failureClass(err error) string {
-	var ce *helm.ConfinementError
+	var ce *guard.ConfinementError
 	var le *helm.LimitError
 	switch {
 	case errors.As(err, &ce):

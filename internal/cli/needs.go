@@ -8,6 +8,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/release"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -35,7 +36,7 @@ func releaseSize(rel *release.Release) (int64, int) {
 
 // addIdentities records the identities a render hands out that it does not make.
 func (s *chartScan) addIdentities(rel *release.Release, how string) error {
-	needs, err := helm.NeededIdentities(scanNamespace, rel)
+	needs, err := guard.NeededIdentities(scanNamespace, rel)
 	if err != nil {
 		return err
 	}

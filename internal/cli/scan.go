@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -101,9 +102,9 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
 		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{},
 		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}, user: user}
-	scope := helm.Scope{Confinement: helm.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
+	scope := helm.Scope{Confinement: guard.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
 		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"},
-		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: helm.Owner{GVK: owner},
+		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: guard.Owner{GVK: owner},
 		// Scaffold measures what the chart needs and writes the limits for it (see needs).
 		Limits: helm.Limits{MaxObjects: scanMaxObjects, MaxManifestBytes: scanMaxBytes}}
 	caps := chartutil.DefaultCapabilities.Copy()
@@ -143,7 +144,7 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		for _, o := range splitObjects(string(crd.File.Data)) {
 			s.learnCRD(o)
 		}
-		s.addCluster(helm.CRDKind, "crds/"+crd.Filename+" (installed only where allowClusterScoped names CustomResourceDefinition)", true)
+		s.addCluster(guard.CRDKind, "crds/"+crd.Filename+" (installed only where allowClusterScoped names CustomResourceDefinition)", true)
 	}
 	for _, r := range rendered {
 		for _, o := range r.objs {
@@ -167,7 +168,7 @@ type renderedVariant struct {
 
 // learnCRD keeps the resource and scope of a kind the chart defines.
 func (s *chartScan) learnCRD(o *unstructured.Unstructured) {
-	if d, ok := helm.Defined(o); ok && d.Plural != "" {
+	if d, ok := guard.Defined(o); ok && d.Plural != "" {
 		s.crds[d.GroupKind] = kindUse{gvk: d.WithVersion(""), resource: d.Plural, namespaced: d.Namespaced}
 	}
 }
@@ -175,7 +176,7 @@ func (s *chartScan) learnCRD(o *unstructured.Unstructured) {
 // addCRDKind adds the CustomResourceDefinition kind itself when crds/ has any.
 func (s *chartScan) addCRDKind(ch *chart.Chart) {
 	if len(ch.CRDObjects()) > 0 {
-		s.kind(helm.CRDKind, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
+		s.kind(guard.CRDKind, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
 	}
 }
 
@@ -269,7 +270,7 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 		s.copied = append(s.copied, sourcedRule{r, why})
 	}
 	for k := range o.GetLabels() {
-		if strings.Contains(k, helm.AggregationMarker) {
+		if strings.Contains(k, guard.AggregationMarker) {
 			addSourced(s.aggregates, k, what, byDefault)
 		}
 	}

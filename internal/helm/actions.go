@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -150,7 +151,7 @@ func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
 	if mode == CRDsSkip || len(req.Chart.CRDObjects()) == 0 {
 		return nil
 	}
-	did, err := r.kube.applyCRDs(req.Chart, mode, ownerOf(req.Scope.Owner))
+	did, err := r.kube.applyCRDs(req.Chart, mode, guard.OwnerOf(req.Scope.Owner))
 	req.CRDsApplied = did
 	if err != nil {
 		return r.result(err)
@@ -172,7 +173,7 @@ func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
 // need no second render: their manifest is checked by the post-renderer, before any request.
 func (c *Client) precheck(ctx context.Context, req *Request) error {
 	_, err := c.renderOffline(ctx, req)
-	var ce *ConfinementError
+	var ce *guard.ConfinementError
 	if errors.As(err, &ce) || ctx.Err() != nil {
 		return err
 	}
@@ -200,10 +201,10 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chart
 		return nil, err
 	}
 	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up)
-	over, withheld := lk.outcome()
+	over, withheld := lk.Outcome()
 	req.Withheld = withheld
 	if over {
-		return nil, limitError(LimitLookups, int64(req.Scope.Limits.lookups()), "the render makes more lookups than that")
+		return nil, limitError(guard.LimitLookups, int64(req.Scope.Limits.lookups()), "the render makes more lookups than that")
 	}
 	if err != nil {
 		return nil, r.result(err)
@@ -326,7 +327,7 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
 		return err
 	}
-	if err := r.checkHookOwners(ctx, c.mapper, newScoper(c.mapper, nil), last, release.HookPreDelete, release.HookPostDelete); err != nil {
+	if err := r.checkHookOwners(ctx, c.mapper, guard.NewScoper(c.mapper, nil), last, release.HookPreDelete, release.HookPostDelete); err != nil {
 		return err
 	}
 	un := action.NewUninstall(r.conf)
@@ -365,15 +366,15 @@ func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, er
 
 // Writer is the client that re-applies a scope's drifted objects and relabels them for a
 // shard: as the scope's identity, through a guard of its own, so that it reaches only what the
-// release made, in its confinement (see ownership.go). The connections are shared per
+// release made, in its confinement (see internal/guard, ownership.go). The connections are shared per
 // (namespace, ServiceAccount).
 func (c *Client) Writer(s Scope) (client.Client, error) {
 	hc, err := c.httpClient(s)
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
-	guarded := &http.Client{Transport: g.wrap(hc.Transport), Timeout: hc.Timeout}
+	g := guard.New(context.Background(), s.Confinement, c.mapper, c.prefix, guard.OwnerOf(s.Owner))
+	guarded := &http.Client{Transport: g.Wrap(hc.Transport), Timeout: hc.Timeout}
 	return client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: guarded})
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/render"
 )
@@ -178,7 +179,7 @@ func (c *Client) debug(s Scope) func(string, ...any) {
 // run is one action's configuration, with the guard its requests go through.
 type run struct {
 	conf  *action.Configuration
-	guard *guard
+	guard *guard.Guard
 	// config is the action's identity with its guard: what its own requests (ownership reads,
 	// kept hooks' deletion) go through.
 	config  *rest.Config
@@ -245,17 +246,17 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &guard{ctx: ctx, conf: s.Confinement, mapper: c.mapper, prefix: c.prefix, owner: ownerOf(s.Owner)}
+	g := guard.New(ctx, s.Confinement, c.mapper, c.prefix, guard.OwnerOf(s.Owner))
 	cfg := c.restConfig(s)
-	cfg.Wrap(g.wrap)
+	cfg.Wrap(g.Wrap)
 	getter := &restClientGetter{cfg: cfg, namespace: s.Namespace, mapper: c.mapper, discovery: c.disc}
 	debug := c.debug(s)
 	kc := kube.New(getter)
 	kc.Log = debug
 	r := &run{scope: s, guard: g, config: cfg, log: c.logger(s)}
-	scoper := newScoper(c.mapper, st.chart)
+	scoper := guard.NewScoper(c.mapper, st.chart)
 	var marker *hookMarker
-	if g.owner != "" {
+	if g.OwnerMark() != "" {
 		marker = &hookMarker{post: &postRenderer{owner: s.Owner, conf: s.Confinement, scoper: scoper, carried: st.carried}}
 	}
 	r.records = &checkedDriver{Driver: d, storing: st, marker: marker, check: func(rel *release.Release) error {
@@ -284,14 +285,14 @@ func (r *run) result(err error) error {
 	if err == nil {
 		return nil
 	}
-	refused, forbidden := r.guard.outcome()
-	if ce := (*ConfinementError)(nil); len(refused) > 0 && !errors.As(err, &ce) {
-		return &ConfinementError{Violations: refused}
+	refused, forbidden := r.guard.Outcome()
+	if ce := (*guard.ConfinementError)(nil); len(refused) > 0 && !errors.As(err, &ce) {
+		return &guard.ConfinementError{Violations: refused}
 	}
 	if fe := (*ForbiddenError)(nil); len(forbidden) > 0 && !errors.As(err, &fe) {
 		return &ForbiddenError{User: r.scope.User(), Refused: forbidden, Err: err}
 	}
-	if r.guard.sawUnavailable(err.Error()) {
+	if r.guard.SawUnavailable(err.Error()) {
 		return &UnavailableError{Err: err}
 	}
 	return err

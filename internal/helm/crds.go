@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -48,7 +49,7 @@ func (k *kubeClient) createOwnCRDs(manifest string) error {
 	}
 	for _, o := range k.post.crds {
 		crd := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
-		d, _ := Defined(crd)
+		d, _ := guard.Defined(crd)
 		gk := d.GroupKind
 		if !used[gk] || k.serves(gk) {
 			continue
@@ -102,11 +103,11 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 // crdHelper is the helper of CustomResourceDefinitions, with the action's client (its identity
 // and guard).
 func (k *kubeClient) crdHelper() (*resource.Helper, error) {
-	mapping, err := k.getter.mapper.RESTMapping(CRDKind.GroupKind(), CRDKind.Version)
+	mapping, err := k.getter.mapper.RESTMapping(guard.CRDKind.GroupKind(), guard.CRDKind.Version)
 	if err != nil {
 		return nil, err
 	}
-	client, err := k.restClient(CRDKind.GroupVersion())
+	client, err := k.restClient(guard.CRDKind.GroupVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +214,7 @@ func applyCRD(h *resource.Helper, crd *unstructured.Unstructured, mode CRDMode, 
 	if !ok {
 		return false, "", fmt.Errorf("reading CustomResourceDefinition %s: unexpected %T", name, obj)
 	}
-	if why := notMadeBy(live.GetAnnotations(), owner); owner != "" && why != "" {
+	if why := guard.NotMadeBy(live.GetAnnotations(), owner); owner != "" && why != "" {
 		return false, "left " + name + ": " + why, nil
 	}
 	if v := removedStoredVersion(live, crd); v != "" {

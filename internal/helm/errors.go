@@ -6,12 +6,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // The errors of an action that Helm's own errors no longer say by type: its kube client and
-// template engine keep only their text, so the action's guard (guard.go) says them (see
+// template engine keep only their text, so the action's guard (guard.Guard) says them (see
 // run.result).
 
 // UnavailableError: an action failed because a request of it could not be served for now (the
@@ -53,7 +54,7 @@ func (e *ForbiddenError) Unwrap() error { return e.Err }
 // rudder's confinement, nor by admission: a ResourceQuota or a webhook that denies is a
 // failure of the release like any other).
 func IsForbidden(err error) bool {
-	var ce *ConfinementError
+	var ce *guard.ConfinementError
 	if errors.As(err, &ce) {
 		return false
 	}

@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rudder-operator/rudder/internal/guard"
 )
 
 // Only the authorizer's 403 is Forbidden; admission's (a quota, a webhook) is the release's
@@ -25,7 +27,7 @@ func TestIsForbidden(t *testing.T) {
 		{apierrors.NewForbidden(gr, "x", errors.New("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=0, limited: count/configmaps=0")), false},
 		{apierrors.NewForbidden(gr, "x", errors.New("status unknown for quota: q, resource: count/configmaps")), false},
 		{apierrors.NewForbidden(gr, "x", errors.New(`admission webhook "deny.example.com" denied the request: no`)), false},
-		{&ConfinementError{Violations: []Violation{{Kind: "ConfigMap"}}}, false},
+		{&guard.ConfinementError{Violations: []guard.Violation{{Kind: "ConfigMap"}}}, false},
 		{errors.New("boom"), false},
 	} {
 		if got := IsForbidden(tc.err); got != tc.want {

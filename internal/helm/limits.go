@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/rudder-operator/rudder/internal/guard"
 )
 
 // Limits bound what one release may render and how long one of its actions may wait, so that
@@ -26,8 +28,8 @@ type Limits struct {
 	// DefaultRenderTimeout and DefaultRenderMemory), which runs out of process (render.go).
 	RenderTimeout time.Duration
 	RenderMemory  int64
-	// MaxLookups is the most lookups one render makes (default DefaultMaxLookups; see
-	// lookups.go).
+	// MaxLookups is the most lookups one render makes (default guard.DefaultMaxLookups; see
+	// internal/guard, lookups.go).
 	MaxLookups int
 }
 
@@ -119,4 +121,11 @@ func countDocuments(manifest string) int {
 		}
 	}
 	return n
+}
+
+func (l Limits) lookups() int {
+	if l.MaxLookups > 0 {
+		return l.MaxLookups
+	}
+	return guard.DefaultMaxLookups
 }

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
+
+	"github.com/rudder-operator/rudder/internal/guard"
+
 	"go.yaml.in/yaml/v2"
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -58,9 +62,9 @@ spec:
 `
 
 func benchRenderer() *postRenderer {
-	return &postRenderer{owner: Owner{GVK: schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"},
+	return &postRenderer{owner: guard.Owner{GVK: schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Scale"},
 		Key: types.NamespacedName{Namespace: "scale", Name: "s-0001"}, UID: "u1"},
-		conf: Confinement{Namespace: "scale"}, scoper: newScoper(StaticMapper(), nil)}
+		conf: guard.Confinement{Namespace: "scale"}, scoper: guard.NewScoper(StaticMapper(), nil)}
 }
 
 func BenchmarkPostRender(b *testing.B) {
@@ -128,7 +132,7 @@ extra:
 func TestPostRenderYAMLAsSigsYAML(t *testing.T) {
 	t.Parallel()
 	for _, doc := range documents(t, awkwardManifest) {
-		obj, err := decodeObject(doc)
+		obj, err := guard.DecodeObject(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +175,7 @@ old: 017
 ---
 `)
 	for _, doc := range docs {
-		got, err := decodeObject(doc)
+		got, err := guard.DecodeObject(doc)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, doc)
 		}
@@ -199,7 +203,7 @@ old: 017
 		}
 	}
 	for _, bad := range []string{"- a list\n", "just text\n", "a: .inf\n", "a: [.nan]\n", "~: null key\n", "a: [b\n"} {
-		_, err := decodeObject([]byte(bad))
+		_, err := guard.DecodeObject([]byte(bad))
 		var m map[string]any
 		if err == nil || sigsyaml.Unmarshal([]byte(bad), &m) == nil {
 			t.Errorf("%q: decoded with error %v; sigs.k8s.io/yaml refuses it too: want both to", bad, err)
@@ -281,7 +285,7 @@ func TestParseIdentities(t *testing.T) {
 			t.Errorf("identity %d holds more than its identity and metadata: %v", i, id.Object)
 		}
 	}
-	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", testMapper()); err == nil {
+	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", guardtest.Mapper()); err == nil {
 		t.Error("a kind the mapper does not know was accepted")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -142,7 +144,7 @@ func TestCheckPointer(t *testing.T) {
 // not (yet) there.
 func TestMemoMapper(t *testing.T) {
 	t.Parallel()
-	inner := &countingMapper{RESTMapper: testMapper()}
+	inner := &countingMapper{RESTMapper: guardtest.Mapper()}
 	m := MemoMapper(inner)
 	gk := schema.GroupKind{Kind: "ConfigMap"}
 	for range 3 {

@@ -9,26 +9,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
 )
-
-// Owner is the CR a release belongs to.
-type Owner struct {
-	GVK schema.GroupVersionKind
-	Key types.NamespacedName
-	UID types.UID
-}
 
 // postRenderer checks confinement and marks every object as the owner's: an owner reference
 // where one can point (namespaced objects in the owner's namespace; garbage collection then
 // backs up uninstall), and always the managed label and owner annotation.
 type postRenderer struct {
-	owner  Owner
-	conf   Confinement
-	scoper *scoper
+	owner  guard.Owner
+	conf   guard.Confinement
+	scoper *guard.Scoper
 	// carried are the owner's labels shards select on, put on every object.
 	carried map[string]string
 	limits  Limits
@@ -51,9 +43,9 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	var raws []map[string]any
 	p.crds = nil
-	if err := eachObject(in.Bytes(), func(o *unstructured.Unstructured) error {
+	if err := guard.EachObject(in.Bytes(), func(o *unstructured.Unstructured) error {
 		raws = append(raws, o.Object)
-		if p.scoper.learn(o.Object) {
+		if p.scoper.Learn(o.Object) {
 			p.crds = append(p.crds, o.Object)
 		}
 		return nil
@@ -63,7 +55,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 	var out bytes.Buffer
 	var objects []map[string]any
 	var identities []*unstructured.Unstructured
-	var violations []Violation
+	var violations []guard.Violation
 	ownerAnn := records.OwnerAnnotation(p.owner.GVK.GroupKind(), p.owner.Key)
 	for _, raw := range raws {
 		obj := &unstructured.Unstructured{Object: raw}
@@ -71,15 +63,11 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		if gvk.Kind == "" {
 			return nil, fmt.Errorf("rendered object without kind: %v", raw)
 		}
-		namespaced, err := p.scoper.namespaced(gvk)
+		namespaced, err := p.scoper.Namespaced(gvk)
 		if err != nil {
-			return nil, &UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, obj.GetName(), gvk.GroupVersion(), err)}
+			return nil, &guard.UnknownKindError{Object: fmt.Sprintf("%s %q (%s): %v", gvk.Kind, obj.GetName(), gvk.GroupVersion(), err)}
 		}
-		if vs := p.conf.rules(SourceManifest, obj); len(vs) > 0 {
-			violations = append(violations, vs...)
-		} else if v := p.conf.checkObject(SourceManifest, gvk, obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
-			violations = append(violations, *v)
-		}
+		violations = append(violations, p.conf.CheckManifestObject(obj, namespaced)...)
 		if len(objects) == p.limits.objects() {
 			return nil, limitError(LimitObjects, int64(p.limits.objects()), "the manifest renders more objects than that")
 		}
@@ -95,7 +83,7 @@ func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		identities = append(identities, p.identity(obj, namespaced))
 	}
 	if len(violations) > 0 {
-		return nil, &ConfinementError{Violations: violations}
+		return nil, &guard.ConfinementError{Violations: violations}
 	}
 	p.manifest, p.objects, p.identities = out.String(), objects, identities
 	return &out, nil

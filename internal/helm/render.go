@@ -12,9 +12,9 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -50,8 +50,8 @@ func (l Limits) renderLimits() render.Limits {
 }
 
 // renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
-// checks what it made (checkRendered), and returns the chart to give Helm's action. up, when
-// set, is where the render's lookups go; without it they find nothing.
+// checks what it made (guard.Confinement.CheckRendered), and returns the chart to give Helm's
+// action. up, when set, is where the render's lookups go; without it they find nothing.
 func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
@@ -64,7 +64,7 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	case err != nil:
 		return nil, err
 	}
-	if err := req.Scope.checkRendered(mapper, req.Chart, res.Files, caps); err != nil {
+	if err := req.Scope.CheckRendered(mapper, req.Chart, res.Files, caps); err != nil {
 		return nil, err
 	}
 	// What Helm's action does to the chart it is given (dependencies processed, import-values
@@ -74,52 +74,6 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 		return nil, err
 	}
 	return renderedChart(req.Chart, res), nil
-}
-
-// checkRendered checks what a render made before anything of it is applied, and before Helm's
-// action sees it (which creates the CRDs of templates/ while it builds the manifest, before
-// it stores the revision): the hooks against the confinement and the rules, and the manifest
-// and hooks together against the identity rules (identity.go). The manifest's objects are
-// checked against the confinement by the post-renderer, which marks them. What Helm cannot
-// sort is left to Helm's action, which says why in its words.
-func (c Confinement) checkRendered(mapper meta.RESTMapper, ch *chart.Chart, files map[string]string, caps *chartutil.Capabilities) error {
-	manifests := make(map[string]string, len(files))
-	for k, v := range files {
-		if !strings.HasSuffix(k, "NOTES.txt") {
-			manifests[k] = v
-		}
-	}
-	hooks, sorted, err := releaseutil.SortManifests(manifests, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
-		return nil
-	}
-	streams := make([]identityStream, 0, len(sorted)+len(hooks))
-	for _, m := range sorted {
-		streams = append(streams, identityStream{src: SourceManifest, text: m.Content})
-	}
-	for _, h := range hooks {
-		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
-	}
-	// Decoded once: the manifest's CRDs tell the scope of the kinds the hooks may use, and
-	// every object goes to the identity rules.
-	objs, err := parseStreams(streams)
-	if err != nil {
-		return err
-	}
-	s := newScoper(mapper, ch)
-	for _, o := range objs {
-		if o.src == SourceManifest {
-			s.learn(o.obj.Object)
-		}
-	}
-	vs, err := c.checkHooks(s, hooks)
-	if err != nil {
-		return err
-	}
-	if vs = append(vs, c.identityViolations(objs, nil)...); len(vs) > 0 {
-		return &ConfinementError{Violations: vs}
-	}
-	return nil
 }
 
 // exceeded is the LimitError of a render stopped at a bound.
@@ -165,15 +119,15 @@ func escapeTemplate(text string) string {
 	return strings.ReplaceAll(text, "{{", "{{`{{`}}")
 }
 
-// upstream is where the lookups of a render for run r go: held to the read rule (lookups.go),
+// upstream is where the lookups of a render for run r go: held to the read rule (internal/guard, lookups.go),
 // then through r's guard, as r's identity.
-func (c *Client) upstream(r *run) (*render.Upstream, *lookups, error) {
+func (c *Client) upstream(r *run) (*render.Upstream, *guard.Lookups, error) {
 	hc, err := c.httpClient(r.scope)
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &lookups{g: r.guard, max: r.scope.Limits.lookups()}
-	return &render.Upstream{URL: c.server, Transport: l.wrap(r.guard.wrap(hc.Transport))}, l, nil
+	l := guard.NewLookups(r.guard, r.scope.Limits.lookups())
+	return &render.Upstream{URL: c.server, Transport: l.Wrap(r.guard.Wrap(hc.Transport))}, l, nil
 }
 
 // hasHooks reports whether any template of the chart or its subcharts can render a hook.

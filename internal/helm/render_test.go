@@ -1,11 +1,12 @@
 package helm
 
 import (
-	rbacv1 "k8s.io/api/rbac/v1"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -13,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -90,7 +92,7 @@ func TestRenderMatchesHelm(t *testing.T) {
 			values := map[string]any{"extra": int64(3)}
 			base := helmRender(t, want, values)
 			// What the render makes is not under test here: a confinement that allows it all.
-			req := &Request{Scope: Scope{Confinement: Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds(),
+			req := &Request{Scope: Scope{Confinement: guard.Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds(),
 				AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}}, ReleaseName: "fidelity", Chart: got, Values: values}
 			pool := testPool(t)
 			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, chartutil.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},

@@ -9,24 +9,25 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/postrender"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // Scope is who acts for a release and where it may act.
 type Scope struct {
-	// Confinement holds every request Helm makes for the release; its Namespace is the
+	// guard.Confinement holds every request Helm makes for the release; its Namespace is the
 	// owner's and the release's.
-	Confinement
+	guard.Confinement
 	// ServiceAccount, when set, is the ServiceAccount of the owner's namespace that every
 	// request made for the release impersonates (Flux's multi-tenancy model): the render's
 	// lookups, Helm's reads and writes of objects, hooks and CRDs, its release storage, drift
 	// re-apply and uninstall. Empty: rudder's own identity.
 	ServiceAccount string
 	// Owner is the CR the release belongs to. A release changes and deletes only objects
-	// marked as this owner's (AnnotationOwner): its own (see ownership.go). Zero only where
+	// marked as this owner's (AnnotationOwner): its own (see internal/guard, ownership.go). Zero only where
 	// nothing is applied (rudder template, scaffold).
-	Owner Owner
+	Owner guard.Owner
 	// Limits bound what the release renders and how long its actions wait.
 	Limits Limits
 	// Post is what the watch layers on the chart's output (post-renderers, common metadata),
@@ -69,7 +70,7 @@ type Request struct {
 	Replaced    []string
 	CRDsApplied []string
 	// Withheld is filled in by an Install or Upgrade: what its render's lookups read as not
-	// found because the release may not read it (see lookups.go).
+	// found because the release may not read it (see internal/guard, lookups.go).
 	Withheld []string
 
 	// Objects is filled in by a successful Install or Upgrade: the identities of the new
@@ -79,7 +80,7 @@ type Request struct {
 }
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
-	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: newScoper(mapper, r.Chart),
+	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: guard.NewScoper(mapper, r.Chart),
 		carried: r.Carried, limits: r.Scope.Limits, release: r.ReleaseName}
 }
 
@@ -105,7 +106,7 @@ func (r *Request) Labels() map[string]string {
 }
 
 // CheckRelease checks a release as Helm is about to store or remove it: its confinement (see
-// Confinement.CheckRelease) and its size against the scope's limits.
+// guard.Confinement.CheckRelease) and its size against the scope's limits.
 func (s Scope) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
 	if err := s.Limits.checkSize(rel); err != nil {
 		return err

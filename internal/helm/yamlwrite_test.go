@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rudder-operator/rudder/internal/guard"
+
 	"go.yaml.in/yaml/v2"
 )
 
@@ -14,7 +16,7 @@ func TestAppendYAMLAsYAMLv2(t *testing.T) {
 	t.Parallel()
 	fast := 0
 	for _, doc := range documents(t, awkwardManifest) {
-		obj, err := decodeObject(doc)
+		obj, err := guard.DecodeObject(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,7 +30,7 @@ func TestAppendYAMLAsYAMLv2(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, doc := range documents(t, out.String()) {
-		obj, err := decodeObject(doc)
+		obj, err := guard.DecodeObject(doc)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -97,7 +98,7 @@ var LimitFields = []LimitField{
 			}
 			return nil
 		}},
-	{helm.LimitLookups, strconv.Itoa(helm.DefaultMaxLookups), "lookups one render makes (public charts make a few: their own Secrets, a PVC, their CRDs)",
+	{guard.LimitLookups, strconv.Itoa(guard.DefaultMaxLookups), "lookups one render makes (public charts make a few: their own Secrets, a PVC, their CRDs)",
 		func(l *Limits) error { return notNegative(l.MaxLookups) }},
 	{helm.LimitActionTimeout, duration(helm.DefaultActionTimeout) + " (Helm's `--timeout`)", "how long one Helm action waits for its hooks, uninstall included",
 		func(l *Limits) error { return positiveDuration(l.ActionTimeout) }},

@@ -9,7 +9,7 @@ import (
 )
 
 // What a release may read and which identities it may hand out, beyond its own (the platform
-// team's to widen, per watch; helm.Confinement holds every release to them):
+// team's to widen, per watch; guard.Confinement holds every release to them):
 //
 //   - allowReads: what a render's lookups may read that the release did not make: "Kind",
 //     "Kind.group", "Kind/name" or "Kind.group/name" (for example "ConfigMap/shared-ca", or

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/postrender"
 )
@@ -118,7 +119,7 @@ func (w *Watch) checkCRDs() error {
 
 // AllowsCRDs reports whether allowClusterScoped names CustomResourceDefinition.
 func (w *Watch) AllowsCRDs() bool {
-	gk := helm.CRDKind.GroupKind()
+	gk := guard.CRDKind.GroupKind()
 	return slices.Contains(w.AllowClusterScoped, gk.Kind) || slices.Contains(w.AllowClusterScoped, gk.Kind+"."+gk.Group)
 }
 

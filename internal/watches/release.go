@@ -2,9 +2,10 @@ package watches
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -70,11 +72,11 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		sa = defaultServiceAccount
 	}
 	return helm.Scope{
-		Confinement: helm.Confinement{Namespace: obj.GetNamespace(), AllowedNamespaces: w.AllowedNamespaces,
+		Confinement: guard.Confinement{Namespace: obj.GetNamespace(), AllowedNamespaces: w.AllowedNamespaces,
 			AllowClusterScoped: w.AllowClusterScoped, AllowAggregationLabels: w.AllowAggregationLabels,
 			AllowReads: w.AllowReads, AllowServiceAccounts: w.AllowServiceAccounts, AllowSubjects: w.AllowSubjects},
 		ServiceAccount: sa,
-		Owner:          helm.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
+		Owner:          guard.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
 		Post:           w.PostRender(),
 	}

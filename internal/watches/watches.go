@@ -65,7 +65,7 @@ type Watch struct {
 	// it such a role is refused, since it would add rules to roles others hold.
 	AllowAggregationLabels []string `json:"allowAggregationLabels,omitempty"`
 	// AllowReads, AllowServiceAccounts and AllowSubjects widen what a release may read and
-	// which identities it may hand out (see identity.go).
+	// which identities it may hand out (see internal/guard, identity.go).
 	AllowReads           []string         `json:"allowReads,omitempty"`
 	AllowServiceAccounts []string         `json:"allowServiceAccounts,omitempty"`
 	AllowSubjects        []rbacv1.Subject `json:"allowSubjects,omitempty"`

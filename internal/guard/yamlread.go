@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"fmt"
@@ -8,13 +8,13 @@ import (
 	"go.yaml.in/yaml/v2"
 )
 
-// decodeObject reads one YAML document as a JSON object: what sigs.k8s.io/yaml, which Helm
+// DecodeObject reads one YAML document as a JSON object: what sigs.k8s.io/yaml, which Helm
 // and cli-runtime read manifests with, makes of it (the document turned into JSON, and that
 // JSON decoded), without the JSON in between; nil for an empty document. Whole numbers are
 // integers, the others float64: the numbers JSON writes, so that yaml.v2 writes them as
 // sigs.k8s.io/yaml does (it would write the float 1e6 as "1e+06", which the API server
 // refuses for an integer field). Unlike JSON's float64, an integer beyond 2^53 is kept exactly.
-func decodeObject(doc []byte) (map[string]any, error) {
+func DecodeObject(doc []byte) (map[string]any, error) {
 	var v any
 	if err := yaml.Unmarshal(doc, &v); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"bytes"
@@ -39,13 +39,6 @@ const LimitLookups = "maxLookups"
 // maxLookupBytes bounds one answer to a lookup: what rudder's process holds of it at once.
 const maxLookupBytes = 8 << 20
 
-func (l Limits) lookups() int {
-	if l.MaxLookups > 0 {
-		return l.MaxLookups
-	}
-	return DefaultMaxLookups
-}
-
 // AllowsRead reports whether the watch lets a render read objects of kind gk named name that
 // its release did not make: allowReads names "Kind", "Kind.group", "Kind/name" or
 // "Kind.group/name".
@@ -59,9 +52,9 @@ func (c Confinement) AllowsRead(gk schema.GroupKind, name string) bool {
 	return false
 }
 
-// lookups holds one render's lookups to the rule above, in front of the action's guard.
-type lookups struct {
-	g     *guard
+// Lookups holds one render's Lookups to the rule above, in front of the action's guard.
+type Lookups struct {
+	g     *Guard
 	max   int
 	mu    sync.Mutex
 	n     int // resource requests
@@ -71,10 +64,14 @@ type lookups struct {
 	withheld []string
 }
 
+// NewLookups holds one render's lookups, at most max of them, to the rule above, in front of
+// the action's guard g.
+func NewLookups(g *Guard, max int) *Lookups { return &Lookups{g: g, max: max} }
+
 // maxWithheld bounds what a render's withheld list keeps.
 const maxWithheld = 16
 
-func (l *lookups) wrap(rt http.RoundTripper) http.RoundTripper {
+func (l *Lookups) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		info, err := l.g.requestInfo(req)
 		if err != nil {
@@ -101,7 +98,7 @@ func (l *lookups) wrap(rt http.RoundTripper) http.RoundTripper {
 }
 
 // count counts a request against the render's bound; the violation when it is over.
-func (l *lookups) count(info *apirequest.RequestInfo) *Violation {
+func (l *Lookups) count(info *apirequest.RequestInfo) *Violation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if info.IsResourceRequest {
@@ -130,7 +127,7 @@ type readHead struct {
 
 // readable says why the object of kind gk whose head is h is withheld from the render; "" when
 // it may be read.
-func (l *lookups) readable(gk schema.GroupKind, h *readHead) string {
+func (l *Lookups) readable(gk schema.GroupKind, h *readHead) string {
 	obj := &unstructured.Unstructured{Object: map[string]any{"type": h.Type}}
 	obj.SetGroupVersionKind(gk.WithVersion(""))
 	obj.SetName(h.Metadata.Name)
@@ -148,7 +145,7 @@ func (l *lookups) readable(gk schema.GroupKind, h *readHead) string {
 }
 
 // filter applies the rule to a successful answer.
-func (l *lookups) filter(req *http.Request, resp *http.Response, info *apirequest.RequestInfo) (*http.Response, error) {
+func (l *Lookups) filter(req *http.Request, resp *http.Response, info *apirequest.RequestInfo) (*http.Response, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLookupBytes+1))
 	resp.Body.Close()
 	if err != nil {
@@ -200,7 +197,7 @@ func (l *lookups) filter(req *http.Request, resp *http.Response, info *apireques
 	return answer(resp, out), nil
 }
 
-func (l *lookups) withhold(gk schema.GroupKind, ns, name, why string) {
+func (l *Lookups) withhold(gk schema.GroupKind, ns, name, why string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	what := fmt.Sprintf("%s %s/%s (%s)", gk.Kind, ns, name, why)
@@ -209,9 +206,9 @@ func (l *lookups) withhold(gk schema.GroupKind, ns, name, why string) {
 	}
 }
 
-// outcome is what the render's lookups met: whether they were over their bound, and what was
+// Outcome is what the render's lookups met: whether they were over their bound, and what was
 // withheld.
-func (l *lookups) outcome() (bool, []string) {
+func (l *Lookups) Outcome() (bool, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.over, slices.Clone(l.withheld)

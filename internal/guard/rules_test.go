@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"io"
@@ -7,7 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,7 +43,7 @@ func TestRules(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []Violation
-			if err := eachObject([]byte(tt.doc), func(o *unstructured.Unstructured) error {
+			if err := EachObject([]byte(tt.doc), func(o *unstructured.Unstructured) error {
 				got = append(got, c.rules(SourceHook, o)...)
 				return nil
 			}); err != nil {
@@ -82,25 +83,6 @@ func TestStoredRecords(t *testing.T) {
 	}
 }
 
-func TestLimitsCheckSize(t *testing.T) {
-	rel := &release.Release{Manifest: strings.Repeat("---\nkind: A\n", 3),
-		Hooks: []*release.Hook{{Manifest: "kind: H\n"}, {Manifest: "kind: H\n---\nkind: I\n"}}}
-	if n := countDocuments(rel.Manifest); n != 3 {
-		t.Fatalf("counted %d documents, want 3", n)
-	}
-	if err := (Limits{MaxObjects: 6}).checkSize(rel); err != nil {
-		t.Fatalf("6 objects refused at 6: %v", err)
-	}
-	err := (Limits{MaxObjects: 5}).checkSize(rel)
-	if err == nil || !strings.Contains(err.Error(), "maxObjects is 5") {
-		t.Fatalf("6 objects at maxObjects 5: %v", err)
-	}
-	err = (Limits{MaxManifestBytes: 10}).checkSize(rel)
-	if err == nil || !strings.Contains(err.Error(), "maxManifestBytes is 10") {
-		t.Fatalf("hooks over maxManifestBytes: %v", err)
-	}
-}
-
 // TestGuardOwnership: an update, patch or delete reaches only an object marked as the
 // release's; a delete carries the UID read as a precondition; a missing object is left to the
 // request.
@@ -128,8 +110,8 @@ func TestGuardOwnership(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	g := &guard{conf: Confinement{Namespace: "ns"}, mapper: testMapper(), owner: mine}
-	rt := g.wrap(http.DefaultTransport)
+	g := &Guard{conf: Confinement{Namespace: "ns"}, mapper: guardtest.Mapper(), owner: mine}
+	rt := g.Wrap(http.DefaultTransport)
 	for _, tt := range []struct {
 		method, name string
 		refused      bool

@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"bufio"
@@ -152,8 +152,8 @@ func (c Confinement) outsideNamespaces() string {
 
 // check decides one object whose kind's scope s knows; a kind neither the API server nor the
 // chart's crds/ define is an UnknownKindError. Every per-object check goes through it.
-func (c Confinement) check(s *scoper, src Source, gvk schema.GroupVersionKind, name, ns string) (*Violation, error) {
-	namespaced, err := s.namespaced(gvk)
+func (c Confinement) check(s *Scoper, src Source, gvk schema.GroupVersionKind, name, ns string) (*Violation, error) {
+	namespaced, err := s.Namespaced(gvk)
 	if err != nil {
 		what := fmt.Sprintf("%s %q (%s): %v", gvk.Kind, name, gvk.GroupVersion(), err)
 		if src != SourceManifest {
@@ -167,32 +167,32 @@ func (c Confinement) check(s *scoper, src Source, gvk schema.GroupVersionKind, n
 // CRDKind is the kind of everything in a chart's crds/ directory.
 var CRDKind = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
 
-// scoper tells a kind's scope: from the API server's mapping, else from the CRDs of the chart
+// Scoper tells a kind's scope: from the API server's mapping, else from the CRDs of the chart
 // being installed (their kinds are not served until Helm created them).
-type scoper struct {
+type Scoper struct {
 	mapper meta.RESTMapper
 	crds   map[schema.GroupKind]bool // kind → namespaced
 }
 
-func newScoper(mapper meta.RESTMapper, ch *chart.Chart) *scoper {
-	s := &scoper{mapper: mapper, crds: map[schema.GroupKind]bool{}}
+func NewScoper(mapper meta.RESTMapper, ch *chart.Chart) *Scoper {
+	s := &Scoper{mapper: mapper, crds: map[schema.GroupKind]bool{}}
 	if ch == nil {
 		return s
 	}
 	for _, crd := range ch.CRDObjects() {
-		_ = eachObject(crd.File.Data, func(o *unstructured.Unstructured) error {
-			s.learn(o.Object)
+		_ = EachObject(crd.File.Data, func(o *unstructured.Unstructured) error {
+			s.Learn(o.Object)
 			return nil
 		})
 	}
 	return s
 }
 
-// learn keeps the scope of the kind a CustomResourceDefinition defines: the chart's crds/, and
+// Learn keeps the scope of the kind a CustomResourceDefinition defines: the chart's crds/, and
 // the CRDs a manifest renders in templates/, whose kinds the same manifest may use before the
 // API server serves them.
 // It reports whether o is a CustomResourceDefinition.
-func (s *scoper) learn(o map[string]any) bool {
+func (s *Scoper) Learn(o map[string]any) bool {
 	d, ok := Defined(&unstructured.Unstructured{Object: o})
 	if ok {
 		s.crds[d.GroupKind] = d.Namespaced
@@ -219,7 +219,7 @@ func Defined(obj *unstructured.Unstructured) (DefinedKind, bool) {
 	return DefinedKind{schema.GroupKind{Group: group, Kind: kind}, plural, scope != "Cluster"}, kind != ""
 }
 
-func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
+func (s *Scoper) Namespaced(gvk schema.GroupVersionKind) (bool, error) {
 	if ns, ok := s.crds[gvk.GroupKind()]; ok {
 		return ns, nil
 	}
@@ -230,11 +230,11 @@ func (s *scoper) namespaced(gvk schema.GroupVersionKind) (bool, error) {
 	return m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
 
-// eachObject calls fn for every non-empty document of a YAML (or JSON) stream, decoded as the
+// EachObject calls fn for every non-empty document of a YAML (or JSON) stream, decoded as the
 // post-renderer decodes the manifest: keys are exact, as the API server reads them (a
 // case-insensitive decoder would let a key the API server ignores, such as "nameſpace", stand
 // in for the one it reads).
-func eachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
+func EachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := docs.Read()
@@ -244,7 +244,7 @@ func eachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
 		if err != nil {
 			return err
 		}
-		raw, err := decodeObject(doc)
+		raw, err := DecodeObject(doc)
 		if err != nil {
 			return err
 		}
@@ -258,9 +258,9 @@ func eachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
 }
 
 // checkStream checks every document of a manifest (or one hook's, or one CRD file's).
-func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte) ([]Violation, error) {
+func (c Confinement) checkStream(s *Scoper, src Source, hook string, data []byte) ([]Violation, error) {
 	var out []Violation
-	err := eachObject(data, func(o *unstructured.Unstructured) error {
+	err := EachObject(data, func(o *unstructured.Unstructured) error {
 		gvk := o.GroupVersionKind()
 		if gvk.Kind == "" {
 			return fmt.Errorf("%s object %q without kind", src, o.GetName())
@@ -285,7 +285,7 @@ func (c Confinement) checkStream(s *scoper, src Source, hook string, data []byte
 }
 
 // CheckHooks checks every hook of a release, of every event.
-func (c Confinement) checkHooks(s *scoper, hooks []*release.Hook) ([]Violation, error) {
+func (c Confinement) checkHooks(s *Scoper, hooks []*release.Hook) ([]Violation, error) {
 	var out []Violation
 	for _, h := range hooks {
 		vs, err := c.checkStream(s, SourceHook, hookEvents(h), []byte(h.Manifest))
@@ -309,7 +309,7 @@ func hookEvents(h *release.Hook) string {
 
 // checkCRDs checks a chart's crds/ (of the chart and its subcharts), which Helm installs before
 // it renders anything.
-func (c Confinement) checkCRDs(s *scoper, ch *chart.Chart) ([]Violation, error) {
+func (c Confinement) checkCRDs(s *Scoper, ch *chart.Chart) ([]Violation, error) {
 	var out []Violation
 	for _, crd := range ch.CRDObjects() {
 		vs, err := c.checkStream(s, SourceCRD, "", crd.File.Data)
@@ -325,10 +325,10 @@ func (c Confinement) checkCRDs(s *scoper, ch *chart.Chart) ([]Violation, error) 
 // manifest, every object of the manifest. It is the check every action passes before its first
 // write; ch, when set, supplies the scope of kinds its crds/ define.
 func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
-	s := newScoper(mapper, ch)
+	s := NewScoper(mapper, ch)
 	if manifest {
-		_ = eachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
-			s.learn(o.Object)
+		_ = EachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
+			s.Learn(o.Object)
 			return nil
 		})
 	}
@@ -351,7 +351,7 @@ func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, 
 
 // CheckCRDs checks the chart's crds/ alone, which needs no rendering.
 func (c Confinement) CheckCRDs(mapper meta.RESTMapper, ch *chart.Chart) error {
-	vs, err := c.checkCRDs(newScoper(mapper, ch), ch)
+	vs, err := c.checkCRDs(NewScoper(mapper, ch), ch)
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (c Confinement) CheckCRDs(mapper meta.RESTMapper, ch *chart.Chart) error {
 // CheckObjects checks parsed objects of a release (its manifest, as drift re-apply restores
 // it).
 func (c Confinement) CheckObjects(mapper meta.RESTMapper, objs []*unstructured.Unstructured) error {
-	s := newScoper(mapper, nil)
+	s := NewScoper(mapper, nil)
 	var vs []Violation
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()

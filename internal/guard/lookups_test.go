@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,9 +45,9 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	g := &guard{conf: Confinement{Namespace: "tenant", AllowReads: []string{"Secret/shared"}}, mapper: testMapper(), owner: ownerOf(owner)}
-	l := &lookups{g: g, max: 5}
-	hc := &http.Client{Transport: l.wrap(http.DefaultTransport)}
+	g := &Guard{conf: Confinement{Namespace: "tenant", AllowReads: []string{"Secret/shared"}}, mapper: guardtest.Mapper(), owner: OwnerOf(owner)}
+	l := &Lookups{g: g, max: 5}
+	hc := &http.Client{Transport: l.Wrap(http.DefaultTransport)}
 	get := func(path string) (int, string) {
 		resp, err := hc.Get(api.URL + path)
 		if err != nil {
@@ -74,14 +76,14 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 	if strings.Join(names, ",") != "own,shared" && strings.Join(names, ",") != "shared,own" {
 		t.Errorf("list kept %v, want own and shared", names)
 	}
-	over, withheld := l.outcome()
+	over, withheld := l.Outcome()
 	if over || len(withheld) != 3 || !strings.Contains(strings.Join(withheld, ";"), "Secret tenant/victim") {
 		t.Errorf("outcome: over %v, withheld %v; want victim and the record withheld", over, withheld)
 	}
 	if code, _ := get("/api/v1/namespaces/tenant/secrets/own"); code != 403 {
 		t.Errorf("the sixth lookup: %d, want it refused", code)
 	}
-	if over, _ := l.outcome(); !over {
+	if over, _ := l.Outcome(); !over {
 		t.Error("the render is not said to be over its lookups")
 	}
 }

@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"bytes"
@@ -20,17 +20,17 @@ import (
 	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
-// guard is the last line of confinement: it sees every request Helm makes for one action —
+// Guard is the last line of confinement: it sees every request Helm makes for one action —
 // the render's lookups, reads and writes of objects, hooks and CRDs, deletions — and refuses
 // those outside the release's confinement before they leave the process (with a 403 that
 // names the rule, so that Helm fails the action there). It also remembers what it refused and
 // what the API server refused, because Helm's template engine flattens a lookup's error into a
-// string: the Client reads the guard to say why an action failed.
+// string: the Client reads the Guard to say why an action failed.
 //
 // The objects of an action are checked before its first write (post-renderer, CheckRelease);
-// the guard is what holds a template's lookup to the same rule, and what would catch any path
+// the Guard is what holds a template's lookup to the same rule, and what would catch any path
 // of Helm's that those checks miss.
-type guard struct {
+type Guard struct {
 	// ctx is the action's: every request the guard passes ends with it (see bind).
 	ctx    context.Context
 	conf   Confinement
@@ -49,6 +49,17 @@ type guard struct {
 	unavailable []string
 }
 
+// New is the guard of one action of a release confined by conf (ctx: the action's; owner: the
+// AnnotationOwner of what the release made, "" to check no ownership), for an API server whose
+// URL has the path prefix.
+func New(ctx context.Context, conf Confinement, mapper meta.RESTMapper, prefix, owner string) *Guard {
+	return &Guard{ctx: ctx, conf: conf, mapper: mapper, prefix: prefix, owner: owner}
+}
+
+// OwnerMark is the AnnotationOwner of what the guarded release made ("": ownership is not
+// checked).
+func (g *Guard) OwnerMark() string { return g.owner }
+
 // maxUnavailable bounds what a guard keeps of failed requests.
 const maxUnavailable = 32
 
@@ -57,7 +68,7 @@ var requestInfos = &apirequest.RequestInfoFactory{
 	GrouplessAPIPrefixes: sets.NewString("api"),
 }
 
-func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
+func (g *Guard) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		req, release := g.bind(req)
 		resp, err := g.roundTrip(rt, req)
@@ -73,7 +84,7 @@ func (g *guard) wrap(rt http.RoundTripper) http.RoundTripper {
 // bind makes req end with the action (g.ctx): Helm makes its requests, a hook's watch above
 // all, in contexts of its own, which a CR's deletion or rudder's stop would not end. release
 // lets go of the binding once the answer is read.
-func (g *guard) bind(req *http.Request) (_ *http.Request, release func()) {
+func (g *Guard) bind(req *http.Request) (_ *http.Request, release func()) {
 	if g.ctx == nil || g.ctx.Done() == nil {
 		return req, func() {}
 	}
@@ -100,7 +111,7 @@ func (b *releasingBody) Close() error {
 
 // roundTrip sends req unless it is outside the confinement, and notes how it was refused or
 // failed.
-func (g *guard) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+func (g *Guard) roundTrip(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	v, info := g.decide(req)
 	if v == nil && g.owner != "" && info != nil && mutates(info) {
 		var answer *http.Response
@@ -138,7 +149,7 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // decide returns the violation a request would be, or nil when it is within the confinement.
 // Requests that are not about resources (discovery, /version, OpenAPI) read nothing of a
 // tenant's and pass.
-func (g *guard) decide(req *http.Request) (*Violation, *apirequest.RequestInfo) {
+func (g *Guard) decide(req *http.Request) (*Violation, *apirequest.RequestInfo) {
 	info, err := g.requestInfo(req)
 	if err != nil {
 		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}, nil
@@ -146,7 +157,7 @@ func (g *guard) decide(req *http.Request) (*Violation, *apirequest.RequestInfo) 
 	return g.decideInfo(info), info
 }
 
-func (g *guard) decideInfo(info *apirequest.RequestInfo) *Violation {
+func (g *Guard) decideInfo(info *apirequest.RequestInfo) *Violation {
 	if !info.IsResourceRequest {
 		return nil
 	}
@@ -195,7 +206,7 @@ func (v *Violation) withVerb(verb string) *Violation {
 	return v
 }
 
-func (g *guard) requestInfo(req *http.Request) (*apirequest.RequestInfo, error) {
+func (g *Guard) requestInfo(req *http.Request) (*apirequest.RequestInfo, error) {
 	if g.prefix == "" {
 		return requestInfos.NewRequestInfo(req)
 	}
@@ -205,7 +216,7 @@ func (g *guard) requestInfo(req *http.Request) (*apirequest.RequestInfo, error) 
 }
 
 // kindOf names a resource's kind for messages and scope; the resource itself when unmapped.
-func (g *guard) kindOf(gvr schema.GroupVersionResource) schema.GroupVersionKind {
+func (g *Guard) kindOf(gvr schema.GroupVersionResource) schema.GroupVersionKind {
 	if k, err := g.mapper.KindFor(gvr); err == nil {
 		return k
 	}
@@ -232,7 +243,7 @@ func statusAnswer(req *http.Request, st metav1.Status) *http.Response {
 }
 
 // note remembers a refused request (the first maxUnavailable of them).
-func (g *guard) note(v Violation) {
+func (g *Guard) note(v Violation) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.refused) < maxUnavailable {
@@ -244,7 +255,7 @@ func (g *guard) note(v Violation) {
 // of the tenant's ServiceAccount), with the server's own message, which names the user, verb,
 // resource and namespace. A 403 of admission (a quota, a webhook) is the action's own failure,
 // which Helm's error says.
-func (g *guard) noteForbidden(req *http.Request, resp *http.Response) {
+func (g *Guard) noteForbidden(req *http.Request, resp *http.Response) {
 	msg := statusMessage(resp)
 	if msg == "" {
 		msg = fmt.Sprintf("%s %s", req.Method, req.URL.Path)
@@ -282,7 +293,7 @@ func statusMessage(resp *http.Response) string {
 
 // noteUnavailable remembers a request that failed in a way worth retrying as it is: the API
 // server unreachable, overloaded, or failing itself (etcd down behind it).
-func (g *guard) noteUnavailable(msg string) {
+func (g *Guard) noteUnavailable(msg string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.unavailable) < maxUnavailable {
@@ -290,9 +301,9 @@ func (g *guard) noteUnavailable(msg string) {
 	}
 }
 
-// sawUnavailable reports whether an action's error message includes a failure worth
+// SawUnavailable reports whether an action's error message includes a failure worth
 // retrying that the guard saw: Helm's kube client joins the errors of an update as text.
-func (g *guard) sawUnavailable(errText string) bool {
+func (g *Guard) SawUnavailable(errText string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, m := range g.unavailable {
@@ -303,8 +314,8 @@ func (g *guard) sawUnavailable(errText string) bool {
 	return false
 }
 
-// outcome returns what the guard saw: the requests it refused and those the API server refused.
-func (g *guard) outcome() ([]Violation, []string) {
+// Outcome returns what the guard saw: the requests it refused and those the API server refused.
+func (g *Guard) Outcome() ([]Violation, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]Violation(nil), g.refused...), append([]string(nil), g.forbidden...)

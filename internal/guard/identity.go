@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"fmt"
@@ -93,7 +93,7 @@ func (c Confinement) checkIdentitiesWith(streams []identityStream, needs *Identi
 func parseStreams(streams []identityStream) ([]identityObject, error) {
 	var objs []identityObject
 	for _, st := range streams {
-		err := eachObject([]byte(st.text), func(o *unstructured.Unstructured) error {
+		err := EachObject([]byte(st.text), func(o *unstructured.Unstructured) error {
 			objs = append(objs, identityObject{st, o})
 			return nil
 		})

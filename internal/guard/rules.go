@@ -1,4 +1,4 @@
-package helm
+package guard
 
 import (
 	"fmt"
@@ -208,4 +208,16 @@ func selectorKeys(s any) []string {
 // allowsAggregation reports whether roles may aggregate by label key ("*" allows any).
 func (c Confinement) allowsAggregation(key string) bool {
 	return slices.Contains(c.AllowAggregationLabels, key) || slices.Contains(c.AllowAggregationLabels, "*")
+}
+
+// CheckManifestObject decides one object of a release's manifest whose kind's scope is known:
+// the rules on its content first, then where it may be (nil: allowed).
+func (c Confinement) CheckManifestObject(obj *unstructured.Unstructured, namespaced bool) []Violation {
+	if vs := c.rules(SourceManifest, obj); len(vs) > 0 {
+		return vs
+	}
+	if v := c.checkObject(SourceManifest, obj.GroupVersionKind(), obj.GetName(), obj.GetNamespace(), namespaced); v != nil {
+		return []Violation{*v}
+	}
+	return nil
 }

@@ -1,0 +1,56 @@
+package guard
+
+import (
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// CheckRendered checks what a render made before anything of it is applied, and before Helm's
+// action sees it (which creates the CRDs of templates/ while it builds the manifest, before
+// it stores the revision): the hooks against the confinement and the rules, and the manifest
+// and hooks together against the identity rules (identity.go). The manifest's objects are
+// checked against the confinement by the post-renderer, which marks them. What Helm cannot
+// sort is left to Helm's action, which says why in its words.
+func (c Confinement) CheckRendered(mapper meta.RESTMapper, ch *chart.Chart, files map[string]string, caps *chartutil.Capabilities) error {
+	manifests := make(map[string]string, len(files))
+	for k, v := range files {
+		if !strings.HasSuffix(k, "NOTES.txt") {
+			manifests[k] = v
+		}
+	}
+	hooks, sorted, err := releaseutil.SortManifests(manifests, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil
+	}
+	streams := make([]identityStream, 0, len(sorted)+len(hooks))
+	for _, m := range sorted {
+		streams = append(streams, identityStream{src: SourceManifest, text: m.Content})
+	}
+	for _, h := range hooks {
+		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
+	}
+	// Decoded once: the manifest's CRDs tell the scope of the kinds the hooks may use, and
+	// every object goes to the identity rules.
+	objs, err := parseStreams(streams)
+	if err != nil {
+		return err
+	}
+	s := NewScoper(mapper, ch)
+	for _, o := range objs {
+		if o.src == SourceManifest {
+			s.Learn(o.obj.Object)
+		}
+	}
+	vs, err := c.checkHooks(s, hooks)
+	if err != nil {
+		return err
+	}
+	if vs = append(vs, c.identityViolations(objs, nil)...); len(vs) > 0 {
+		return &ConfinementError{Violations: vs}
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package helm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v2"
+	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/metadata"
+
+	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/libtext"
+)
+
+// hookMarker marks a release's hooks as the post-renderer marks its manifest.
+type hookMarker struct {
+	post *postRenderer
+}
+
+// markHooks gives every hook of rel the owner's labels, annotation and, in the owner's
+// namespace, owner reference (so that deleting the CR removes the hooks that are kept). It is
+// idempotent. A hook that does not parse is left as it is: the check refuses it.
+func (m *hookMarker) markHooks(rel *release.Release) {
+	if m == nil || rel == nil {
+		return
+	}
+	ownerAnn := guard.OwnerOf(m.post.owner)
+	for _, h := range rel.Hooks {
+		var out bytes.Buffer
+		err := guard.EachObject([]byte(h.Manifest), func(obj *unstructured.Unstructured) error {
+			namespaced, err := m.post.scoper.Namespaced(obj.GroupVersionKind())
+			if err != nil {
+				return err
+			}
+			m.post.mark(obj, ownerAnn, namespaced)
+			if out.Len() > 0 {
+				out.WriteString("---\n")
+			}
+			return writeYAML(&out, obj.Object)
+		})
+		if err == nil && out.Len() > 0 {
+			h.Manifest = out.String()
+		}
+	}
+}
+
+// hookObjects are the objects of hooks (those of events, or every hook when events is empty),
+// placed as Helm creates them.
+func hookObjects(hooks []*release.Hook, namespace string, s *guard.Scoper, events ...release.HookEvent) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, h := range hooks {
+		if len(events) > 0 && !hasEvent(h, events) {
+			continue
+		}
+		_ = guard.EachObject([]byte(h.Manifest), func(obj *unstructured.Unstructured) error {
+			namespaced, err := s.Namespaced(obj.GroupVersionKind())
+			if err != nil {
+				return nil // refused by the check, or not served: nothing of it to find
+			}
+			ns := ""
+			if namespaced {
+				ns = obj.GetNamespace()
+				if ns == "" {
+					ns = namespace
+				}
+			}
+			out = append(out, Identity(obj.GetAPIVersion(), obj.GetKind(), ns, obj.GetName()))
+			return nil
+		})
+	}
+	return out
+}
+
+func hasEvent(h *release.Hook, events []release.HookEvent) bool {
+	return slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return slices.Contains(events, e) })
+}
+
+// liveObject is an object read as the run's identity, with the client that reaches it.
+type liveObject struct {
+	meta     *metav1.PartialObjectMetadata
+	resource metadata.ResourceInterface
+}
+
+// ownedObjects reads objs as the run's identity and sorts them: those that exist and are the
+// owner's, and the violations of those that exist and are not.
+func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]liveObject, []guard.Violation, error) {
+	if len(objs) == 0 {
+		return nil, nil, nil
+	}
+	mc, err := metadata.NewForConfig(r.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	var owned []liveObject
+	var vs []guard.Violation
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			continue // a kind not served (yet): no object of it exists
+		}
+		var ri metadata.ResourceInterface = mc.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			ri = mc.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		live, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("reading %s: %w", Describe(o), err)
+		}
+		if why := guard.NotMadeBy(live.GetAnnotations(), r.guard.OwnerMark()); why != "" {
+			vs = append(vs, guard.Violation{Source: guard.SourceHook, Kind: gvk.Kind, Name: o.GetName(), Namespace: o.GetNamespace(),
+				Why: why + "; a hook may not replace or delete what it did not make"})
+			continue
+		}
+		live.SetGroupVersionKind(gvk)
+		owned = append(owned, liveObject{meta: live, resource: ri})
+	}
+	return owned, vs, nil
+}
+
+// checkHookOwners refuses hooks (of events, or all) whose objects exist and are not the
+// release's: the check before an action's first write.
+func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *guard.Scoper, rel *release.Release, events ...release.HookEvent) error {
+	if r.guard.OwnerMark() == "" || len(rel.Hooks) == 0 {
+		return nil
+	}
+	_, vs, err := r.ownedObjects(ctx, mapper, hookObjects(rel.Hooks, rel.Namespace, s, events...))
+	if err != nil {
+		return err
+	}
+	if len(vs) > 0 {
+		return &guard.ConfinementError{Violations: vs}
+	}
+	return nil
+}
+
+// deleteKeptHooks deletes what the hooks of rel left behind (hooks without a delete policy
+// that removes them, such as a migration Job kept for its logs), once the release is gone:
+// only objects the release made, each by the UID read. Those in the owner's namespace have an
+// owner reference too; this also reaches those elsewhere in the confinement.
+func (r *run) deleteKeptHooks(ctx context.Context, mapper meta.RESTMapper, rel *release.Release) error {
+	if r.guard.OwnerMark() == "" || len(rel.Hooks) == 0 {
+		return nil
+	}
+	owned, _, err := r.ownedObjects(ctx, mapper, hookObjects(rel.Hooks, rel.Namespace, guard.NewScoper(mapper, nil)))
+	if err != nil {
+		return err
+	}
+	background := metav1.DeletePropagationBackground
+	for _, o := range owned {
+		uid := o.meta.GetUID()
+		err := o.resource.Delete(ctx, o.meta.GetName(), metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting the kept hook %s/%s: %w", o.meta.GetObjectKind().GroupVersionKind().Kind, o.meta.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// writeYAML writes an object as the post-renderer writes the manifest's.
+func writeYAML(out *bytes.Buffer, obj map[string]any) error {
+	b, ok := appendYAML(out.AvailableBuffer(), obj)
+	if !ok {
+		var err error
+		if b, err = yaml.Marshal(obj); err != nil {
+			return err
+		}
+	}
+	out.Write(b)
+	return nil
+}
+
+// heldBy adds to err, an install's or upgrade's failure on objects that exist, which CR's
+// release holds each cluster-scoped one: charts name them after the release, so a CR of the
+// same name in another namespace finds them taken, and its author must learn by whom.
+func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) error {
+	if err == nil || !libtext.HelmCannotImport(err) || r.kube.post == nil {
+		return err
+	}
+	var cluster []*unstructured.Unstructured
+	for _, id := range r.kube.post.identities {
+		if id.GetNamespace() == "" {
+			cluster = append(cluster, id)
+		}
+	}
+	_, vs, verr := r.ownedObjects(ctx, mapper, cluster)
+	if verr != nil || len(vs) == 0 {
+		return err
+	}
+	held := make([]string, len(vs))
+	for i, v := range vs {
+		held[i] = v.Kind + " " + strconv.Quote(v.Name) + ": " + v.Why
+	}
+	return fmt.Errorf("%w; held by another release (a releaseName with the CR's namespace keeps each CR's own): %s", err, strings.Join(held, "; "))
+}
