@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	runtimemetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -349,6 +350,31 @@ func cpuProfile(b *testing.B, env string) (stop func()) {
 		b.Fatal(err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// allocsProfile writes the heap profile of the process's allocations so far to the path env
+// names plus ".base", and returns a function that writes it again to the path: their
+// difference (go tool pprof -diff_base) is what was allocated in between.
+func allocsProfile(b *testing.B, env string) (stop func()) {
+	path := os.Getenv(env)
+	if path == "" {
+		return func() {}
+	}
+	writeAllocs(b, path+".base")
+	return func() { writeAllocs(b, path) }
+}
+
+// writeAllocs writes the heap profile of the process's allocations so far to path.
+func writeAllocs(b *testing.B, path string) {
+	runtime.GC() // the profile is as of the last collection
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // apiserverProfile starts a CPU profile of kube-apiserver (its /debug/pprof endpoint) for d and
@@ -675,14 +701,7 @@ func ensureFleet(b *testing.B) {
 		fleetStats.released = waitAll(b, "releases deployed", start, 10*time.Minute, webGVK, "fleet", fleet, released(1))
 		fleetStats.cpuRudder = cpuDelta(cpu0, cpuSnapshot(b))
 		if path := os.Getenv("RUDDER_BENCH_ALLOCS_PROFILE"); path != "" {
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
+			writeAllocs(b, path)
 		}
 		fleetStats.ready = waitAll(b, "CRs Ready", start, 10*time.Minute, webGVK, "fleet", fleet, ready)
 		fleetStats.writes = writes.Load() - w0
@@ -738,11 +757,13 @@ func BenchmarkIdleResync300(b *testing.B) {
 	w0, a0 := writes.Load(), metricSum(b, "rudder_release_actions_total", web)
 	s0 := metricSum(b, "rudder_status_writes_total", web)
 	p0 := metricSum(b, "controller_runtime_reconcile_total", ctrlName)
-	c0 := cpuTime(b)
+	c0, m0 := cpuTime(b), heapAllocs()
 	defer cpuProfile(b, "RUDDER_BENCH_IDLE_PROFILE")()
+	defer allocsProfile(b, "RUDDER_BENCH_IDLE_ALLOCS")()
 	// One reconcile period plus its jitter (±10%): every CR is resynced at least once.
 	time.Sleep(resyncPeriod + resyncPeriod/5)
-	cpu := cpuTime(b) - c0
+	cpu, m := cpuTime(b)-c0, heapAllocs()
+	m.objects, m.bytes = m.objects-m0.objects, m.bytes-m0.bytes
 	w, a := writes.Load()-w0, metricSum(b, "rudder_release_actions_total", web)-a0
 	s := metricSum(b, "rudder_status_writes_total", web) - s0
 	p := metricSum(b, "controller_runtime_reconcile_total", ctrlName) - p0
@@ -753,6 +774,10 @@ func BenchmarkIdleResync300(b *testing.B) {
 	b.ReportMetric(a, "helm-actions")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/fleet, "cpu-ms/CR")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/p, "cpu-ms/pass")
+	// The process's allocations over the window per pass: steadier than its CPU time, and
+	// what the CPU of a pass follows (the test's own informers allocate a little too).
+	b.ReportMetric(float64(m.objects)/p, "allocs/pass")
+	b.ReportMetric(float64(m.bytes)/p/1024, "KiB/pass")
 	b.ReportMetric(0, "ns/op")
 	if p < fleet {
 		b.Errorf("only %v passes in one reconcile period of %d CRs", p, fleet)
@@ -760,6 +785,15 @@ func BenchmarkIdleResync300(b *testing.B) {
 	if w != 0 || a != 0 {
 		b.Errorf("an idle resync wrote: %d API writes, %v Helm actions", w, a)
 	}
+}
+
+// allocs counts what the Go runtime allocated on the heap since the process started.
+type allocs struct{ objects, bytes uint64 }
+
+func heapAllocs() allocs {
+	samples := []runtimemetrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	runtimemetrics.Read(samples)
+	return allocs{samples[0].Value.Uint64(), samples[1].Value.Uint64()}
 }
 
 func heapMB() float64 {
