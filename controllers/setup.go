@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rudder-operator/rudder/internal/gate"
+	"github.com/rudder-operator/rudder/internal/lazylog"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -52,6 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
 			r.crChanged(), r.cancelOnDelete())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max}).
+		WithLogConstructor(r.logConstructor(mgr.GetLogger())).
 		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
@@ -93,6 +97,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		go r.enqueueAll(context.Background(), mgr.GetCache())
 	})
 	return nil
+}
+
+// logConstructor is controller-runtime's logger of a controller and of each reconcile, with
+// the same names and values, made lazy (internal/lazylog): a pass that writes no line, as
+// most passes of a converged CR, does not pay for encoding them.
+func (r *Reconciler) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	log := lazylog.New(base.WithValues("controller", ControllerName(r.gvk), "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind))
+	return func(req *reconcile.Request) logr.Logger {
+		if req == nil {
+			return log
+		}
+		return log.WithValues(r.gvk.Kind, klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+	}
 }
 
 // uidIndex indexes the watch's CRs by UID, to find the owner of a release record.
