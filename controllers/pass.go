@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"reflect"
 	"slices"
 
 	"github.com/go-logr/logr"
@@ -81,8 +80,10 @@ type pass struct {
 	out   *outcome
 }
 
-func newPass(r *Reconciler, obj *unstructured.Unstructured) *pass {
-	p := &pass{r: r, obj: obj, origStatus: runtime.DeepCopyJSONValue(obj.Object["status"]), key: client.ObjectKeyFromObject(obj),
+// newPass is the pass over obj, whose status as read is read: a value the pass leaves as it is
+// (obj holds a copy of it).
+func newPass(r *Reconciler, obj *unstructured.Unstructured, read any) *pass {
+	p := &pass{r: r, obj: obj, origStatus: read, key: client.ObjectKeyFromObject(obj),
 		gen: obj.GetGeneration(), scope: r.scope(obj)}
 	p.st.Conditions = rstatus.ConditionsOf(obj)
 	p.st.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
@@ -122,7 +123,6 @@ func (p *pass) cond(typ string) *metav1.Condition {
 	return meta.FindStatusCondition(p.st.Conditions, typ)
 }
 
-// persist writes the status with one merge patch, and only when something changed.
 // conditionsEdited reports whether the pass's hooks changed status.conditions of the CR (a
 // kind without hooks has nothing to compare).
 func (p *pass) conditionsEdited() bool {
@@ -131,7 +131,7 @@ func (p *pass) conditionsEdited() bool {
 	}
 	orig, _ := p.origStatus.(map[string]any)
 	cur, _, _ := unstructured.NestedFieldNoCopy(p.obj.Object, "status", "conditions")
-	return !reflect.DeepEqual(orig["conditions"], cur)
+	return !jsonEqual(orig["conditions"], cur)
 }
 
 // keepHookConditions takes into rudder's status the conditions of the types hooks own, as the
@@ -153,6 +153,7 @@ func (p *pass) keepHookConditions() {
 	}
 }
 
+// persist writes the status with one merge patch, and only when something changed.
 func (p *pass) persist(ctx context.Context) error {
 	// Conditions are rudder's and the hooks': a hook owns the types rudder does not
 	// (rstatus.RudderOwns), and its edits of those are kept, its edits of rudder's are not.
@@ -182,7 +183,7 @@ func (p *pass) persist(ctx context.Context) error {
 	}
 	cur := p.obj.Object["status"]
 	// Most passes change nothing: compare before marshalling anything.
-	if reflect.DeepEqual(p.origStatus, cur) {
+	if jsonEqual(p.origStatus, cur) {
 		return nil
 	}
 	before, _ := p.origStatus.(map[string]any)

@@ -218,16 +218,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 	}()
 
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(r.gvk)
-	if err := r.opts.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+	// The cache's own object, read-only: the pass works on a copy, and the status it read is
+	// the cache's (or the one read in its place), compared with what the pass makes of it.
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(r.gvk)
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, cached, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	obj := cached.DeepCopy()
+	obj.SetGroupVersionKind(r.gvk)
+	read := cached.Object["status"]
 	// A status this process wrote that the cache does not show yet is read in its place.
-	r.statuses.read(obj)
+	if written, ok := r.statuses.read(obj); ok {
+		read = written
+	}
 	seen = obj
 	ctx, leave, err := r.gate.Enter(ctx, req.NamespacedName)
 	if err != nil {
@@ -245,7 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 	}
 
-	p := newPass(r, obj)
+	p := newPass(r, obj, read)
 	defer func() {
 		p.endTurn()
 		if err := p.persist(ctx); err != nil {

@@ -74,9 +74,10 @@ func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, sta
 }
 
 // read puts into obj, read from the cache, the status and finalizers this process wrote of it
-// after the version obj is, if any; an entry the cache caught up with, of another incarnation of the CR,
-// or too old, is dropped. It reports whether it did.
-func (s *statuses) read(obj *unstructured.Unstructured) bool {
+// after the version obj is, if any; an entry the cache caught up with, of another incarnation
+// of the CR, or too old, is dropped. It returns the status it put, as it keeps it (shared:
+// never to be changed), and whether it did.
+func (s *statuses) read(obj *unstructured.Unstructured) (status any, ok bool) {
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	cached, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 	now := s.clock.Now()
@@ -84,11 +85,11 @@ func (s *statuses) read(obj *unstructured.Unstructured) bool {
 	defer s.mu.Unlock()
 	w, ok := s.m[key]
 	if !ok {
-		return false
+		return nil, false
 	}
 	if err != nil || w.uid != obj.GetUID() || cached >= w.rv || now.Sub(w.at) > statusesTTL {
 		delete(s.m, key)
-		return false
+		return nil, false
 	}
 	if w.status == nil {
 		delete(obj.Object, "status")
@@ -96,7 +97,7 @@ func (s *statuses) read(obj *unstructured.Unstructured) bool {
 		obj.Object["status"] = runtime.DeepCopyJSONValue(w.status)
 	}
 	obj.SetFinalizers(slices.Clone(w.finalizers))
-	return true
+	return w.status, true
 }
 
 // forget drops what is kept of the CR at key.

@@ -39,7 +39,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	p := newPass(r, obj)
+	p := newPass(r, obj, nil) // its status is not written
 	p.log = logr.FromContextOrDiscard(ctx)
 	name, err := r.releaseName(obj)
 	if err != nil {
