@@ -9,7 +9,11 @@
 // the wrapped logger would have written it.
 package lazylog
 
-import "github.com/go-logr/logr"
+import (
+	"slices"
+
+	"github.com/go-logr/logr"
+)
 
 // New wraps base: the logger it returns writes what base would, with WithValues and WithName
 // deferred until a line is written.
@@ -49,8 +53,9 @@ func (s *sink) Info(level int, msg string, kvs ...any) { s.build(1).Info(level, 
 
 func (s *sink) Error(err error, msg string, kvs ...any) { s.build(1).Error(err, msg, kvs...) }
 
+// WithValues keeps a copy of kvs: a caller may pass a slice it changes after.
 func (s *sink) WithValues(kvs ...any) logr.LogSink {
-	return &sink{parent: s, kvs: kvs}
+	return &sink{parent: s, kvs: slices.Clone(kvs)}
 }
 
 func (s *sink) WithName(name string) logr.LogSink {

@@ -73,3 +73,17 @@ func TestDiscardStaysDiscard(t *testing.T) {
 		t.Fatal("a discarding logger was wrapped")
 	}
 }
+
+// The values a line carries are those given to WithValues, even when the caller changes its
+// slice after.
+func TestValuesAreKeptAsGiven(t *testing.T) {
+	var line string
+	base := funcr.New(func(_, args string) { line = args }, funcr.Options{})
+	kvs := []any{"name", "w"}
+	l := New(base).WithValues(kvs...)
+	kvs[1] = "changed"
+	l.Info("x")
+	if line != `"level"=0 "msg"="x" "name"="w"` {
+		t.Fatalf("line %s", line)
+	}
+}
