@@ -80,8 +80,8 @@ type pass struct {
 	out   *outcome
 }
 
-// newPass is the pass over obj, whose status as read is read: a value the pass leaves as it is
-// (obj holds a copy of it).
+// newPass is the pass over obj. read is obj's status as the pass found it (the cache's, or
+// the one this process wrote, read in its place): shared, never changed; obj holds a copy.
 func newPass(r *Reconciler, obj *unstructured.Unstructured, read any) *pass {
 	p := &pass{r: r, obj: obj, origStatus: read, key: client.ObjectKeyFromObject(obj),
 		gen: obj.GetGeneration(), scope: r.scope(obj)}
