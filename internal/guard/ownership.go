@@ -17,18 +17,18 @@ import (
 )
 
 // Ownership: inside its confinement, a release changes and deletes only what it made. What a
-// release made carries its owner's AnnotationOwner: the post-renderer marks every manifest
-// object, and the release's storage marks every hook (markHooks) before Helm stores or runs
-// it. A CR's values cannot forge that mark for another CR (the post-renderer overwrites it),
-// and objects made outside rudder do not carry it.
+// release made carries its owner's AnnotationOwner: internal/helm's post-renderer marks every
+// manifest object, and the release's storage marks every hook before Helm stores or runs it.
+// A CR's values cannot forge that mark for another CR (the post-renderer overwrites it), and
+// objects made outside rudder do not carry it.
 //
 // The rule is enforced on requests, so that it holds whatever path of Helm's makes them: the
 // guard lets an update, patch or delete of a named object through only after it has read the
 // object (as the release's identity) and found it marked as the owner's, and it sends a delete
 // with the UID it read as a precondition, so that the API server deletes that object or
-// nothing. Before an action's first write, hooks whose kind and name exist and are not the
-// release's are refused (checkHookOwners): Helm's default before-hook-creation policy would
-// otherwise delete another's object and put the hook in its place.
+// nothing. Before an action's first write, internal/helm refuses hooks whose kind and name
+// exist and are not the release's (NotMadeBy): Helm's default before-hook-creation policy
+// would otherwise delete another's object and put the hook in its place.
 
 // Owner is the CR a release belongs to.
 type Owner struct {

@@ -20,6 +20,12 @@ import (
 	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
+// Ownership as an action applies it beyond its Guard (internal/guard, ownership.go): the
+// release's hooks marked as its own before Helm stores them, the hooks that would replace
+// another's object refused before the action's first write, the kept hooks deleted with the
+// release, and the CR that holds a cluster-scoped object named in an install's failure. Each
+// reads the cluster as the action's identity.
+
 // hookMarker marks a release's hooks as the post-renderer marks its manifest.
 type hookMarker struct {
 	post *postRenderer
