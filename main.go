@@ -110,7 +110,7 @@ func runManager(args []string) {
 	flag.StringVar(&opts.WatchLabelSelector, "watch-label-selector", "", "Shard: serve only the CRs, of every watched kind, whose labels match this selector (e.g. rudder.dev/shard=a); empty serves all.")
 	flag.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the Lease (default: the one rudder runs in).")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers per kind, unless its watch sets maxConcurrentReconciles.")
-	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute, "How often every CR is re-checked (jittered), unless its watch sets reconcilePeriod; 0 disables.")
+	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute, "How often every CR is re-checked (jittered, in steps of a twelfth of it), unless its watch sets reconcilePeriod; 0 disables.")
 	flag.BoolVar(&opts.ChartReload, "chart-reload", true, "Watch chart directories with fsnotify and roll changes out live.")
 	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")

@@ -101,7 +101,7 @@ func (p *pass) report(o *outcome) (reconcile.Result, error) {
 	}
 	p.reportObjects(o)
 	p.st.ObservedGeneration = p.gen
-	o.requeueIn(jitter(p.r.reconcilePeriod()))
+	o.requeueIn(periodic(p.r.opts.Clock.Now(), p.r.reconcilePeriod()))
 	return reconcile.Result{RequeueAfter: o.requeue}, nil
 }
 
@@ -193,4 +193,20 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// periodic is how long from now until a CR's next periodic pass: the period jittered (see
+// jitter), then rounded up onto the clock's grid of a twelfth of the period (5 s of a minute),
+// so that the passes of the CRs whose turns fall within one step of it run together. An idle
+// process then wakes once a step for a batch, not once for each CR: at 300 CRs and a 1-minute
+// period, passes 200 ms apart cost twice the CPU of passes run back to back (docs/bench.md,
+// session 23). The jitter still spreads the fleet over the period's twelve steps, and a pass
+// comes at most a twelfth of the period later than the jitter alone would have it.
+func periodic(now time.Time, period time.Duration) time.Duration {
+	d := jitter(period)
+	step := period / 12
+	if step <= 0 {
+		return d
+	}
+	return now.Add(d).Truncate(step).Add(step).Sub(now)
 }

@@ -760,7 +760,8 @@ func BenchmarkIdleResync300(b *testing.B) {
 	c0, m0 := cpuTime(b), heapAllocs()
 	defer cpuProfile(b, "RUDDER_BENCH_IDLE_PROFILE")()
 	defer allocsProfile(b, "RUDDER_BENCH_IDLE_ALLOCS")()
-	// One reconcile period plus its jitter (±10%): every CR is resynced at least once.
+	// One reconcile period plus its jitter (±10%) and its step (a twelfth, see periodic in
+	// controllers): every CR is resynced at least once.
 	time.Sleep(resyncPeriod + resyncPeriod/5)
 	cpu, m := cpuTime(b)-c0, heapAllocs()
 	m.objects, m.bytes = m.objects-m0.objects, m.bytes-m0.bytes

@@ -39,7 +39,7 @@ var Fields = []Field{
 	{"chart", "required", "the chart directory, relative to watches.yaml or absolute"},
 	{"overrideValues", "", "map of dotted keys to strings set on top of the spec; `$ENV`/`${ENV}` expanded at load, then a Go template with sprig and the CR as `.`, as rudder caches it (without `managedFields` and kubectl's last-applied-configuration annotation)"},
 	{"selector", "every CR", "a label selector: the watch serves only the CRs it matches"},
-	{"reconcilePeriod", "the manager's", "how often every CR is checked again (jittered; at least 1s)"},
+	{"reconcilePeriod", "the manager's", "how often every CR is checked again (jittered, in steps of a twelfth of it; at least 1s)"},
 	{"maxConcurrentReconciles", "the manager's", "the kind's workers"},
 	{"watchDependentResources", "true", "watch the objects of every release, so that drift is seen as it happens"},
 	{"releaseName", "the CR's name", "a template over the CR naming its release"},
