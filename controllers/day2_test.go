@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 // The day-2 policies of a watch (issue 26), each against the real control plane, on the day2
@@ -284,7 +284,7 @@ func TestRetries(t *testing.T) {
 	if err := k8s.Delete(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	patch(t, day2ProbeGVK, ns, "z", `{"metadata":{"annotations":{"`+controllers.AnnotationRollbackTo+`":"99"}}}`)
+	patch(t, day2ProbeGVK, ns, "z", `{"metadata":{"annotations":{"`+machine.AnnotationRollbackTo+`":"99"}}}`)
 	crtest.WaitCondition(t, k8s, day2ProbeGVK, ns, "z", rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, timeout)
 	if got := installs(t, "Day2Probe", "failed") - before; got != 0 || installs(t, "Day2Probe", "ok") != okBefore {
 		t.Fatalf("a held-back install was tried again (%v more failures)", got)

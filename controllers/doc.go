@@ -1,92 +1,33 @@
-// Package controllers is rudder's generic reconciler: the release state machine of one watch.
+// Package controllers is rudder's controller of one watch: it takes the watch's CRs from
+// controller-runtime's work queue and passes each to the release state machine
+// (internal/machine), which keeps one Helm release per CR.
 //
-// A Reconciler reconciles the CRs of one watches.yaml entry, keeping one Helm release per CR.
-// Each reconcile is a pass (pass.go) in three steps:
+// A Reconciler (reconciler.go) is thin: it reads the CR from the cache, admits the pass into
+// its namespace's share of the workers (internal/gate), adds rudder's finalizer, and hands the
+// CR to machine.Run, or to machine.Uninstall once the CR is being deleted (finalize.go). What
+// the state machine reaches of it is machine.World, which New builds once per watch: the
+// watch and what serves it, and the doors (doors.go, rollout.go) through which a pass asks
+// for a dependent watch, writes the CR's status, and reads a Rollout. Around the passes it
+// keeps:
 //
-//   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
-//     hooks' word, and the release's newest revision, classified by records.DetermineState;
-//   - act (actions.go) takes one action at a time. plan.Next (internal/plan), a pure function
-//     in a package of its own, maps the state and what the pass met so far (the situation,
-//     situation.go) to the next action or to how the pass ends; the pass runs the action
-//     (do), observes the release as it left it, and asks again. Every action goes this way:
-//     the uninstall of a deleted CR (uninstall.go, a situation of its own) and the reapply of
-//     drift (asked once settle has looked at the objects) too. Each action is taken at most once per pass. On a revision, settle (objects.go)
-//     then looks at its objects: the reapply action restores drift, kstatus says whether they
-//     are ready, and the post-release hooks run;
-//   - report (report.go) turns the steps' results into conditions, Events, status.release
-//     (record.go, its one writer), the rudder_release_state gauge and the controller-runtime
-//     Result.
-//
-// Helm and its storage are reached only through the Releases interface, which *helm.Client
-// implements; unit tests drive the pass with *helmtest.Memory, Helm's own actions over its memory
-// storage driver (fakehelm_test.go adds a spy and failures).
-//
-// # Adding an action
-//
-// An action does one thing to a release and returns a result; it decides nothing else and
-// sets no condition itself. The test action (test.go: `helm test` after a release) is one
-// added this way, in three files and the boundary:
-//
-//  1. The type, in a file of its own: name returns its plan.Action (its metric label, its
-//     Events' action, its key in plan.Situation.Taken), and run makes the call to Helm with
-//     what its *env (env.go) holds, and returns a result. The env is all it reaches: the
-//     release, the Releases boundary, the watch's policies and what the pass prepared; not the
-//     pass, not the reconciler. The result is the verdict (succeeded, failed, retry, blocked),
-//     the reason and message, the Events (notes), the conditions it sets (result.conditions,
-//     by type: report sets them), what status.release learns (record), and how its own work
-//     went (result.call: do, the one place every action runs through, counts it in
-//     rudder_release_actions_total and times it, and acts on result.recheck and restored). When it knows the release as it left it,
-//     result.after says so, which spares a read of storage. Whatever it asks of Helm takes
-//     the pass's context, which a deletion of the CR or rudder's stop cancels.
-//  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
-//     case in Next (which state, after which step); situation.go fills the fact in, and
-//     pass.runner maps the choice to the type, with what the pass met that it needs. Next stays pure, and the compiler holds it
-//     so: internal/plan imports nothing of the pass.
-//  3. record.go, when status.release records its outcome: a field of record, which
-//     writeRelease writes. A fact a later decision reads belongs in the release's record
-//     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
-//     rudder.dev/tested-revision are; records.Head reads it, and reads what this process wrote
-//     before the cache of records shows it: records.Written), so that a pass reading the CR
-//     from a cache behind that write decides the same. The release's facts (records.Facts: a
-//     held-back failure, the once-per-value annotations' values handled, what rudder's newest
-//     own revision was made from) are such labels: facts.go reads them, and markRecord writes
-//     them on the newest record from the same records, before the status. What no record
-//     holds (a failed install's failure: it leaves none; the Drifted condition) is read from
-//     the status this process wrote before the cache of CRs shows it (statuses.go).
-//     TestPassBehindTheCacheDecidesTheSame and TestPassWithItsStatusLostDecidesTheSame get a
-//     row.
-//  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
-//     *helm.Client and on *helmtest.Memory (internal/helm/helmtest).
-//
-// Then rows in TestNext (internal/plan) for every state and previous result it meets, rows in
-// TestPassDecisionTable (pass_test.go) for its Helm calls, conditions and Events, failures
-// included, and a test against the control plane.
-//
-// # Adding a policy
-//
-// A watch's day-2 policies (internal/watches/policy.go) took the same layering, each where its
-// decision is made:
-//   - remediation.retries is two facts of the situation (retry.go): a failure with retries
-//     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
-//     lets the pair go; the count is one of the release's facts (failedRecord, facts.go).
-//   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
-//     whether it only reports (the Drifted condition).
-//   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
-//     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that
-//     the release gains one revision, and the actions turn what they did into Events.
-//   - rollout is a fact of observe and of the situation (rollout.go): whether a rollout moves
-//     the CR to the watch's chart yet, else the chart its own release keeps (rolloutPin), and
-//     the rolloutRollback action when one halted with onHalt rollback. The waves themselves are
-//     decided by a coordinator per watch (rolloutcoord.go, rolloutwaves.go), whose state is a
-//     Rollout object's status: passes never write it, and the coordinator never acts on a
+//   - the status and finalizers this process wrote, for a pass that reads a cache behind that
+//     write (statuses.go), and the CRs whose cache is behind the API server (conflicted);
+//   - the watches (setup.go): the CRs, filtered to the updates a pass acts on; the release
+//     records; the operands, whose events mark drift in the machine's Memory; the chart and
+//     values sources, whose changes queue the CRs that use them;
+//   - the rollout coordinator of a watch with a rollout policy (rolloutcoord.go,
+//     rolloutwaves.go), which moves each Rollout from wave to wave and never acts on a
 //     release.
 //
 // The manager's wiring is not this package's: internal/wiring's NewManager builds the manager
 // and its caches (late CRDs included), the chart source, the Helm client, the values sources
 // and the Go hooks of the built-in kinds, and one Reconciler per watch through New and
-// Options, the door between the two. internal/gate admits a kind's passes and its Helm
-// actions per namespace.
+// Options.
 //
-// It owns the CRs' status and the releases' lifecycle; how a release is rendered, confined and
-// stored belongs to internal/helm, what a watch makes of a CR to internal/watches.
+// What each change takes:
+//
+//   - an action: internal/machine's doc.go says how;
+//   - a watch field or a limit: internal/watches' doc.go says how (its one declaration in
+//     fields.go, which the README's tables and `rudder lint` come from);
+//   - a door: a method on a small interface of machine.World, implemented here.
 package controllers

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -33,7 +33,7 @@ func TestFactsOutliveTheStatus(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", "Ready", metav1.ConditionTrue, "", timeout)
 	crtest.Update(t, k8s, widgetGVK, ns, "lost", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
+		u.SetAnnotations(map[string]string{machine.AnnotationRollbackTo: "1"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", rstatus.TypeRollbackRequest, metav1.ConditionTrue, "", timeout)
 	crtest.Update(t, k8s, widgetGVK, ns, "lost", func(u *unstructured.Unstructured) {

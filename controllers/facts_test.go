@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -40,20 +41,20 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 		{name: "reconcile-at handled", before: func(h *harness) {
 			upgradeFails(h)
 			h.passOnce()
-			h.annotate(AnnotationReconcileAt, "1")
+			h.annotate(machine.AnnotationReconcileAt, "1")
 		}},
 		{name: "reset-at handled", before: func(h *harness) {
 			upgradeFails(h)
 			h.passOnce()
-			h.annotate(AnnotationResetAt, "a")
+			h.annotate(machine.AnnotationResetAt, "a")
 		}},
 		{name: "rollback-to done", before: func(h *harness) {
 			h.seed(release.StatusSuperseded, false, 0, unitUID)
 			h.seed(release.StatusDeployed, true, 0, unitUID)
 			h.passOnce()
-			h.annotate(AnnotationRollbackTo, "1")
+			h.annotate(machine.AnnotationRollbackTo, "1")
 		}},
-		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}}},
+		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -139,7 +140,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	if h.helm.factWrites != writes {
 		t.Fatalf("a pass that learned nothing wrote the facts again")
 	}
-	h.annotate(AnnotationReconcileAt, "now")
+	h.annotate(machine.AnnotationReconcileAt, "now")
 	h.helm.upgradeErr = nil
 	h.passOnce()
 	hist = h.helm.History("ns", "w")

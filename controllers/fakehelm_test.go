@@ -11,11 +11,12 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/helm/helmtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // The test double implements the boundary as the Client does.
-var _ Releases = (*helmtest.Memory)(nil)
+var _ machine.Releases = (*helmtest.Memory)(nil)
 
 // fakeHelm is Helm without a cluster — helmtest.Memory, Helm's own actions over its memory
 // storage driver, so that its history is the one Helm writes — with a spy's hooks: it
@@ -193,7 +194,7 @@ func (f *fakeHelm) Writer(s helm.Scope) (client.Client, error) {
 }
 
 func (f *fakeHelm) Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error {
-	if err := f.call("Relabel", " %s", describeLabels(keys, want)); err != nil {
+	if err := f.call("Relabel", " %s", machine.DescribeLabels(keys, want)); err != nil {
 		return err
 	}
 	return f.Memory.Relabel(ctx, s, name, keys, want)

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 var nudgeProbeGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "NudgeProbe"}
@@ -31,7 +31,7 @@ func TestNudges(t *testing.T) {
 		create(t, cm)
 		return cm
 	}
-	for _, tc := range []struct{ name, annotation string }{{"r", controllers.AnnotationReconcileAt}, {"z", controllers.AnnotationResetAt}} {
+	for _, tc := range []struct{ name, annotation string }{{"r", machine.AnnotationReconcileAt}, {"z", machine.AnnotationResetAt}} {
 		cm := blocker(tc.name)
 		create(t, crtest.NewCR(nudgeProbeGVK, ns, tc.name, map[string]any{}))
 		crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, tc.name, rstatus.TypeStalled, metav1.ConditionTrue, "", timeout)
@@ -44,7 +44,7 @@ func TestNudges(t *testing.T) {
 		if rel["failed"] != nil {
 			t.Fatalf("%s: status.release.failed kept after %s: %v", tc.name, tc.annotation, rel["failed"])
 		}
-		field := map[string]string{controllers.AnnotationReconcileAt: "reconcileRequest", controllers.AnnotationResetAt: "resetRequest"}[tc.annotation]
+		field := map[string]string{machine.AnnotationReconcileAt: "reconcileRequest", machine.AnnotationResetAt: "resetRequest"}[tc.annotation]
 		if rel[field] != "1" {
 			t.Fatalf("%s: status.release.%s = %v", tc.name, field, rel[field])
 		}
@@ -55,7 +55,7 @@ func TestNudges(t *testing.T) {
 	create(t, crtest.NewCR(nudgeProbeGVK, ns, "s", map[string]any{}))
 	crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, "s", rstatus.TypeStalled, metav1.ConditionTrue, "", timeout)
 	before := failedInstalls()
-	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+controllers.AnnotationReconcileAt+`":"2"}}}`)
+	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+machine.AnnotationReconcileAt+`":"2"}}}`)
 	crtest.Eventually(t, "reconcile-at=2 handled", timeout, func(ctx context.Context) (bool, error) {
 		u, err := crtest.Get(ctx, k8s, nudgeProbeGVK, ns, "s")
 		v, _, _ := unstructured.NestedString(u.Object, "status", "release", "reconcileRequest")
@@ -66,7 +66,7 @@ func TestNudges(t *testing.T) {
 	}
 	// A later pass of s, with the same reconcile-at value (its refusal of a rollback-to value
 	// says it ran).
-	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+controllers.AnnotationRollbackTo+`":"99"}}}`)
+	patch(t, nudgeProbeGVK, ns, "s", `{"metadata":{"annotations":{"`+machine.AnnotationRollbackTo+`":"99"}}}`)
 	crtest.WaitCondition(t, k8s, nudgeProbeGVK, ns, "s", rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, timeout)
 	if got := failedInstalls() - before; got != 1 {
 		t.Fatalf("a handled reconcile-at value tried the pair again (%v tries)", got)

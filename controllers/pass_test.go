@@ -34,6 +34,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -83,7 +84,7 @@ type fakeSources struct {
 	err      error
 }
 
-func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Source, _ SourceUser) ([][]byte, error) {
+func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Source, _ machine.SourceUser) ([][]byte, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -96,7 +97,7 @@ func (f *fakeSources) Read(_ context.Context, _ helm.Scope, srcs []watches.Sourc
 	return out, nil
 }
 
-func (f *fakeSources) Forget(SourceUser) {}
+func (f *fakeSources) Forget(machine.SourceUser) {}
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
@@ -483,7 +484,7 @@ func TestPassDecisionTable(t *testing.T) {
 		setup: func(h *harness) {
 			h.seed(release.StatusDeployed, true, 0, unitUID)
 			h.seed(release.StatusPendingRollback, true, 1, unitUID)
-			h.clock.Step(foreignPendingGrace)
+			h.clock.Step(machine.ForeignPendingGrace)
 		},
 		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
@@ -524,7 +525,7 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name: "rollback-to annotation: rolled back, kept",
-		opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "1"},
+		opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "1"},
 			status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
 				"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
@@ -537,7 +538,7 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "rollback-to a revision the history lacks: rejected",
-		opts:   harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}},
+		opts:   harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}},
 		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
 		calls:  []string{"Revision 9", "Last"},
 		conds:  []string{"Released=True/UpToDate", "RollbackRequest=False/RollbackRejected", "Ready=True/ObjectsReady", "Stalled=False/UpToDate"},
@@ -700,7 +701,7 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "paused",
-		opts:   harnessOpts{annotations: map[string]string{AnnotationPaused: "true"}},
+		opts:   harnessOpts{annotations: map[string]string{machine.AnnotationPaused: "true"}},
 		conds:  []string{"Paused=True/Paused", "Reconciling=False/Paused", "Released=none"},
 		result: "done",
 	}, {
@@ -866,7 +867,7 @@ func TestPassTestsOncePerRevision(t *testing.T) {
 func TestPassBehindTheCacheKeepsConditions(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{chart: "tested", watch: "  test: {enable: true}\n",
-		annotations: map[string]string{AnnotationRollbackTo: "9"}})
+		annotations: map[string]string{machine.AnnotationRollbackTo: "9"}})
 	stale := h.cr()
 	if _, err := h.pass(); err != nil {
 		t.Fatal(err)
@@ -981,14 +982,14 @@ func TestPassNudges(t *testing.T) {
 	}
 	installs("the failure", 1)
 	installs("held back", 0)
-	h.annotate(AnnotationReconcileAt, "1")
+	h.annotate(machine.AnnotationReconcileAt, "1")
 	installs("reconcile-at=1", 1)
 	installs("reconcile-at=1 again", 0)
 	if got, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "reconcileRequest"); got != "1" {
 		t.Fatalf("status.release.reconcileRequest %q", got)
 	}
 	h.helm.installErr = nil
-	h.annotate(AnnotationResetAt, "a")
+	h.annotate(machine.AnnotationResetAt, "a")
 	installs("reset-at=a", 1)
 	rel, _, _ := unstructured.NestedMap(h.cr().Object, "status", "release")
 	if rel["resetRequest"] != "a" || rel["failed"] != nil {
@@ -1054,11 +1055,11 @@ func TestPassRetries(t *testing.T) {
 	step("after 10s", time.Second, true, 3, metav1.ConditionTrue)
 	step("out of retries", time.Hour, false, 3, metav1.ConditionTrue)
 	crtest.Update(t, h.c, unitGVK, "ns", "w", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{AnnotationReconcileAt: "1"})
+		u.SetAnnotations(map[string]string{machine.AnnotationReconcileAt: "1"})
 	})
 	step("reconcile-at", 0, true, 4, metav1.ConditionTrue)
 	crtest.Update(t, h.c, unitGVK, "ns", "w", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{AnnotationReconcileAt: "1", AnnotationResetAt: "a"})
+		u.SetAnnotations(map[string]string{machine.AnnotationReconcileAt: "1", machine.AnnotationResetAt: "a"})
 	})
 	step("reset-at", 0, true, 1, metav1.ConditionFalse)
 }

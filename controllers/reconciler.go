@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
-	"unique"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,17 +26,14 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/gate"
-	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // Annotations users set on CRs.
 const (
-	// AnnotationPaused: "true" stops every action on the CR's release (condition Paused), so
-	// that a person can `helm rollback` by hand. Removing it resumes.
-	AnnotationPaused = "rudder.dev/paused"
 	// Finalizer makes deletion wait for the release to be uninstalled.
 	Finalizer = "rudder.dev/uninstall-release"
 )
@@ -47,11 +42,11 @@ const (
 type Options struct {
 	Watch  *watches.Watch
 	Charts *chartsource.Source
-	Helm   Releases
+	Helm   machine.Releases
 	Hooks  *hook.Registry
 	// Sources reads the watch's valuesFrom sources (required when the watch has any):
 	// wiring.Sources, or a fake in unit tests.
-	Sources SourceReader
+	Sources machine.SourceReader
 
 	// Client reads CRs and release Secrets from the manager's cache and writes.
 	Client client.Client
@@ -99,20 +94,13 @@ type Reconciler struct {
 	// queue is the controller's work queue, known once the controller started; chart changes
 	// enqueue every CR of the kind through it.
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
-	// dirty CRs had an operand changed or deleted by someone, or not seen in the cache: check
-	// drift on the next pass.
-	dirty map[types.NamespacedName]drift
-	// verified CRs (by key, the UID of the CR checked) had their drift checked at least once by
-	// this process.
-	verified map[types.NamespacedName]types.UID
-	// manifests caches parsed release manifests by release key and revision.
-	manifests map[types.NamespacedName]parsedManifest
+	// world is what the passes reach (internal/machine), memory what they remember of each
+	// CR between them.
+	world  *machine.World
+	memory *machine.Memory
 	// watching holds the operand kinds with a dependent watch, started or being started.
 	watching map[schema.GroupVersionKind]*watchStart
 	addWatch func(gvk schema.GroupVersionKind) error
-	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge (whose
-	// label "state" holds that phase, not the release state the pass decided from).
-	states map[types.NamespacedName]string
 	// statuses keep the status and finalizers passes wrote, for the passes that read a cache
 	// behind them.
 	statuses *statuses
@@ -127,27 +115,6 @@ type Reconciler struct {
 	// period is over (see SourceChanged).
 	changedSources map[types.NamespacedName]bool
 	sourcesTimer   *time.Timer
-}
-
-// parsedManifest is what a Reconciler keeps of a release's newest revision: the identities of
-// its objects.
-type parsedManifest struct {
-	revision int
-	objects  []objectID
-}
-
-// objectID is one object's identity, as compact as it gets: 2000 releases keep 4000 of them.
-// metadata holds the keys of the labels and annotations its manifest sets (see
-// metadataKeys), one copy for every object that sets the same ones: the same template in
-// every release of a chart.
-type objectID struct {
-	apiVersion, kind, namespace, name string
-	metadata                          unique.Handle[string]
-}
-
-// unstructured is the identity as an object with nothing else set.
-func (id objectID) unstructured() *unstructured.Unstructured {
-	return helm.Identity(id.apiVersion, id.kind, id.namespace, id.name)
 }
 
 // New validates opts and returns a Reconciler; SetupWithManager starts it.
@@ -173,20 +140,33 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.Recorder == nil {
 		opts.Recorder = &events.FakeRecorder{}
 	}
-	return &Reconciler{
-		opts:      opts,
-		gvk:       opts.Watch.GroupVersionKind(),
-		log:       ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
-		dirty:     map[types.NamespacedName]drift{},
-		verified:  map[types.NamespacedName]types.UID{},
-		manifests: map[types.NamespacedName]parsedManifest{},
-		watching:  map[schema.GroupVersionKind]*watchStart{},
-		statuses:  newStatuses(opts.Clock),
-		behind:    map[types.NamespacedName]string{},
+	r := &Reconciler{
+		opts:     opts,
+		gvk:      opts.Watch.GroupVersionKind(),
+		log:      ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
+		memory:   machine.NewMemory(opts.Watch),
+		watching: map[schema.GroupVersionKind]*watchStart{},
+		statuses: newStatuses(opts.Clock),
+		behind:   map[types.NamespacedName]string{},
 
 		changedSources: map[types.NamespacedName]bool{},
 		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
-	}, nil
+	}
+	r.world = r.newWorld()
+	return r, nil
+}
+
+// newWorld is what the passes of r's watch reach: its options, and r behind the doors.
+func (r *Reconciler) newWorld() *machine.World {
+	w := &machine.World{Watch: r.opts.Watch, Charts: r.opts.Charts, Hooks: r.opts.Hooks, Sources: r.opts.Sources, Queue: r,
+		Carried: r.opts.Carried, Shard: r.opts.Shard, DefaultServiceAccount: r.opts.DefaultServiceAccount, Period: r.reconcilePeriod(),
+		Helm: r.opts.Helm, Clock: r.opts.Clock, Live: r.opts.APIReader, Mapper: r.opts.Client.RESTMapper(), Scheme: r.opts.Client.Scheme(),
+		Recorder: r.opts.Recorder, Memory: r.memory,
+		Turns: r.gate, Watches: dependentWatches{r}, Status: statusWriter{r}, Rollouts: rolloutReader{r}}
+	if r.opts.Dependents != nil {
+		w.Operands = r.opts.Dependents
+	}
+	return w
 }
 
 // workers is how many passes of the watch's kind work at once.
@@ -197,10 +177,6 @@ func workers(opts Options) int {
 	}
 	return max(n, 1)
 }
-
-// errStalled marks passes that cannot make progress until the CR, the chart or the cluster
-// changes (returned as a reconcile.TerminalError); the Stalled condition says why.
-var errStalled = errors.New("stalled")
 
 // Reconcile is thin: get → deletion → finalizer → pass → one status patch.
 //
@@ -252,17 +228,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 	}
 
-	p := newPass(r, obj, read)
 	defer func() {
-		p.endTurn()
-		if err := p.persist(ctx); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
 		if r.coord != nil && r.coord.active.Load() {
 			r.coord.wake() // the CR's status may open the gate of a wave
 		}
 	}()
-	return p.run(ctx)
+	return machine.Run(ctx, r.world, obj, read)
 }
 
 // patchFinalizers writes obj's finalizers as they are now over those of the version read: the
@@ -300,7 +271,7 @@ func (r *Reconciler) conflicted(key types.NamespacedName, obj *unstructured.Unst
 	r.behind[key] = obj.GetResourceVersion()
 	r.mu.Unlock()
 	cacheBehind.WithLabelValues(r.gvkLabel()).Inc()
-	return reconcile.Result{RequeueAfter: jitter(r.reconcilePeriod())}, nil
+	return reconcile.Result{RequeueAfter: machine.Jitter(r.reconcilePeriod())}, nil
 }
 
 // catchUp reports whether an update of the CR at key, to version rv, is the one a pass that
@@ -330,27 +301,12 @@ func (r *Reconciler) metadataOf(key types.NamespacedName) *metav1.PartialObjectM
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.dirty, key)
-	delete(r.verified, key)
-	delete(r.manifests, key)
 	delete(r.behind, key)
 	r.statuses.forget(key)
 	if r.opts.Sources != nil {
-		r.opts.Sources.Forget(SourceUser{r, key})
+		r.opts.Sources.Forget(machine.SourceUser{Queue: r, Key: key})
 	}
-	if old, ok := r.states[key]; ok {
-		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
-		delete(r.states, key)
-	}
-}
-
-// scope is who acts for the release of a CR, where it may act, and what it owns.
-func (r *Reconciler) scope(obj client.Object) helm.Scope {
-	return r.opts.Watch.Scope(obj, r.opts.DefaultServiceAccount)
-}
-
-func (r *Reconciler) releaseName(obj *unstructured.Unstructured) (string, error) {
-	return r.opts.Watch.ReleaseNameOf(obj)
+	r.memory.Forget(key)
 }
 
 func (r *Reconciler) event(obj runtime.Object, typ, reason, action, note string, args ...any) {
@@ -358,14 +314,6 @@ func (r *Reconciler) event(obj runtime.Object, typ, reason, action, note string,
 }
 
 func (r *Reconciler) gvkLabel() string { return r.opts.Watch.String() }
-
-// jitter spreads periodic passes of many CRs over ±10% of the period.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
-}
 
 func (r *Reconciler) reconcilePeriod() time.Duration {
 	if p := r.opts.Watch.ReconcilePeriod; p != nil && p.Duration > 0 {

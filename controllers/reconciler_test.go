@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -274,7 +274,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	// Simulate an operator killed mid-upgrade: pause, leave a pending-upgrade revision, resume.
 	crtest.Update(t, k8s, widgetGVK, ns, "locked", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := crtest.HelmConfig(t, cluster, ns)
@@ -416,7 +416,7 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
 	crtest.Update(t, k8s, widgetGVK, ns, "p", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 		u.Object["spec"] = map[string]any{"message": "2"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
@@ -496,7 +496,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 	}
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
 	crtest.Update(t, k8s, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
 	setRecordStatus(t, ns, "halfgone", 1, release.StatusUninstalling)

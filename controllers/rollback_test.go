@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 // widgetAt creates a Widget and upgrades it once: revision 1 says "one", revision 2 "two".
@@ -144,7 +144,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	widgetAt(t, ns, "ann")
 
-	annotate(t, ns, "ann", controllers.AnnotationRollbackTo, "1")
+	annotate(t, ns, "ann", machine.AnnotationRollbackTo, "1")
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
 	u := waitRevision(t, ns, "ann", 3, 1)
 	if c := crtest.Condition(u, "Released"); c.Reason != "ManualRollback" {
@@ -153,7 +153,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 	if v, _, _ := unstructured.NestedString(u.Object, "status", "release", "rollbackRequest"); v != "1" {
 		t.Fatalf("status.release.rollbackRequest = %q", v)
 	}
-	crtest.WaitEvent(t, k8s, ns, "ann", "RolledBack", "rolled back to revision 1", controllers.AnnotationRollbackTo)
+	crtest.WaitEvent(t, k8s, ns, "ann", "RolledBack", "rolled back to revision 1", machine.AnnotationRollbackTo)
 	h := crtest.History(t, cluster, ns, "ann")
 	if len(h) != 3 || !strings.Contains(h[2].Info.Description, `requested by rudder.dev/rollback-to="1"`) {
 		t.Fatalf("history: %s", describe(h))
@@ -162,7 +162,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("ConfigMap says %q after the rollback, want one", got)
 	}
 
-	annotate(t, ns, "ann", controllers.AnnotationRollbackTo, "99")
+	annotate(t, ns, "ann", machine.AnnotationRollbackTo, "99")
 	u = crtest.WaitCondition(t, k8s, widgetGVK, ns, "ann", "RollbackRequest", metav1.ConditionFalse, "RollbackRejected", timeout)
 	if msg := crtest.Condition(u, "RollbackRequest").Message; !strings.Contains(msg, `"99"`) || !strings.Contains(msg, "nothing was done") {
 		t.Fatalf("RollbackRequest: %s", msg)
@@ -179,7 +179,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// A new value acts again.
-	annotate(t, ns, "ann", controllers.AnnotationRollbackTo, "2")
+	annotate(t, ns, "ann", machine.AnnotationRollbackTo, "2")
 	waitRevision(t, ns, "ann", 5, 2)
 	if got := configMapMessage(t, ns, "ann"); got != "two" {
 		t.Fatalf("ConfigMap says %q, want two", got)
@@ -197,7 +197,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
-	annotate(t, ns, "busy", controllers.AnnotationPaused, "true")
+	annotate(t, ns, "busy", machine.AnnotationPaused, "true")
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Paused", metav1.ConditionTrue, "", timeout)
 
 	// What `helm rollback` stores first: a copy of the target's labels, pending-rollback.
@@ -258,7 +258,7 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 		})
 	}
 	crtest.Update(t, k8s, gvk, ns, "h", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
+		u.SetAnnotations(map[string]string{machine.AnnotationRollbackTo: "1"})
 	})
 	crtest.WaitCondition(t, k8s, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
 	h := crtest.History(t, cluster, ns, "h")

@@ -23,9 +23,9 @@ import (
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -48,7 +48,7 @@ func TestRolloutInWaves(t *testing.T) {
 	for _, n := range names {
 		cr := crtest.NewCR(rolloutGVK, ns, n, map[string]any{})
 		if n == held {
-			cr.SetAnnotations(map[string]string{controllers.AnnotationRolloutHold: "true"})
+			cr.SetAnnotations(map[string]string{machine.AnnotationRolloutHold: "true"})
 		}
 		if err := k8s.Create(ctx, cr); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestRolloutInWaves(t *testing.T) {
 	// by key, then up to 5 in all (25 % of 19, rounded up), then the rest.
 	order := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == held })
 	slices.SortFunc(order, func(a, b string) int {
-		return strings.Compare(controllers.RolloutKey(ns, a), controllers.RolloutKey(ns, b))
+		return strings.Compare(machine.RolloutKey(ns, a), machine.RolloutKey(ns, b))
 	})
 	waveOf := map[string]int32{}
 	for i, n := range order {
@@ -106,11 +106,11 @@ func TestRolloutInWaves(t *testing.T) {
 		}
 	}
 	u := crtest.WaitCondition(t, k8s, rolloutGVK, ns, held, rstatus.TypeRollout, metav1.ConditionFalse, rstatus.ReasonRolloutHeld, timeout)
-	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, controllers.AnnotationRolloutHold) {
+	if c := crtest.Condition(u, rstatus.TypeRollout); !strings.Contains(c.Message, machine.AnnotationRolloutHold) {
 		t.Errorf("the held CR's Rollout condition does not say why: %s", c.Message)
 	}
 	// The hold goes: the CR joins the complete rollout.
-	patch(t, rolloutGVK, ns, held, `{"metadata":{"annotations":{"`+controllers.AnnotationRolloutHold+`":null}}}`)
+	patch(t, rolloutGVK, ns, held, `{"metadata":{"annotations":{"`+machine.AnnotationRolloutHold+`":null}}}`)
 	onChart(t, rolloutGVK, ns, held, goodDigest)
 	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
 		t.Errorf("%s after its hold went: %s", held, describe(h))
@@ -360,7 +360,7 @@ func TestRolloutPromotedAndAborted(t *testing.T) {
 	order := []string{"g1", "g2", "g3"}
 	_, to := editedFleet(t, gvk, ns, "gated", order)
 	slices.SortFunc(order, func(a, b string) int {
-		return strings.Compare(controllers.RolloutKey(ns, a), controllers.RolloutKey(ns, b))
+		return strings.Compare(machine.RolloutKey(ns, a), machine.RolloutKey(ns, b))
 	})
 	name := rolloutv1.Name(gvk, "", to)
 	revisions := func(want ...int) {

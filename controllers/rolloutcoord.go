@@ -27,6 +27,7 @@ import (
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -222,8 +223,8 @@ func (c *coordinator) members(ctx context.Context, to string) ([]member, error) 
 		if u.GetDeletionTimestamp() != nil {
 			continue
 		}
-		m := member{key: client.ObjectKeyFromObject(u), order: RolloutKey(u.GetNamespace(), u.GetName()), labels: u.GetLabels(),
-			held: u.GetAnnotations()[AnnotationRolloutHold] == "true"}
+		m := member{key: client.ObjectKeyFromObject(u), order: machine.RolloutKey(u.GetNamespace(), u.GetName()), labels: u.GetLabels(),
+			held: u.GetAnnotations()[machine.AnnotationRolloutHold] == "true"}
 		m.digest, _, _ = unstructured.NestedString(u.Object, "status", "release", "chartDigest")
 		conds := rstatus.ConditionsOf(u)
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")

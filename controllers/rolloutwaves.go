@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -116,7 +117,7 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 	var failed []string
 	admitted, ready := 0, 0
 	for _, m := range members {
-		if m.held || !r.admits(ro, m.key.Namespace, m.key.Name, m.labels) {
+		if m.held || !machine.Admits(r.opts.Watch.Rollout, ro, m.key.Namespace, m.key.Name, m.labels) {
 			continue
 		}
 		admitted++
@@ -216,7 +217,7 @@ func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32
 	st.WaveStarted = &metav1.Time{Time: r.opts.Clock.Now()}
 	moving := 0
 	for _, m := range members {
-		if !m.held && m.digest != ro.Spec.To && r.admits(ro, m.key.Namespace, m.key.Name, m.labels) {
+		if !m.held && m.digest != ro.Spec.To && machine.Admits(r.opts.Watch.Rollout, ro, m.key.Namespace, m.key.Name, m.labels) {
 			moving++
 			c.move(m.key)
 		}

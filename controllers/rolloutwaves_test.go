@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -29,7 +30,7 @@ func fleet(t *testing.T, pol string) (*coordinator, *clocktesting.FakeClock, []m
 	var ms []member
 	for i := range 20 {
 		n := fmt.Sprintf("r%02d", i)
-		ms = append(ms, member{key: types.NamespacedName{Namespace: "a", Name: n}, order: RolloutKey("a", n), digest: "old", held: n == "r07",
+		ms = append(ms, member{key: types.NamespacedName{Namespace: "a", Name: n}, order: machine.RolloutKey("a", n), digest: "old", held: n == "r07",
 			labels: map[string]string{"canary": fmt.Sprint(i < 2)}})
 	}
 	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.order, b.order) })
@@ -39,7 +40,7 @@ func fleet(t *testing.T, pol string) (*coordinator, *clocktesting.FakeClock, []m
 // moveAdmitted puts every CR the rollout admits on its chart, Ready or not.
 func moveAdmitted(c *coordinator, ro *rolloutv1.Rollout, ms []member, ready bool) {
 	for i := range ms {
-		if !ms[i].held && c.r.admits(ro, ms[i].key.Namespace, ms[i].key.Name, ms[i].labels) {
+		if !ms[i].held && machine.Admits(c.r.opts.Watch.Rollout, ro, ms[i].key.Namespace, ms[i].key.Name, ms[i].labels) {
 			ms[i].digest, ms[i].ready = "new", ready
 		}
 	}
@@ -48,7 +49,7 @@ func moveAdmitted(c *coordinator, ro *rolloutv1.Rollout, ms []member, ready bool
 func admittedNames(c *coordinator, ro *rolloutv1.Rollout, ms []member) []string {
 	var out []string
 	for _, m := range ms {
-		if !m.held && c.r.admits(ro, m.key.Namespace, m.key.Name, m.labels) {
+		if !m.held && machine.Admits(c.r.opts.Watch.Rollout, ro, m.key.Namespace, m.key.Name, m.labels) {
 			out = append(out, m.key.Name)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/lazylog"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -69,7 +69,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.opts.Dependents != nil {
 		r.addWatch = func(gvk schema.GroupVersionKind) error {
-			src := source.Kind[client.Object](r.opts.Dependents, operandObject(gvk), r.dependentHandler(gvk.GroupKind()))
+			src := source.Kind[client.Object](r.opts.Dependents, machine.OperandObject(gvk), r.dependentHandler(gvk.GroupKind()))
 			if err := c.Watch(src); err != nil {
 				return err
 			}
@@ -301,64 +301,16 @@ func (r *Reconciler) dependentHandler(gk schema.GroupKind) handler.TypedEventHan
 			if !ok {
 				return
 			}
-			o, n := e.ObjectOld, e.ObjectNew
-			if o.GetGeneration() != n.GetGeneration() || r.manifestMetadataChanged(key, gk, o, n) {
-				r.markDirty(key)
-			}
+			r.memory.OperandUpdated(key, gk, e.ObjectOld, e.ObjectNew)
 			q.Add(reconcile.Request{NamespacedName: key})
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 			if key, ok := owner(e.Object); ok {
-				r.markDirty(key)
+				r.memory.MarkDirty(key)
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		},
 	}
-}
-
-// reader reads operands for hooks: the dependents cache when there is one, always through
-// the informers that the dependent watches use (see operandReader).
-func (r *Reconciler) reader() client.Reader {
-	if r.opts.Dependents != nil {
-		return operandReader{r: r.opts.Dependents, scheme: r.opts.Client.Scheme()}
-	}
-	return r.opts.APIReader
-}
-
-// recordPhase keeps the rudder_release_state gauge at one series per CR: the phase its last
-// pass ended in.
-func (r *Reconciler) recordPhase(key types.NamespacedName, ph phase) {
-	state := string(ph)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.states == nil {
-		r.states = map[types.NamespacedName]string{}
-	}
-	old, ok := r.states[key]
-	if ok && old == state {
-		return
-	}
-	if ok {
-		releaseStates.DeleteLabelValues(r.gvkLabel(), key.Namespace, key.Name, old)
-	}
-	r.states[key] = state
-	releaseStates.WithLabelValues(r.gvkLabel(), key.Namespace, key.Name, state).Set(1)
-}
-
-// StripManagedFields drops managedFields from what the caches keep: nothing reads them, and
-// not keeping them saves memory and the copying of every cached read. It is
-// cache.TransformStripManagedFields without the round trip through the typed form that
-// Unstructured.GetManagedFields makes (a JSON marshal per watch event).
-func StripManagedFields(in any) (any, error) {
-	switch o := in.(type) {
-	case *unstructured.Unstructured:
-		if md, ok := o.Object["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-		}
-	case metav1.Object:
-		o.SetManagedFields(nil)
-	}
-	return in, nil
 }
 
 // CRObject is an empty CR of a watched kind.

@@ -3,15 +3,12 @@ package controllers
 import (
 	"context"
 	"errors"
-	"maps"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -19,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // While a dependent watch is being started, other passes needing the kind wait for the outcome
@@ -44,7 +43,7 @@ func testEnsureWatchSharesOneStart(t *testing.T) {
 			if allow.Load() {
 				return nil
 			}
-			return &AccessError{Denied: []string{"list/watch configmaps cluster-wide"}}
+			return &machine.AccessError{Denied: []string{"list/watch configmaps cluster-wide"}}
 		}},
 	}
 	ctx := context.Background()
@@ -63,9 +62,9 @@ func testEnsureWatchSharesOneStart(t *testing.T) {
 	}
 	close(release)
 	for _, ch := range []chan error{first, second} {
-		var ae *AccessError
+		var ae *machine.AccessError
 		if err := <-ch; !errors.As(err, &ae) {
-			t.Fatalf("got %v, want the AccessError", err)
+			t.Fatalf("got %v, want the machine.AccessError", err)
 		}
 	}
 	if checks.Load() != 1 || adds.Load() != 0 {
@@ -84,74 +83,35 @@ func testEnsureWatchSharesOneStart(t *testing.T) {
 	}
 }
 
-// An operand's update asks for a drift check when it changes the spec (the generation) or a
-// label or annotation its release's manifest sets; metadata another controller keeps on the
-// object (a Deployment's revision annotation) and the cached verdict only wake the CR. A CR
-// whose manifest this process does not know, or an object it does not hold, is checked.
-func TestOperandUpdatesAskForDriftChecks(t *testing.T) {
+// An update of an operand wakes the CR its owner annotation names (whether it asks for a
+// drift check is Memory's: machine's TestOperandUpdatesAskForDriftChecks); another kind's
+// object wakes none.
+func TestOperandUpdatesWakeTheirCR(t *testing.T) {
 	t.Parallel()
 	crGVK := schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "Widget"}
 	key := types.NamespacedName{Namespace: "ns", Name: "w"}
-	owner := records.OwnerAnnotation(crGVK.GroupKind(), key)
-	deployment := func(generation int64, labels, annotations map[string]string) *appsv1.Deployment {
-		ann := map[string]string{records.AnnotationOwner: owner}
-		maps.Copy(ann, annotations)
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", Generation: generation,
-			Labels: labels, Annotations: ann}}
-	}
-	manifest := deployment(1, map[string]string{"app": "w", records.LabelManaged: "true"}, map[string]string{"example.com/team": "a"})
-	manifest.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-	live := deployment(1, map[string]string{"app": "w", records.LabelManaged: "true"}, map[string]string{kstatusKey: "InProgress", "example.com/team": "a"})
 	for _, tc := range []struct {
-		name     string
-		gk       schema.GroupKind
-		known    bool
-		cur      *appsv1.Deployment
-		wantDirt bool
+		name  string
+		owner string
+		want  int
 	}{
-		{"status only: the verdict changed", apps("Deployment"), true,
-			deployment(1, live.Labels, map[string]string{kstatusKey: "Current", "example.com/team": "a"}), false},
-		{"another controller's annotation", apps("Deployment"), true,
-			deployment(1, live.Labels, map[string]string{kstatusKey: "InProgress", "example.com/team": "a", "deployment.kubernetes.io/revision": "1"}), false},
-		{"another controller's label", apps("Deployment"), true,
-			deployment(1, map[string]string{"app": "w", records.LabelManaged: "true", "pod-template-hash": "x"}, live.Annotations), false},
-		{"a label the manifest sets", apps("Deployment"), true,
-			deployment(1, map[string]string{"app": "tampered", records.LabelManaged: "true"}, live.Annotations), true},
-		{"a label the manifest sets, removed", apps("Deployment"), true,
-			deployment(1, map[string]string{records.LabelManaged: "true"}, live.Annotations), true},
-		{"an annotation the manifest sets", apps("Deployment"), true,
-			deployment(1, live.Labels, map[string]string{kstatusKey: "InProgress", "example.com/team": "b"}), true},
-		{"the spec", apps("Deployment"), true, deployment(2, live.Labels, live.Annotations), true},
-		{"a kind the manifest does not hold under that name", apps("ReplicaSet"), true,
-			deployment(1, live.Labels, map[string]string{"deployment.kubernetes.io/revision": "1"}), true},
-		{"a manifest this process does not know", apps("Deployment"), false,
-			deployment(1, live.Labels, map[string]string{"deployment.kubernetes.io/revision": "1"}), true},
+		{"owned by a CR of the kind", records.OwnerAnnotation(crGVK.GroupKind(), key), 1},
+		{"owned by another kind's CR", records.OwnerAnnotation(schema.GroupKind{Group: "other.rudder.dev", Kind: "Widget"}, key), 0},
+		{"owned by none", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &Reconciler{gvk: crGVK, dirty: map[types.NamespacedName]drift{}, manifests: map[types.NamespacedName]parsedManifest{}}
-			if tc.known {
-				r.rememberObjects(key, 1, []*unstructured.Unstructured{toUnstructured(t, manifest)})
+			r := &Reconciler{gvk: crGVK, memory: machine.NewMemory(&watches.Watch{Group: crGVK.Group, Version: crGVK.Version, Kind: crGVK.Kind})}
+			d := func(gen int64) *appsv1.Deployment {
+				return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", Generation: gen,
+					Annotations: map[string]string{records.AnnotationOwner: tc.owner}}}
 			}
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			r.dependentHandler(tc.gk).Update(context.Background(), event.TypedUpdateEvent[client.Object]{ObjectOld: live, ObjectNew: tc.cur}, q)
-			if q.Len() != 1 {
-				t.Fatalf("%d requests queued, want the CR's", q.Len())
-			}
-			if dirty := r.dirty[key] != 0; dirty != tc.wantDirt {
-				t.Fatalf("drift check asked: %v, want %v", dirty, tc.wantDirt)
+			r.dependentHandler(schema.GroupKind{Group: "apps", Kind: "Deployment"}).Update(context.Background(),
+				event.TypedUpdateEvent[client.Object]{ObjectOld: d(1), ObjectNew: d(2)}, q)
+			if q.Len() != tc.want {
+				t.Fatalf("%d requests queued, want %d", q.Len(), tc.want)
 			}
 		})
 	}
-}
-
-func apps(kind string) schema.GroupKind { return schema.GroupKind{Group: "apps", Kind: kind} }
-
-func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
-	t.Helper()
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: m}
 }

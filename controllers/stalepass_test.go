@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -44,7 +45,7 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 			before: func(h *harness) {
 				h.helm.installErr, h.helm.stores = boom, true
 				h.passOnce()
-				h.annotate(AnnotationReconcileAt, "1")
+				h.annotate(machine.AnnotationReconcileAt, "1")
 			},
 			between: func(h *harness) { h.helm.installErr = nil }},
 		{name: "reset-at handled",
@@ -52,16 +53,16 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 				h.helm.installErr, h.helm.stores = boom, true
 				h.passOnce()
 				h.helm.installErr = nil
-				h.annotate(AnnotationResetAt, "a")
+				h.annotate(machine.AnnotationResetAt, "a")
 			}},
 		{name: "rollback-to done",
 			before: func(h *harness) {
 				h.seed(release.StatusSuperseded, false, 0, unitUID)
 				h.seed(release.StatusDeployed, true, 0, unitUID)
 				h.passOnce()
-				h.annotate(AnnotationRollbackTo, "1")
+				h.annotate(machine.AnnotationRollbackTo, "1")
 			}},
-		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{AnnotationRollbackTo: "9"}}},
+		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 		{name: "tested", opts: harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

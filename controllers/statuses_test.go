@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -40,7 +41,7 @@ func TestStatusesReadUntilTheCacheShowsTheWrite(t *testing.T) {
 	if !ok {
 		t.Fatal("a cache behind the write was read as it is")
 	}
-	if !jsonEqual(kept, u.Object["status"]) {
+	if !equality.Semantic.DeepEqual(kept, u.Object["status"]) {
 		t.Fatalf("read returned %v, and put %v", kept, u.Object["status"])
 	}
 	if got, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); got != 2 {

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 var testProbeGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "TestProbe"}
@@ -56,7 +56,7 @@ func TestSIGKILLBetweenUpgradeAndTests(t *testing.T) {
 	}
 	// A later pass (its refusal of a rollback-to value says it ran) runs no test again: the
 	// test Pod Helm would recreate is the same.
-	patch(t, ns, "slow", `{"metadata":{"annotations":{"`+controllers.AnnotationRollbackTo+`":"99"}}}`)
+	patch(t, ns, "slow", `{"metadata":{"annotations":{"`+machine.AnnotationRollbackTo+`":"99"}}}`)
 	crtest.WaitCondition(t, k8s, testProbeGVK, ns, "slow", rstatus.TypeRollbackRequest, metav1.ConditionFalse, rstatus.ReasonRollbackRejected, timeout)
 	var again corev1.Pod
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "slow-checks"}, &again); err != nil || again.UID != pod.UID {

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 // TestUpgradeOfRudderKeepsEveryState: the rudder of hack/previous-version (the last version
@@ -70,7 +70,7 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 		u.Object["spec"] = map[string]any{"replicas": int64(1), "port": int64(70000)}
 	})
 	crtest.Update(t, k8s, webGVK, ns, "paused", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationPaused: "true"})
+		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 	})
 	wait(crs[3], rstatus.TypePaused, metav1.ConditionTrue, rstatus.ReasonPaused)
 	crtest.Update(t, k8s, webGVK, ns, "paused", func(u *unstructured.Unstructured) {
@@ -84,7 +84,7 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 	})
 	wait(crs[4], rstatus.TypeReady, metav1.ConditionTrue, "")
 	crtest.Update(t, k8s, webGVK, ns, "rolled-back", func(u *unstructured.Unstructured) {
-		u.SetAnnotations(map[string]string{controllers.AnnotationRollbackTo: "1"})
+		u.SetAnnotations(map[string]string{machine.AnnotationRollbackTo: "1"})
 	})
 	wait(crs[2], rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonUpgradeFailed)
 	crtest.Eventually(t, "the paused CR's spec change seen, and the rollback done", timeout, func(ctx context.Context) (bool, error) {

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rudder-operator/rudder/internal/machine"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/rudder-operator/rudder/controllers"
 )
 
 // WatchAccess returns a check that rudder's own identity may list and watch a kind where its
@@ -53,7 +52,7 @@ func WatchAccess(c client.Client, mapper meta.RESTMapper, namespaces []string) f
 			denied = append(denied, fmt.Sprintf("%s %s %s", strings.Join(verbs, "/"), m.Resource.GroupResource(), where))
 		}
 		if len(denied) > 0 {
-			return &controllers.AccessError{Denied: denied}
+			return &machine.AccessError{Denied: denied}
 		}
 		return nil
 	}

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/render"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -33,7 +33,7 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-		DefaultTransform: controllers.StripManagedFields,
+		DefaultTransform: machine.StripManagedFields,
 		ByObject:         map[client.Object]cache.ByObject{records.ReleaseSecret(): {Label: records.ForeignRecords()}},
 	})
 	if err != nil {
@@ -54,7 +54,7 @@ func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions,
 		}
 		dependents, err := cache.New(cfg, cache.Options{
 			Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-			DefaultTransform:     controllers.OperandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
+			DefaultTransform:     machine.OperandTransform(hooksReadOperands(ws, opts.Hooks), watches.JudgedKinds(ws)),
 			DefaultLabelSelector: narrowed(labels.SelectorFromSet(labels.Set{records.LabelManaged: "true"}), shard),
 		})
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -268,7 +269,7 @@ func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *wa
 	return func() (cache.Cache, error) {
 		return cache.New(cfg, cache.Options{
 			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: controllers.StripManagedFields,
+			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: machine.StripManagedFields,
 			ByObject: map[client.Object]cache.ByObject{controllers.CRObject(w.GroupVersionKind()): crCache(w, shard)},
 		})
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/rudder-operator/rudder/controllers/at"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -296,7 +297,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 			return caches, nil
 		},
 		Cache: cache.Options{
-			DefaultTransform:  controllers.StripManagedFields,
+			DefaultTransform:  machine.StripManagedFields,
 			DefaultNamespaces: opts.cacheNamespaces(),
 			ByObject:          byObject,
 		},
@@ -359,7 +360,7 @@ func metricsOptions(opts ManagerOptions) metricsserver.Options {
 	return o
 }
 
-// stripCR is what the CR cache keeps: controllers.StripManagedFields, and not kubectl's
+// stripCR is what the CR cache keeps: machine.StripManagedFields, and not kubectl's
 // last-applied-configuration annotation, a copy of the CR as last applied (its whole spec
 // again). rudder writes CRs only with patches, which leave the annotation alone.
 func stripCR(in any) (any, error) {
@@ -370,5 +371,5 @@ func stripCR(in any) (any, error) {
 			}
 		}
 	}
-	return controllers.StripManagedFields(in)
+	return machine.StripManagedFields(in)
 }

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -34,14 +34,14 @@ type Sources struct {
 	mu      sync.Mutex
 	clients map[string]kubernetes.Interface // by the user acting ("": rudder)
 	watches map[sourceID]*sourceWatch
-	read    map[controllers.SourceUser]map[sourceID]bool // what each CR read last
-	stopped bool                                         // the manager stopped: no new watches
+	read    map[machine.SourceUser]map[sourceID]bool // what each CR read last
+	stopped bool                                     // the manager stopped: no new watches
 }
 
 // NewSources reads and watches sources through cfg, rudder's own identity.
 func NewSources(cfg *rest.Config, log logr.Logger) *Sources {
 	return &Sources{cfg: cfg, log: log, clients: map[string]kubernetes.Interface{}, watches: map[sourceID]*sourceWatch{},
-		read: map[controllers.SourceUser]map[sourceID]bool{}}
+		read: map[machine.SourceUser]map[sourceID]bool{}}
 }
 
 // sourceID is one object as one identity reads it.
@@ -53,12 +53,12 @@ type sourceID struct {
 type sourceWatch struct {
 	informer cache.SharedIndexInformer
 	stop     chan struct{}
-	readers  map[controllers.SourceUser]bool
+	readers  map[machine.SourceUser]bool
 }
 
 // Read returns what each source holds for the CR rdr (nil: the object or the key is missing),
 // as the scope's identity, and records that the CR reads them (and no others).
-func (s *Sources) Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr controllers.SourceUser) ([][]byte, error) {
+func (s *Sources) Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr machine.SourceUser) ([][]byte, error) {
 	ids := make(map[sourceID]bool, len(srcs))
 	out := make([][]byte, len(srcs))
 	for i, src := range srcs {
@@ -97,7 +97,7 @@ func (s *Sources) Start(ctx context.Context) error {
 func (s *Sources) NeedLeaderElection() bool { return false }
 
 // Forget drops what the CR read (it is gone, or reads no sources any more).
-func (s *Sources) Forget(rdr controllers.SourceUser) {
+func (s *Sources) Forget(rdr machine.SourceUser) {
 	s.setRead(rdr, nil)
 }
 
@@ -161,7 +161,7 @@ func (s *Sources) watch(id sourceID) (*sourceWatch, kubernetes.Interface, error)
 		resource, obj = "secrets", &corev1.Secret{}
 	}
 	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), resource, id.namespace, fields.OneTermEqualSelector("metadata.name", id.name))
-	w := &sourceWatch{informer: cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{}), stop: make(chan struct{}), readers: map[controllers.SourceUser]bool{}}
+	w := &sourceWatch{informer: cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{}), stop: make(chan struct{}), readers: map[machine.SourceUser]bool{}}
 	_ = w.informer.SetTransform(func(o any) (any, error) {
 		if m, ok := o.(metav1.Object); ok {
 			m.SetManagedFields(nil)
@@ -200,7 +200,7 @@ func (s *Sources) watch(id sourceID) (*sourceWatch, kubernetes.Interface, error)
 // changed wakes the CRs that read the source.
 func (s *Sources) changed(id sourceID) {
 	s.mu.Lock()
-	var rdrs []controllers.SourceUser
+	var rdrs []machine.SourceUser
 	if w, ok := s.watches[id]; ok {
 		for r := range w.readers {
 			rdrs = append(rdrs, r)
@@ -208,12 +208,12 @@ func (s *Sources) changed(id sourceID) {
 	}
 	s.mu.Unlock()
 	for _, rdr := range rdrs {
-		rdr.R.SourceChanged(rdr.Key)
+		rdr.Queue.SourceChanged(rdr.Key)
 	}
 }
 
 // setRead records that the CR reads exactly ids, and stops the watches no CR reads.
-func (s *Sources) setRead(rdr controllers.SourceUser, ids map[sourceID]bool) {
+func (s *Sources) setRead(rdr machine.SourceUser, ids map[sourceID]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id := range s.read[rdr] {
@@ -258,4 +258,4 @@ func contentOf(obj runtime.Object, key string) []byte {
 	return nil
 }
 
-var _ controllers.SourceReader = (*Sources)(nil)
+var _ machine.SourceReader = (*Sources)(nil)

@@ -1,0 +1,44 @@
+package controllers
+
+import (
+	"context"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rudder-operator/rudder/internal/gate"
+	"github.com/rudder-operator/rudder/internal/machine"
+)
+
+// finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
+// What it does is plan.Next's to choose, for the release's state, as in every pass
+// (machine.Uninstall).
+func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	log, key := logr.FromContextOrDiscard(ctx), client.ObjectKeyFromObject(obj)
+	name, err := r.opts.Watch.ReleaseNameOf(obj)
+	if err != nil {
+		// Without a name there can be no release of ours (it could never install).
+		log.Info("release name does not render; nothing to uninstall", "error", err.Error())
+	} else {
+		if !r.gate.StartAction(key) {
+			log.V(1).Info("waiting for a turn to uninstall", "release", name)
+			return reconcile.Result{RequeueAfter: machine.Jitter(gate.TurnRequeue)}, nil
+		}
+		defer r.gate.EndAction(obj.GetNamespace())
+		if err := machine.Uninstall(ctx, r.world, obj, name); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.patchFinalizers(ctx, obj); err != nil {
+		return r.conflicted(key, obj, err)
+	}
+	r.forget(key)
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,51 @@
+package machine
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The state machine's metrics, beside the controller's (controllers/metrics.go) and
+// controller-runtime's. Their gvk label is the watch's name (Watch.String).
+var (
+	releaseStates = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rudder_release_state",
+		Help: "1 for the phase each CR's last pass ended in (InSync, RolledBack, Held, Locked, Stalled, Failed, Paused).",
+	}, []string{"gvk", "namespace", "name", "state"})
+	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_release_actions_total",
+		Help: "Release actions by kind, action (install, upgrade, rollback, rollback-to, test, unlock, supersede, adopt, reapply, remove-failed-install, finish-uninstall, uninstall) and result (ok, failed); an action that found nothing to do is not counted.",
+	}, []string{"gvk", "action", "result"})
+	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_status_writes_total",
+		Help: "Status patches sent; a pass that changes nothing sends none.",
+	}, []string{"gvk"})
+	driftCorrections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_drift_corrections_total",
+		Help: "Operands restored from their release manifest without a new revision.",
+	}, []string{"gvk"})
+	hookSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rudder_hook_duration_seconds",
+		Help:    "Duration of Go hooks by kind, phase (pre, post) and result.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 8),
+	}, []string{"gvk", "phase", "result"})
+	actionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rudder_release_action_duration_seconds",
+		Help:    "Duration of release actions (the render, Helm's action and its waits) by kind, action and result (ok, failed, retry, blocked).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+	}, []string{"gvk", "action", "result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds)
+}
+
+func observeHook(gvk, phase string, took time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	hookSeconds.WithLabelValues(gvk, phase, result).Observe(took.Seconds())
+}

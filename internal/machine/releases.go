@@ -1,0 +1,79 @@
+package machine
+
+import (
+	"context"
+	"time"
+
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// The state machine's boundaries with Helm and its storage, and with the values sources.
+
+// SourceReader reads a CR's valuesFrom sources and keeps watching them for it
+// (wiring.Sources).
+type SourceReader interface {
+	// Read returns what each source holds (nil: missing), as the scope's identity, and
+	// records that the CR reads them, and no others.
+	Read(ctx context.Context, scope helm.Scope, srcs []watches.Source, rdr SourceUser) ([][]byte, error)
+	// Forget drops what the CR read.
+	Forget(rdr SourceUser)
+}
+
+// Releases is everything the state machine asks of Helm and its storage: read a release's
+// revisions, and run one action on it. Every call acts as, and within, the scope it is given,
+// and ends with its context: a pass's is cancelled when its CR is deleted or rudder stops, and
+// whatever the call runs (a hook's wait above all) ends with it.
+// *helm.Client is the implementation; unit tests of the pass use *helmtest.Memory, Helm's own
+// actions over its memory storage driver.
+type Releases interface {
+	// Head is the newest revision as the manager's cache of release records shows it (nil,
+	// nil: none there): no request, no decoding.
+	Head(ctx context.Context, s helm.Scope, name string) (*records.Head, error)
+	// Last is the newest revision (nil, nil: none).
+	Last(ctx context.Context, s helm.Scope, name string) (*release.Release, error)
+	// LastDeployed is the newest deployed revision older than before (nil, nil: none).
+	LastDeployed(ctx context.Context, s helm.Scope, name string, before int) (*release.Release, error)
+	// Revision is one revision (nil, nil: not in the history).
+	Revision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, error)
+	// Install and Upgrade return the revision they made; an Install of a name that is taken
+	// returns helm.ErrNameInUse and writes nothing.
+	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
+	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
+	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
+	// Unlock marks a pending revision failed.
+	Unlock(ctx context.Context, s helm.Scope, rel *release.Release) error
+	// Test runs the newest revision's test hooks within timeout and returns the revision,
+	// which says how each ran (helm.Tests); a failed test is an error too.
+	Test(ctx context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error)
+	// Supersede marks every deployed revision but the newest superseded and returns them.
+	Supersede(ctx context.Context, s helm.Scope, name string) ([]int, error)
+	// Writer writes operands as the scope's identity (drift re-apply).
+	Writer(s helm.Scope) (client.Client, error)
+	// Relabel gives the release's records exactly the carried labels want among keys
+	// (adoption by a shard).
+	Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error
+	// WriteFacts gives the record of revision version exactly the release's facts f (see
+	// records.Facts): one patch of its labels.
+	WriteFacts(ctx context.Context, s helm.Scope, name string, version int, f records.Facts) error
+}
+
+var _ Releases = (*helm.Client)(nil)
+
+// SourceUser is a CR that reads values sources, with what queues it again: a change of a
+// source it read calls Queue.SourceChanged (the Reconciler of its kind).
+type SourceUser struct {
+	Queue SourceQueue
+	Key   types.NamespacedName
+}
+
+// SourceQueue takes again the CRs whose values sources changed.
+type SourceQueue interface {
+	SourceChanged(key types.NamespacedName)
+}

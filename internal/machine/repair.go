@@ -1,0 +1,101 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// The actions that repair a release's records: no new revision.
+
+// unlock marks a pending revision that a dead operation left as failed (records.StateLocked).
+type unlock struct{}
+
+func (unlock) name() plan.Action { return plan.Unlock }
+
+func (unlock) run(ctx context.Context, e *env, obs observed) result {
+	rel := obs.rel
+	prev := rel.Info.Status
+	if err := e.helm.Unlock(ctx, e.scope, rel); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err), call: callFailed}
+	}
+	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
+	h := records.HeadOf(rel)
+	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)},
+		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}},
+		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}, call: callOK}
+}
+
+// supersede completes a history the cache shows with older revisions still marked deployed
+// next to the deployed newest one (Helm only logs a failed update of the revision an upgrade
+// or rollback replaces): it marks them superseded.
+type supersede struct{}
+
+func (supersede) name() plan.Action { return plan.Supersede }
+
+func (supersede) run(ctx context.Context, e *env, obs observed) result {
+	marked, err := e.helm.Supersede(ctx, e.scope, e.release)
+	if err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError,
+			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", e.release, err), call: callFailed}
+	}
+	head := *obs.head
+	head.OlderDeployed = nil
+	res := result{verdict: succeeded, after: &observed{head: &head, rel: obs.rel, state: obs.state}}
+	if len(marked) > 0 {
+		res.call = callOK
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonSuperseded, "Supersede", fmt.Sprintf(
+			"revisions %v were still marked deployed next to revision %d (an update of their records was lost while they were replaced); marked superseded",
+			marked, obs.head.Revision)}}
+	}
+	return res
+}
+
+// needsAdoption reports whether the CR's release carries other shard labels than the CR.
+func (p *pass) needsAdoption(rel *release.Release) bool {
+	keys := p.w.Carried
+	return len(keys) > 0 && rel.Labels[records.LabelOwnerUID] == p.want.OwnerUID && !helm.CarriedMatch(keys, p.carried(), rel.Labels)
+}
+
+// adopt takes over a release whose records carry other labels than the CR now has: the CR was
+// moved to this shard (relabelled), or sharding was turned on. The carried labels of its
+// records and of the newest revision's objects are rewritten in place, so that this shard's
+// caches see them: no uninstall, no new revision. The shard that served the CR before no
+// longer sees it, and lets it go.
+type adopt struct{}
+
+func (adopt) name() plan.Action { return plan.Adopt }
+
+func (adopt) run(ctx context.Context, e *env, obs observed) result {
+	keys, want := e.carriedKeys, e.carried
+	if err := e.helm.Relabel(ctx, e.scope, e.release, keys, want); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err), call: callFailed}
+	}
+	// The objects a record names are relabelled under the same rules as every action: within
+	// the confinement, and (through the writer's guard) only those the release made.
+	objs, err := e.objects(obs.rel)
+	if err == nil {
+		err = e.scope.CheckObjects(e.mapper, objs)
+	}
+	if err == nil {
+		var w client.Client
+		if w, err = e.helm.Writer(e.scope); err == nil {
+			err = helm.RelabelObjects(ctx, w, objs, keys, want)
+		}
+	}
+	if err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", e.release, err), call: callFailed}
+	}
+	return result{verdict: succeeded, after: &obs, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
+		"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
+		e.release, len(objs), DescribeLabels(keys, want))}}}
+}

@@ -1,0 +1,195 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/libtext"
+	"github.com/rudder-operator/rudder/internal/plan"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
+// its history, once per value (the release's record keeps the value handled, and
+// status.release.rollbackRequest reports it, so the annotation may stay). The rollback then holds like one made with `helm rollback`.
+const AnnotationRollbackTo = "rudder.dev/rollback-to"
+
+// rollback returns the release to its last deployed revision after a failed upgrade (or the
+// failed tests of a revision, with test.onFailure: rollback): the remedy plan.Next chooses for a
+// (chart, values) that failed, unless the watch turns it off. The pair stays held back.
+type rollback struct {
+	to int
+	// cause is the failure this pass met (nil: one an earlier pass recorded).
+	cause *step
+}
+
+func (rollback) name() plan.Action { return plan.Rollback }
+
+func (a rollback) run(ctx context.Context, e *env, _ observed) result {
+	msg, forbidden, reason := "", false, rstatus.ReasonUpgradeFailed
+	why := fmt.Sprintf("the upgrade to generation %d failed", e.gen)
+	if a.cause != nil {
+		msg, forbidden = a.cause.result.message, a.cause.result.forbidden
+		if a.cause.action.name() == plan.Test {
+			reason, why = rstatus.ReasonTestFailed, "the tests of the newest revision failed"
+		}
+	} else if f := e.held; f != nil {
+		msg = fmt.Sprintf("upgrading release %s: %s", e.release, f.failed.Message)
+	}
+	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
+	replaced, err := e.rollbackTo(ctx, a.to, desc)
+	if err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
+			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
+				fmt.Sprintf("rolling back %s to revision %d: %v", e.release, a.to, err)}),
+			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
+	}
+	now, err := e.helm.Last(ctx, e.scope, e.release)
+	if err != nil || now == nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err), call: callOK}
+	}
+	h := records.HeadOf(now)
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, e.want)},
+		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
+			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
+	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
+	if forbidden {
+		res.reason, res.notes = rstatus.ReasonForbidden, replaced
+		return res
+	}
+	res.reason = reason
+	if a.cause != nil && e.retriesLeft(a.cause.result.record.failed) {
+		res.message += "; tried again after a back-off (remediation.retries)"
+	} else {
+		res.message += "; not retried until the spec or the chart changes"
+	}
+	res.notes = append(replaced, note{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", res.message})
+	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonRolledBack, res.message}
+	return res
+}
+
+// rollbackTo rolls the release back to revision to, as a new revision described by desc; with
+// the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
+// are the Events that say so.
+func (e *env) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
+	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.HistoryLimit(),
+		Description: desc, Force: e.watch.Forces()}
+	err := e.helm.Rollback(ctx, e.scope, req)
+	notes := make([]note, 0, len(req.Replaced))
+	for _, obj := range req.Replaced {
+		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
+			fmt.Sprintf("replaced %s (deleted and created) in the rollback to revision %d: its update changes an immutable field (upgrade.force)", obj, to)})
+	}
+	return notes, err
+}
+
+// requestRollback acts on a new value of the rollback-to annotation: a rollback to that
+// revision (a new revision whose description names the request), or, for a revision the
+// history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
+// what became of it. Only a transient failure leaves the value to be tried again.
+type requestRollback struct{ value string }
+
+func (requestRollback) name() plan.Action { return plan.RequestRollback }
+
+func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
+	v := a.value
+	to, err := strconv.Atoi(v)
+	var target *records.Head
+	if err == nil && to > 0 {
+		rel, err := e.helm.Revision(ctx, e.scope, e.release, to)
+		if err != nil {
+			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, e.release, err)}
+		}
+		target = records.HeadOf(rel)
+	}
+	// Handled, whatever becomes of it (the pass goes on from the release as it was).
+	res := result{verdict: succeeded, after: &obs, record: record{rollbackRequest: &v}}
+	refused := func(reason, msg string) result {
+		res.notes = []note{{corev1.EventTypeWarning, reason, "Rollback", msg}}
+		res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionFalse, reason, msg}}
+		return res
+	}
+	if target == nil || target.OwnerUID != e.want.OwnerUID {
+		return refused(rstatus.ReasonRollbackRejected, fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
+			AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
+	}
+	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
+	replaced, err := e.rollbackTo(ctx, to, desc)
+	if err != nil {
+		if isTransient(err) {
+			// This value is tried again.
+			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced, call: callFailed,
+				err: fmt.Errorf("rolling back %s to revision %d: %w", e.release, to, err)}
+		}
+		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", e.release, to, AnnotationRollbackTo, err))
+		res.notes, res.call = append(replaced, res.notes...), callFailed
+		return res
+	}
+	res.call = callOK
+	msg := fmt.Sprintf("rolled back to revision %d as %s=%q asks; it holds until the spec or the chart changes", to, AnnotationRollbackTo, v)
+	res.notes = append(replaced, note{corev1.EventTypeNormal, rstatus.ReasonRolledBack, "Rollback", msg})
+	res.conditions = map[string]*condition{rstatus.TypeRollbackRequest: {metav1.ConditionTrue, rstatus.ReasonRolledBack, msg}}
+	// The release changed under the observation: the pass reads it again, and decides as for
+	// any rollback (the newest revision, not made from the spec).
+	res.after = nil
+	return res
+}
+
+// rolledBackOnRequest reports whether this pass rolled the release back as rollback-to asks.
+func (o *outcome) rolledBackOnRequest() bool {
+	for _, s := range o.steps {
+		if s.action.name() == plan.RequestRollback && s.result.verdict == succeeded && s.result.after == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// keepRollback ends a pass on a deployed revision rudder did not make from the spec (helm
+// rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
+// changed since rudder's newest own revision: no revert, no new revision.
+func (p *pass) keepRollback(ctx context.Context, obs observed, o *outcome) result {
+	h, rel := obs.head, obs.rel
+	to := h.RolledBackTo()
+	if to == 0 && rel != nil && rel.Info != nil {
+		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
+		// own description is all that says where to.
+		to, _ = libtext.HelmRollbackTarget(rel.Info.Description)
+	}
+	st := p.st.Release
+	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
+	chart := ""
+	if seen {
+		chart = st.Chart
+	}
+	if chart == "" {
+		if rel == nil {
+			var err error
+			if rel, err = p.w.Helm.Last(ctx, p.scope, p.relName); err != nil {
+				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", p.relName, err)}
+			}
+		}
+		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
+			chart = helm.ChartRef(rel.Chart)
+		}
+	}
+	target := "a revision rudder did not make from the spec"
+	if to > 0 {
+		target = fmt.Sprintf("revision %d", to)
+	}
+	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
+	res := result{verdict: succeeded, phase: phaseRolledBack, reason: rstatus.ReasonManualRollback, head: h, rel: rel,
+		released: &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg},
+		record: record{clearFailed: true, revision: &revisionRecord{number: h.Revision, chart: chart, chartDigest: h.ChartDigest,
+			valuesDigest: h.ValuesDigest, rolledBackTo: to}}}
+	if !seen && !o.rolledBackOnRequest() {
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg}}
+	}
+	return res
+}

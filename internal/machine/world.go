@@ -1,0 +1,96 @@
+package machine
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
+	"github.com/rudder-operator/rudder/internal/chartsource"
+	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/watches"
+)
+
+// World is all the passes of one watch reach beyond their CR: the watch and what serves it,
+// read-only; the release boundary (Releases); readers of the caches and the API server; what
+// the machine remembers between passes (Memory); and doors, each a small interface the
+// controller implements, for what is not the machine's: the namespace's action slots, the
+// dependent watches, the CR's status, the Rollouts. A pass reaches nothing else.
+type World struct {
+	Watch  *watches.Watch
+	Charts *chartsource.Source
+	Hooks  *hook.Registry
+	// Sources reads the watch's valuesFrom sources (nil: it has none), for the CRs Queue takes
+	// again when a source changes.
+	Sources SourceReader
+	Queue   SourceQueue
+	// Carried are the labels a release carries from its CR (sharding); Shard names this
+	// replica's rollouts ("": not sharded).
+	Carried []string
+	Shard   string
+	// DefaultServiceAccount acts for the releases of a watch that names no serviceAccountName
+	// ("": rudder's own identity); see helm.Scope.
+	DefaultServiceAccount string
+	// Period is how often every CR is passed again (0: only on events).
+	Period time.Duration
+
+	Helm  Releases
+	Clock clock.PassiveClock
+	// Live reads uncached, as rudder; Operands is the cache of operands (nil: the watch turns
+	// watchDependentResources off, and operands are read live); Mapper maps kinds and Scheme
+	// types them.
+	Live     client.Reader
+	Operands client.Reader
+	Mapper   meta.RESTMapper
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
+	Memory   *Memory
+
+	Turns    Turns
+	Watches  Watches
+	Status   StatusWriter
+	Rollouts Rollouts
+}
+
+// Turns are the namespace's action slots (internal/gate's Gate): a pass acts on its release
+// only while it holds one.
+type Turns interface {
+	// StartAction takes a slot for key, or queues key for one (false).
+	StartAction(key types.NamespacedName) bool
+	EndAction(namespace string)
+	// Dequeue drops key's place in the queue.
+	Dequeue(key types.NamespacedName)
+	PerNamespace() int
+}
+
+// Watches starts the dependent watch of an operand kind, so that a change of such an object
+// takes its CR again.
+type Watches interface {
+	EnsureWatch(ctx context.Context, gvk schema.GroupVersionKind) error
+}
+
+// StatusWriter sends the merge patch of a CR's status a pass made; obj holds the status it
+// patched to.
+type StatusWriter interface {
+	PatchStatus(ctx context.Context, obj *unstructured.Unstructured, patch []byte) error
+}
+
+// Rollouts reads a Rollout by name (nil, nil: there is none yet), as the cache shows it or as
+// the coordinator last wrote it.
+type Rollouts interface {
+	Rollout(ctx context.Context, name string) (*rolloutv1.Rollout, error)
+}
+
+// label is the watch's name on every metric (Watch.String).
+func (w *World) label() string { return w.Watch.String() }
+
+// gvk is the kind of the watch's CRs.
+func (w *World) gvk() schema.GroupVersionKind { return w.Watch.GroupVersionKind() }
