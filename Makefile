@@ -64,6 +64,10 @@ test: tools lint lint-charts test-templates ## Run unit and integration tests (r
 bench: tools ## Run the benchmarks (convergence, idle resync, memory, live reload) on a real control plane; report in bin/bench.txt.
 	go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./internal/bench/ | tee $(BIN)/bench.txt
 
+.PHONY: bench-scale
+bench-scale: tools ## The fleet at 1,000, 2,000 and 10,000 CRs (and 10,000 over 100 namespaces), Services headless; report in bin/bench-scale.txt (about 30 minutes).
+	RUDDER_BENCH_SCALE_HEADLESS=1 RUDDER_BENCH_SCALE=1000,2000,10000,10000/100 go test -count=1 -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 90m ./internal/bench/ | tee $(BIN)/bench-scale.txt
+
 ##@ Build
 .PHONY: build
 build: ## Build bin/rudder.

@@ -32,11 +32,9 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// Annotations users set on CRs.
-const (
-	// Finalizer makes deletion wait for the release to be uninstalled.
-	Finalizer = "rudder.dev/uninstall-release"
-)
+// Finalizer makes a CR's deletion wait for its release to be uninstalled. The annotations
+// people set on CRs are the state machine's (internal/machine: AnnotationPaused, …).
+const Finalizer = "rudder.dev/uninstall-release"
 
 // Options wire a Reconciler. Watch, Charts, Helm, Client and APIReader are required.
 type Options struct {
