@@ -36,9 +36,11 @@ type statuses struct {
 }
 
 type writtenStatus struct {
-	uid        types.UID
-	rv         uint64
-	status     any
+	uid types.UID
+	rv  uint64
+	// status is the status as JSON: a tenth of the memory of its decoded form, which a pass
+	// needs only while the cache is behind the write.
+	status     []byte
 	finalizers []string
 	at         time.Time
 }
@@ -51,8 +53,8 @@ func newStatuses(c clock.PassiveClock) *statuses {
 }
 
 // wrote keeps status and finalizers as what the CR key (uid) holds since its write was
-// answered with resourceVersion rv. What is kept is status as JSON reads it back (a hook may
-// have set values of any type).
+// answered with resourceVersion rv. What is kept is status as JSON (a hook may have set values
+// of any type): read gives it back as JSON reads it.
 func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, status any, finalizers []string) {
 	n, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
@@ -62,21 +64,17 @@ func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, sta
 	if err != nil {
 		return
 	}
-	var kept any
-	if err := utiljson.Unmarshal(raw, &kept); err != nil {
-		return
-	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweep(now)
-	s.m[key] = writtenStatus{uid: uid, rv: n, status: kept, finalizers: slices.Clone(finalizers), at: now}
+	s.m[key] = writtenStatus{uid: uid, rv: n, status: raw, finalizers: slices.Clone(finalizers), at: now}
 }
 
 // read puts into obj, read from the cache, the status and finalizers this process wrote of it
 // after the version obj is, if any; an entry the cache caught up with, of another incarnation
-// of the CR, or too old, is dropped. It returns the status it put, as it keeps it (shared:
-// never to be changed), and whether it did.
+// of the CR, or too old, is dropped. It returns the status it put (a copy of its own, never
+// to be changed), and whether it did.
 func (s *statuses) read(obj *unstructured.Unstructured) (status any, ok bool) {
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 	cached, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
@@ -91,13 +89,17 @@ func (s *statuses) read(obj *unstructured.Unstructured) (status any, ok bool) {
 		delete(s.m, key)
 		return nil, false
 	}
-	if w.status == nil {
+	if err := utiljson.Unmarshal(w.status, &status); err != nil {
+		delete(s.m, key)
+		return nil, false
+	}
+	if status == nil {
 		delete(obj.Object, "status")
 	} else {
-		obj.Object["status"] = runtime.DeepCopyJSONValue(w.status)
+		obj.Object["status"] = runtime.DeepCopyJSONValue(status)
 	}
 	obj.SetFinalizers(slices.Clone(w.finalizers))
-	return w.status, true
+	return status, true
 }
 
 // forget drops what is kept of the CR at key.
