@@ -56,7 +56,11 @@ import (
 //     while converging;
 //   - rudder's RSS and Go heap after the idle period, and their growth per CR over the same
 //     process with no CR; the RSS with no CR also split into anonymous and file pages (see
-//     resident);
+//     resident); how the Go runtime accounts for it (heap in use, heap held idle, stacks,
+//     and next-gc-MiB, the heap size of the next collection: twice the live heap, the figure
+//     that follows the live heap where RSS moves with the collector's cycle); rudder's peak
+//     RSS; and the proportional set of rudder and its render workers together, in all and
+//     over N (pss-with-workers-KiB/CR: issue 36's "memory (rudder + workers, PSS)");
 //   - a chart edit (another image): the time until every CR runs it, rudder's and the API
 //     server's CPU per upgrade, and the time between the first and the last namespace done.
 //
@@ -65,8 +69,8 @@ import (
 // The curves of the largest N — releases deployed over time, rudder's and the direct store's —
 // go to docs/bench-scale.svg. RUDDER_BENCH_SCALE_PROFILE=dir writes, for each N, rudder's CPU
 // profile over the first 30 s of convergence (scale-N-converge.pprof) and over the idle window
-// (scale-N-idle.pprof), and its heap at the end (scale-N-heap.pprof), from its
-// --pprof-bind-address.
+// (scale-N-idle.pprof), and its live heap at the end, after a forced collection
+// (scale-N-heap.pprof), from its --pprof-bind-address.
 func BenchmarkScale(b *testing.B) {
 	var largest *scaleRun
 	for _, size := range scaleSizes() {
@@ -104,7 +108,14 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.rss0.anon/(1<<20), "rss-anon-MiB-no-CR")
 			b.ReportMetric(r.rss0.file/(1<<20), "rss-file-MiB-no-CR")
 			b.ReportMetric(r.rss.file/(1<<20), "rss-file-MiB")
+			b.ReportMetric(r.rss.peak/(1<<20), "rss-peak-MiB")
 			b.ReportMetric(r.heap/(1<<20), "heap-MiB")
+			b.ReportMetric(r.runtimeMem.heapInuse/(1<<20), "heap-inuse-MiB")
+			b.ReportMetric(r.runtimeMem.heapRetained/(1<<20), "heap-retained-MiB")
+			b.ReportMetric(r.runtimeMem.stacks/(1<<20), "stacks-MiB")
+			b.ReportMetric(r.runtimeMem.nextGC/(1<<20), "next-gc-MiB")
+			b.ReportMetric((r.pss+r.workersPSS)/(1<<20), "pss-with-workers-MiB")
+			b.ReportMetric((r.pss+r.workersPSS)/1024/float64(n), "pss-with-workers-KiB/CR")
 			b.ReportMetric((r.heap-r.heap0)/1024/float64(n), "heap-KiB/CR")
 			b.ReportMetric(0, "ns/op")
 			if largest == nil || n > largest.n {
@@ -208,6 +219,11 @@ type scaleRun struct {
 	// memory after converging, in bytes.
 	renderCPU  time.Duration
 	workersRSS float64
+	// workersPSS is the render workers' proportional set after converging, pss rudder's own
+	// after the idle window, in bytes: each process's share of the pages it maps, so the
+	// binary rudder and its workers map once is counted once between them (issue 36's table
+	// of memory, "rudder + workers, PSS", is their sum).
+	workersPSS, pss float64
 	// apiserverCPU is the API server's while rudder converged: the same requests whatever
 	// rudder's own cost, so a yardstick of how fast this machine ran (its speed varies by up
 	// to 2x with the host's load).
@@ -225,7 +241,12 @@ type scaleRun struct {
 	edit, editCPU, editAPIServerCPU, namespaceSpread time.Duration
 	rss0, rss                                        resident
 	heap0, heap                                      float64
-	rudder, store                                    []point
+	// runtimeMem is how the Go runtime accounts for rudder's memory at the end of the idle
+	// window (/metrics' go_memstats_*), in bytes: what of its RSS is heap in use, heap held
+	// but idle (not yet returned to the kernel), and goroutine stacks, and the heap size at
+	// which the next garbage collection starts.
+	runtimeMem    struct{ heapInuse, heapRetained, stacks, nextGC float64 }
+	rudder, store []point
 }
 
 func runScale(b *testing.B, size scaleSize) *scaleRun {
@@ -283,7 +304,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	// rudder's CPU includes its render workers' (charts render out of process).
 	r.renderCPU = p.workersCPU(b) - workers0
 	r.installCPU = p.cpu(b) - cpu0 + r.renderCPU
-	r.workersRSS = p.workersRSS(b)
+	r.workersRSS, r.workersPSS = p.workersRSS(b), p.workersPSS(b)
 	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
 	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
@@ -302,8 +323,17 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes1
 	r.idleWindowCPU = p.cpuWithWorkers(b) - all1
 	r.rss, r.heap = p.resident(b), p.metric(b, "go_memstats_heap_alloc_bytes")
+	r.runtimeMem.heapInuse = p.metric(b, "go_memstats_heap_inuse_bytes")
+	r.runtimeMem.heapRetained = p.metric(b, "go_memstats_heap_idle_bytes") - p.metric(b, "go_memstats_heap_released_bytes")
+	r.runtimeMem.stacks = p.metric(b, "go_memstats_stack_inuse_bytes")
+	r.runtimeMem.nextGC = p.metric(b, "go_memstats_next_gc_bytes")
+	if pss, ok := pssOf(b, p.cmd.Process.Pid); ok {
+		r.pss = pss
+	} else {
+		b.Fatalf("/proc/%d/smaps_rollup of rudder: gone, or without Pss", p.cmd.Process.Pid)
+	}
 	idleProfile()
-	p.profile(b, "heap", "heap", 0)()
+	p.profile(b, "heap?gc=1", "heap", 0)()
 
 	// A chart edit: every CR upgrades once, each namespace's share of the workers taken in turn.
 	cpu2, plane2, workers2, lists2 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b), apiserverLists(b, c)
@@ -599,6 +629,40 @@ func (p *rudderProcess) workersRSS(b *testing.B) float64 {
 	return total
 }
 
+// workersPSS is the proportional set of rudder's render workers, in bytes.
+func (p *rudderProcess) workersPSS(b *testing.B) float64 {
+	var total float64
+	for _, pid := range p.workers(b) {
+		pss, _ := pssOf(b, pid) // a worker that stopped meanwhile holds nothing
+		total += pss
+	}
+	return total
+}
+
+// pssOf is process pid's proportional set size (Pss of /proc/pid/smaps_rollup) in bytes;
+// false when the process is gone.
+func pssOf(b *testing.B, pid int) (float64, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return 0, false
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.Lines(string(raw)) {
+		v, ok := strings.CutPrefix(l, "Pss:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return kb * 1024, true
+	}
+	return 0, false
+}
+
 // cpuWithWorkers is the CPU time of rudder and of its render workers so far: those alive,
 // and those it waited for (a worker that ends between two readings is counted whole in the
 // second, and in the first for what it had used: the difference is what it used between).
@@ -620,12 +684,13 @@ func (p *rudderProcess) cpu(b *testing.B) time.Duration {
 }
 
 // resident is a process's resident set, in bytes: the whole (VmRSS), its anonymous pages
-// (heap, stacks, the runtime's own) and the pages of files it maps (its binary). How many of the
+// (heap, stacks, the runtime's own) and the pages of files it maps (its binary), and the
+// largest it has been (VmHWM). How many of the
 // binary's pages are resident depends on the page cache more than on rudder: the kernel maps
 // the cached neighbours of every page a fault touches, so a binary just written by go build is
 // mapped in larger runs (about 56 MiB of rudder's 71 MB binary on this VM) than one read back
 // from disk after the cache was dropped (about 39 MiB), with the same ~13 MiB anonymous.
-type resident struct{ total, anon, file float64 }
+type resident struct{ total, anon, file, peak float64 }
 
 func (p *rudderProcess) resident(b *testing.B) resident {
 	r, ok := residentOf(b, p.cmd.Process.Pid)
@@ -647,7 +712,7 @@ func residentOf(b *testing.B, pid int) (resident, bool) {
 	}
 	defer f.Close()
 	var r resident
-	fields := map[string]*float64{"VmRSS:": &r.total, "RssAnon:": &r.anon, "RssFile:": &r.file}
+	fields := map[string]*float64{"VmRSS:": &r.total, "RssAnon:": &r.anon, "RssFile:": &r.file, "VmHWM:": &r.peak}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		name, v, ok := strings.Cut(sc.Text(), "\t")
