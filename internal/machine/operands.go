@@ -2,7 +2,6 @@ package machine
 
 import (
 	"errors"
-	"maps"
 	"reflect"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/rudder-operator/rudder/internal/intern"
 )
 
 // The operand cache keeps, of each object rudder rendered, what a pass reads:
@@ -74,7 +75,7 @@ func OperandTransform(keepStatus bool, judged map[schema.GroupVersionKind]bool) 
 			if o, ok := in.(client.Object); ok {
 				return typedOperand(o, keepStatus, judged), nil
 			}
-			return StripManagedFields(in)
+			return Compact(in)
 		}
 		if _, done := u.Object[kstatusKey]; !done {
 			// A verdict kstatus cannot reach (a malformed status) is kept as an empty status
@@ -105,6 +106,7 @@ func OperandTransform(keepStatus bool, judged map[schema.GroupVersionKind]bool) 
 			delete(md, "managedFields")
 			delete(md, "ownerReferences")
 		}
+		u.Object = intern.Object(u.Object)
 		return u, nil
 	}
 }
@@ -136,11 +138,12 @@ func typedOperand(in client.Object, keepStatus bool, judged map[schema.GroupVers
 	}
 	out.SetManagedFields(nil)
 	out.SetOwnerReferences(nil)
-	ann := maps.Clone(out.GetAnnotations())
+	compactMeta(out)
+	ann := out.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[kstatusKey], ann[kstatusMessageKey] = verdict, msg
+	ann[kstatusKey], ann[kstatusMessageKey] = intern.String(verdict), intern.String(msg)
 	out.SetAnnotations(ann)
 	return out
 }
@@ -216,18 +219,34 @@ func verdictOf(verdict, msg string) (status.Status, string, error) {
 	return status.Status(verdict), msg, nil
 }
 
-// StripManagedFields drops managedFields from what the caches keep: nothing reads them, and
-// not keeping them saves memory and the copying of every cached read. It is
-// cache.TransformStripManagedFields without the round trip through the typed form that
-// Unstructured.GetManagedFields makes (a JSON marshal per watch event).
-func StripManagedFields(in any) (any, error) {
+// Compact is what the caches keep of an object: not its managedFields (nothing reads them,
+// and not keeping them saves memory and the copying of every cached read), and its strings
+// interned (internal/intern): the keys of a CR's JSON, the labels of release records, the
+// namespace, which every object of a kind repeats, are kept once. It drops managedFields
+// without the round trip through the typed form that Unstructured.GetManagedFields makes (a
+// JSON marshal per watch event), as cache.TransformCompact would.
+func Compact(in any) (any, error) {
 	switch o := in.(type) {
 	case *unstructured.Unstructured:
 		if md, ok := o.Object["metadata"].(map[string]any); ok {
 			delete(md, "managedFields")
 		}
+		o.Object = intern.Object(o.Object)
 	case metav1.Object:
 		o.SetManagedFields(nil)
+		compactMeta(o)
 	}
 	return in, nil
+}
+
+// compactMeta interns the strings of o's metadata that other objects repeat.
+func compactMeta(o metav1.Object) {
+	o.SetNamespace(intern.String(o.GetNamespace()))
+	o.SetLabels(intern.Strings(o.GetLabels()))
+	o.SetAnnotations(intern.Strings(o.GetAnnotations()))
+	if f := o.GetFinalizers(); len(f) > 0 {
+		for i := range f {
+			f[i] = intern.String(f[i])
+		}
+	}
 }

@@ -2,11 +2,13 @@ package machine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,13 +23,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
-func TestStripManagedFields(t *testing.T) {
+func TestCompact(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "a", "managedFields": []any{map[string]any{"manager": "x"}}, "labels": map[string]any{"k": "v"}},
 		"data":     map[string]any{"k": "v"},
 	}}
-	if _, err := StripManagedFields(u); err != nil {
+	if _, err := Compact(u); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields"); found {
@@ -38,15 +40,58 @@ func TestStripManagedFields(t *testing.T) {
 	}
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "b", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}}}
-	if _, err := StripManagedFields(cm); err != nil {
+	if _, err := Compact(cm); err != nil {
 		t.Fatal(err)
 	}
 	if cm.ManagedFields != nil || cm.Name != "b" {
 		t.Errorf("typed: %+v", cm.ObjectMeta)
 	}
 	// Anything else (a tombstone, say) passes through untouched.
-	if out, err := StripManagedFields("x"); err != nil || out != "x" {
+	if out, err := Compact("x"); err != nil || out != "x" {
 		t.Errorf("other: %v %v", out, err)
+	}
+}
+
+// What two cached objects both hold (a key of their JSON, a label, the namespace) is kept
+// once: Compact interns it.
+func TestCompactSharesRepeatedStrings(t *testing.T) {
+	decode := func(raw string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Compact(u); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	const cr = `{"apiVersion":"x.dev/v1","kind":"Web","metadata":{"name":"%s","namespace":"team-a","labels":{"tier":"web"}},"status":{"conditions":[{"type":"Ready","status":"True"}]}}`
+	a, b := decode(fmt.Sprintf(cr, "a")), decode(fmt.Sprintf(cr, "b"))
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(a.GetNamespace(), b.GetNamespace()) || !same(a.GetLabels()["tier"], b.GetLabels()["tier"]) {
+		t.Error("unstructured: the namespace or a label value is kept twice")
+	}
+	ready := func(u *unstructured.Unstructured) map[string]any {
+		return u.Object["status"].(map[string]any)["conditions"].([]any)[0].(map[string]any)
+	}
+	for k := range ready(a) {
+		for k2 := range ready(b) {
+			if k == k2 && !same(k, k2) {
+				t.Errorf("unstructured: the key %q is kept twice", k)
+			}
+		}
+	}
+
+	typed := func() *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: strings.Clone("team-a"), Labels: map[string]string{strings.Clone("owner"): strings.Clone("helm")}}}
+		if _, err := Compact(s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	x, y := typed(), typed()
+	if !same(x.Namespace, y.Namespace) || !same(x.Labels["owner"], y.Labels["owner"]) {
+		t.Error("typed: the namespace or a label value is kept twice")
 	}
 }
 

@@ -33,7 +33,7 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 	}
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), DefaultNamespaces: opts.cacheNamespaces(),
-		DefaultTransform: machine.StripManagedFields,
+		DefaultTransform: machine.Compact,
 		ByObject:         map[client.Object]cache.ByObject{records.ReleaseSecret(): {Label: records.ForeignRecords()}},
 	})
 	if err != nil {

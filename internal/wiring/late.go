@@ -269,7 +269,7 @@ func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *wa
 	return func() (cache.Cache, error) {
 		return cache.New(cfg, cache.Options{
 			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: machine.StripManagedFields,
+			DefaultNamespaces: opts.cacheNamespaces(), DefaultTransform: machine.Compact,
 			ByObject: map[client.Object]cache.ByObject{controllers.CRObject(w.GroupVersionKind()): crCache(w, shard)},
 		})
 	}

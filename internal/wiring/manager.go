@@ -297,7 +297,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 			return caches, nil
 		},
 		Cache: cache.Options{
-			DefaultTransform:  machine.StripManagedFields,
+			DefaultTransform:  machine.Compact,
 			DefaultNamespaces: opts.cacheNamespaces(),
 			ByObject:          byObject,
 		},
@@ -360,7 +360,7 @@ func metricsOptions(opts ManagerOptions) metricsserver.Options {
 	return o
 }
 
-// stripCR is what the CR cache keeps: machine.StripManagedFields, and not kubectl's
+// stripCR is what the CR cache keeps: machine.Compact, and not kubectl's
 // last-applied-configuration annotation, a copy of the CR as last applied (its whole spec
 // again). rudder writes CRs only with patches, which leave the annotation alone.
 func stripCR(in any) (any, error) {
@@ -371,5 +371,5 @@ func stripCR(in any) (any, error) {
 			}
 		}
 	}
-	return machine.StripManagedFields(in)
+	return machine.Compact(in)
 }
