@@ -1,6 +1,7 @@
 package intern
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,5 +68,29 @@ func TestStringsMapSharesKeysAndValues(t *testing.T) {
 				t.Fatal("equal label keys do not share their bytes")
 			}
 		}
+	}
+}
+
+// converged is a CR as rudder's cache holds it once released and ready.
+const converged = `{"apiVersion":"bench.rudder.dev/v1","kind":"Scale","metadata":{"name":"s-0042","namespace":"bench","uid":"6f1c1f8e-5d0c-4a57-9d8e-2b1c8f0e4a11","resourceVersion":"184467","generation":1,"creationTimestamp":"2026-12-03T00:10:28Z","finalizers":["rudder.dev/uninstall"]},
+"spec":{"clusterIP":"None"},
+"status":{"observedGeneration":1,"conditions":[
+{"type":"Released","status":"True","reason":"InstallSucceeded","message":"revision 1 of scale-web 0.1.0","observedGeneration":1,"lastTransitionTime":"2026-12-03T00:10:29Z"},
+{"type":"Ready","status":"True","reason":"Current","message":"every object of revision 1 is current","observedGeneration":1,"lastTransitionTime":"2026-12-03T00:10:31Z"},
+{"type":"Reconciling","status":"False","reason":"Current","message":"","observedGeneration":1,"lastTransitionTime":"2026-12-03T00:10:31Z"},
+{"type":"Stalled","status":"False","reason":"Current","message":"","observedGeneration":1,"lastTransitionTime":"2026-12-03T00:10:29Z"}],
+"release":{"name":"s-0042","revision":1,"chart":"scale-web-0.1.0","chartDigest":"9b2d7f6c0a1e4b3f8d5c2a7e6f1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b","valuesDigest":"0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0c1d",
+"applied":{"revision":1,"generation":1,"chartDigest":"9b2d7f6c0a1e4b3f8d5c2a7e6f1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b"}}}}`
+
+// BenchmarkObject is what interning costs the cache per watch event of a CR.
+func BenchmarkObject(b *testing.B) {
+	var obj map[string]any
+	for b.Loop() {
+		b.StopTimer()
+		if err := json.Unmarshal([]byte(converged), &obj); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		obj = Object(obj)
 	}
 }
