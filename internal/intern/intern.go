@@ -4,8 +4,9 @@
 // it) share one allocation.
 //
 // The canonical strings are the unique package's: held weakly, so that a string no cached
-// object holds any more is collected. A CR author who writes many distinct strings into specs
-// makes no more memory than without interning.
+// object holds any more is collected. A string only one object holds (a CR author's own
+// words) costs what it did, one copy, plus the unique package's entry for it, and is freed
+// with that object.
 package intern
 
 import "unique"

@@ -222,9 +222,9 @@ func verdictOf(verdict, msg string) (status.Status, string, error) {
 // Compact is what the caches keep of an object: not its managedFields (nothing reads them,
 // and not keeping them saves memory and the copying of every cached read), and its strings
 // interned (internal/intern): the keys of a CR's JSON, the labels of release records, the
-// namespace, which every object of a kind repeats, are kept once. It drops managedFields
-// without the round trip through the typed form that Unstructured.GetManagedFields makes (a
-// JSON marshal per watch event), as cache.TransformCompact would.
+// namespace, which every object of a kind repeats, are kept once. It drops managedFields as
+// cache.TransformStripManagedFields does, without that function's round trip through the
+// typed form that Unstructured.GetManagedFields makes (a JSON marshal per watch event).
 func Compact(in any) (any, error) {
 	switch o := in.(type) {
 	case *unstructured.Unstructured:
