@@ -304,7 +304,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	// rudder's CPU includes its render workers' (charts render out of process).
 	r.renderCPU = p.workersCPU(b) - workers0
 	r.installCPU = p.cpu(b) - cpu0 + r.renderCPU
-	r.workersRSS, r.workersPSS = p.workersRSS(b), p.workersPSS(b)
+	r.workersRSS, r.workersPSS = p.workersMemory(b)
 	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
 	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
@@ -322,16 +322,23 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	time.Sleep(idle)
 	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes1
 	r.idleWindowCPU = p.cpuWithWorkers(b) - all1
-	r.rss, r.heap = p.resident(b), p.metric(b, "go_memstats_heap_alloc_bytes")
-	r.runtimeMem.heapInuse = p.metric(b, "go_memstats_heap_inuse_bytes")
-	r.runtimeMem.heapRetained = p.metric(b, "go_memstats_heap_idle_bytes") - p.metric(b, "go_memstats_heap_released_bytes")
-	r.runtimeMem.stacks = p.metric(b, "go_memstats_stack_inuse_bytes")
-	r.runtimeMem.nextGC = p.metric(b, "go_memstats_next_gc_bytes")
+	r.rss = p.resident(b)
 	if pss, ok := pssOf(b, p.cmd.Process.Pid); ok {
 		r.pss = pss
 	} else {
 		b.Fatalf("/proc/%d/smaps_rollup of rudder: gone, or without Pss", p.cmd.Process.Pid)
 	}
+	// One scrape for every figure: each allocates in rudder.
+	body, err := p.scrape()
+	if err != nil {
+		b.Fatal(err)
+	}
+	mem := func(name string) float64 { return sumSeries(body, name, "") }
+	r.heap = mem("go_memstats_heap_alloc_bytes")
+	r.runtimeMem.heapInuse = mem("go_memstats_heap_inuse_bytes")
+	r.runtimeMem.heapRetained = mem("go_memstats_heap_idle_bytes") - mem("go_memstats_heap_released_bytes")
+	r.runtimeMem.stacks = mem("go_memstats_stack_inuse_bytes")
+	r.runtimeMem.nextGC = mem("go_memstats_next_gc_bytes")
 	idleProfile()
 	p.profile(b, "heap?gc=1", "heap", 0)()
 
@@ -619,24 +626,16 @@ func (p *rudderProcess) workersCPU(b *testing.B) time.Duration {
 	return total
 }
 
-// workersRSS is the resident memory of rudder's render workers, in bytes.
-func (p *rudderProcess) workersRSS(b *testing.B) float64 {
-	var total float64
+// workersMemory is the resident memory and the proportional set of rudder's render workers,
+// in bytes, each read once.
+func (p *rudderProcess) workersMemory(b *testing.B) (rss, pss float64) {
 	for _, pid := range p.workers(b) {
-		r, _ := residentOf(b, pid) // a worker that stopped meanwhile holds nothing
-		total += r.total
+		// A worker that stopped meanwhile holds nothing.
+		r, _ := residentOf(b, pid)
+		ps, _ := pssOf(b, pid)
+		rss, pss = rss+r.total, pss+ps
 	}
-	return total
-}
-
-// workersPSS is the proportional set of rudder's render workers, in bytes.
-func (p *rudderProcess) workersPSS(b *testing.B) float64 {
-	var total float64
-	for _, pid := range p.workers(b) {
-		pss, _ := pssOf(b, pid) // a worker that stopped meanwhile holds nothing
-		total += pss
-	}
-	return total
+	return rss, pss
 }
 
 // pssOf is process pid's proportional set size (Pss of /proc/pid/smaps_rollup) in bytes;
@@ -654,11 +653,7 @@ func pssOf(b *testing.B, pid int) (float64, bool) {
 		if !ok {
 			continue
 		}
-		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return kb * 1024, true
+		return kiloBytes(b, v), true
 	}
 	return 0, false
 }
@@ -717,15 +712,20 @@ func residentOf(b *testing.B, pid int) (resident, bool) {
 	for sc.Scan() {
 		name, v, ok := strings.Cut(sc.Text(), "\t")
 		if dst := fields[name]; ok && dst != nil {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			*dst = kb * 1024
+			*dst = kiloBytes(b, v)
 			delete(fields, name)
 		}
 	}
 	return r, len(fields) == 0
+}
+
+// kiloBytes is a /proc size ("  1234 kB") in bytes.
+func kiloBytes(b *testing.B, v string) float64 {
+	kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kb * 1024
 }
 
 func (p *rudderProcess) scrape() (string, error) {
