@@ -162,9 +162,9 @@ func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc strin
 	return f.Memory.Uninstall(ctx, s, name, desc)
 }
 
-func (f *fakeHelm) Unlock(ctx context.Context, s helm.Scope, rel *release.Release) error {
+func (f *fakeHelm) Unlock(ctx context.Context, s helm.Scope, rel *release.Release) (*release.Release, bool, error) {
 	if err := f.call("Unlock", " %d", rel.Version); err != nil {
-		return err
+		return nil, false, err
 	}
 	return f.Memory.Unlock(ctx, s, rel)
 }

@@ -344,11 +344,12 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 }
 
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous
-// process) as failed, so that Helm accepts new actions on the release.
-func (c *Client) Unlock(ctx context.Context, s Scope, rel *release.Release) error {
+// process) as failed, so that Helm accepts new actions on the release; a revision storage no
+// longer holds pending is returned as it is (records.Unlock).
+func (c *Client) Unlock(ctx context.Context, s Scope, rel *release.Release) (*release.Release, bool, error) {
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
 	return records.Unlock(st, rel)
 }

@@ -47,8 +47,9 @@ type Releases interface {
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
 	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
-	// Unlock marks a pending revision failed.
-	Unlock(ctx context.Context, s helm.Scope, rel *release.Release) error
+	// Unlock marks a pending revision failed, if storage still holds it pending, and returns
+	// the revision as storage now holds it (records.Unlock).
+	Unlock(ctx context.Context, s helm.Scope, rel *release.Release) (now *release.Release, unlocked bool, err error)
 	// Test runs the newest revision's test hooks within timeout and returns the revision,
 	// which says how each ran (helm.Tests); a failed test is an error too.
 	Test(ctx context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error)

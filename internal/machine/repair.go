@@ -23,16 +23,22 @@ type unlock struct{}
 func (unlock) name() plan.Action { return plan.Unlock }
 
 func (unlock) run(ctx context.Context, e *env, obs observed) result {
-	rel := obs.rel
-	prev := rel.Info.Status
-	if err := e.helm.Unlock(ctx, e.scope, rel); err != nil {
+	prev := obs.rel.Info.Status
+	rel, unlocked, err := e.helm.Unlock(ctx, e.scope, obs.rel)
+	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err), call: callFailed}
 	}
-	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
 	h := records.HeadOf(rel)
-	return result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)},
-		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}},
-		released: &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}, call: callOK}
+	res := result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)}, call: callOK}
+	if !unlocked {
+		// Storage had completed the revision: the view that found it pending was behind, and
+		// the pass goes on from storage's.
+		return res
+	}
+	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)
+	res.notes = []note{{corev1.EventTypeWarning, rstatus.ReasonUnlocked, "Unlock", msg}}
+	res.released = &condition{metav1.ConditionFalse, rstatus.ReasonUnlocked, msg}
+	return res
 }
 
 // supersede completes a history the cache shows with older revisions still marked deployed

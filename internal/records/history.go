@@ -51,9 +51,30 @@ func LastDeployed(st *storage.Storage, name string, before int) (*release.Releas
 	return best, nil
 }
 
-func Unlock(st *storage.Storage, rel *release.Release) error {
-	rel.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", rel.Info.Status))
-	return st.Update(rel)
+// Unlock marks failed a revision left pending by an operation that is gone (StateLocked).
+//
+// rel is the revision as a pass saw it pending, which may be older than storage: the cache of
+// records behind, or this process's memory of a write whose answer was lost while the API
+// server went away although the write was made. Unlock reads the revision again (a GET) and
+// marks it only if it is still pending; one whose operation did complete is returned as
+// storage holds it, unchanged, with unlocked false. (Marking that one failed from the older
+// view would undo its operation's last write; the next upgrade would then take the failed
+// revision for the release's current one, and mark it superseded: two revisions of one chart
+// and values.) Nothing else writes the revision between the read and the write: the operation
+// that left it is gone, and a release's passes take turns.
+func Unlock(st *storage.Storage, rel *release.Release) (now *release.Release, unlocked bool, err error) {
+	now, err = st.Get(rel.Name, rel.Version)
+	if err != nil {
+		return nil, false, err
+	}
+	if !now.Info.Status.IsPending() {
+		return now, false, nil
+	}
+	now.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", now.Info.Status))
+	if err := st.Update(now); err != nil {
+		return nil, false, err
+	}
+	return now, true, nil
 }
 
 // SupersedeOlder marks every deployed revision of a release but the newest superseded.

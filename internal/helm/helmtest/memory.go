@@ -172,7 +172,7 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 	return err
 }
 
-func (m *Memory) Unlock(_ context.Context, s helm.Scope, rel *release.Release) error {
+func (m *Memory) Unlock(_ context.Context, s helm.Scope, rel *release.Release) (*release.Release, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return records.Unlock(m.storage(s.Namespace, helm.Marks{}), rel)
