@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"time"
 
@@ -48,8 +50,51 @@ func renderBudget(budget, reserve int64) int64 {
 	return 0
 }
 
-// defaultRenderReserve is what rudder itself needs of its container's memory by default: a
-// few thousand CRs' caches and release records (docs/bench.md).
+// defaultGCPercent is rudder's GOGC unless its environment sets one. Most of rudder's heap is
+// its caches, which live as long as their CRs; at Go's default of 100 the runtime lets the heap
+// grow to twice what was live at the last collection before it collects again, so that each CR
+// costs rudder's resident memory twice what its caches hold. At 50 it costs one and a half, for
+// collections twice as frequent: rudder's CPU per install and per idle pass, and the cost of
+// its heap, are in docs/bench.md ("Session 25").
+const defaultGCPercent = 50
+
+// memoryPolicy is the Go runtime's collection target (GOGC) and soft memory limit (GOMEMLIMIT)
+// for rudder, each 0 when the environment sets it (the runtime has read it) or none applies:
+// the target defaultGCPercent; the limit rudder's own share of its container's memory limit,
+// what the render budget (budget, held by the render workers, which are processes of the same
+// container) leaves of it. Near its share the collector works harder instead of letting rudder
+// take memory the workers were promised, so that the container reaches its limit, and the
+// kernel's OOM killer stops rudder and every render with it, only when what is live does not
+// fit.
+func memoryPolicy(getenv func(string) string, limit, budget int64) (gcPercent int, memLimit int64) {
+	if getenv("GOGC") == "" {
+		gcPercent = defaultGCPercent
+	}
+	if getenv("GOMEMLIMIT") == "" && limit > 0 && budget < limit {
+		memLimit = limit - budget
+	}
+	return gcPercent, memLimit
+}
+
+// applyMemoryPolicy sets memoryPolicy's values in the runtime and says what they are, with the
+// render budget and reserve they follow from.
+func applyMemoryPolicy(log logr.Logger, budget, reserve int64) {
+	limit, _ := render.MemoryLimit()
+	gcPercent, memLimit := memoryPolicy(os.Getenv, limit, budget)
+	if gcPercent > 0 {
+		debug.SetGCPercent(gcPercent)
+	}
+	if memLimit > 0 {
+		debug.SetMemoryLimit(memLimit)
+	}
+	now := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+	metrics.Read(now)
+	log.Info("memory", "gogc", now[0].Value.Uint64(), "memoryLimit", now[1].Value.Uint64(),
+		"containerLimit", limit, "renderBudget", budget, "renderReserve", reserve)
+}
+
+// defaultRenderReserve is what rudder itself needs of its container's memory by default:
+// about 6,000 CRs' caches and release records at GOGC=50 (docs/bench.md, "Session 25").
 const defaultRenderReserve = 256 << 20
 
 // quantityFlag is a flag of bytes written as a Kubernetes quantity ("512Mi").
@@ -115,7 +160,7 @@ func runManager(args []string) {
 	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
 	flag.Var(&budget, "render-memory-budget", "Memory the renders running at once may hold together (e.g. 1Gi); a render whose renderMemory does not fit waits its turn. Default: the container's memory limit less --render-memory-reserve; no budget without a limit.")
-	flag.Var(&reserve, "render-memory-reserve", "Memory of the container's limit left to rudder itself when the render budget is derived from it (about 100Mi plus 70Ki per CR).")
+	flag.Var(&reserve, "render-memory-reserve", "Memory of the container's limit left to rudder itself when the render budget is derived from it (about 64Mi plus 32Ki per CR); rudder's share of the limit is its Go runtime's soft memory limit.")
 	zapOpts := zap.Options{ZapOpts: []uzap.Option{uzap.WrapCore(cli.LazyFields)}}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.CommandLine.Usage = func() {
@@ -132,7 +177,7 @@ func runManager(args []string) {
 		}
 	}
 	opts.RenderMemoryBudget = renderBudget(budget.bytes, reserve.bytes)
-	log.Info("render memory", "budget", opts.RenderMemoryBudget, "reserve", reserve.bytes)
+	applyMemoryPolicy(log, opts.RenderMemoryBudget, reserve.bytes)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")

@@ -69,7 +69,9 @@ import (
 // The curves of the largest N — releases deployed over time, rudder's and the direct store's —
 // go to docs/bench-scale.svg. RUDDER_BENCH_SCALE_PROFILE=dir writes, for each N, rudder's CPU
 // profile over the first 30 s of convergence (scale-N-converge.pprof) and over the idle window
-// (scale-N-idle.pprof), and its live heap at the end, after a forced collection
+// (scale-N-idle.pprof), what it allocated over the idle window (scale-N-idle-allocs.pprof), and
+// its heap at the end: as the last collection found it, which set
+// the heap goal (scale-N-heap-lastgc.pprof), and live, after a forced collection
 // (scale-N-heap.pprof), from its --pprof-bind-address.
 func BenchmarkScale(b *testing.B) {
 	var largest *scaleRun
@@ -317,6 +319,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	// Every CR resynced at least once.
 	idle := idleWindow
 	idleProfile := p.profile(b, "profile", "idle", idle)
+	idleAllocs := p.profile(b, "allocs", "idle-allocs", idle)
 	all1 := p.cpuWithWorkers(b)
 	passes1, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
 	time.Sleep(idle)
@@ -340,6 +343,9 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.runtimeMem.stacks = mem("go_memstats_stack_inuse_bytes")
 	r.runtimeMem.nextGC = mem("go_memstats_next_gc_bytes")
 	idleProfile()
+	idleAllocs()
+	// The heap as the last collection found it, which set next-gc-MiB, then the live heap now.
+	p.profile(b, "heap", "heap-lastgc", 0)()
 	p.profile(b, "heap?gc=1", "heap", 0)()
 
 	// A chart edit: every CR upgrades once, each namespace's share of the workers taken in turn.

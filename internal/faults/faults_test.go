@@ -118,6 +118,12 @@ func start(t *testing.T, name string, extra ...string) *replica {
 // startBinary is start for the rudder binary bin.
 func startBinary(t *testing.T, name, bin string, extra ...string) *replica {
 	t.Helper()
+	return startEnv(t, name, bin, nil, extra...)
+}
+
+// startEnv is startBinary with env added to the test's environment.
+func startEnv(t *testing.T, name, bin string, env []string, extra ...string) *replica {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(log)
 	if err != nil {
@@ -126,6 +132,9 @@ func startBinary(t *testing.T, name, bin string, extra ...string) *replica {
 	args := append([]string{"--kubeconfig", cluster.Kubeconfig, "--watches-file", watches,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--reconcile-period", "10s"}, extra...)
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

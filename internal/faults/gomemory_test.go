@@ -1,0 +1,80 @@
+package faults_test
+
+import (
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/render"
+)
+
+// TestGoRuntimeMemoryPolicy: rudder's process runs with its own GOGC, and with a soft memory
+// limit of its share of its container's (what the render budget leaves), as its /metrics
+// report them; GOGC and GOMEMLIMIT in its environment win.
+func TestGoRuntimeMemoryPolicy(t *testing.T) {
+	crtest.NeedsCluster(t)
+	const budget = 768 << 20
+	wantLimit := float64(math.MaxInt64) // the runtime's "no limit"
+	if limit, ok := render.MemoryLimit(); ok && limit > budget {
+		wantLimit = float64(limit - budget) // CI's machine may run the tests in a container
+	}
+	for _, c := range []struct {
+		name        string
+		env         []string
+		gogc, limit float64
+	}{
+		{"rudder's", nil, 50, wantLimit},
+		{"the environment's", []string{"GOGC=200", "GOMEMLIMIT=300MiB"}, 200, 300 << 20},
+	} {
+		port := freePort(t)
+		r := startEnv(t, "gomemory", binary, c.env, "--metrics-bind-address", "127.0.0.1:"+port, "--metrics-secure=false",
+			"--render-memory-budget", strconv.Itoa(budget))
+		got := scrapeGauges(t, r, "http://127.0.0.1:"+port+"/metrics", "go_gc_gogc_percent", "go_gc_gomemlimit_bytes")
+		if got[0] != c.gogc || got[1] != c.limit {
+			t.Errorf("%s: GOGC %v, memory limit %v; want %v, %v", c.name, got[0], got[1], c.gogc, c.limit)
+		}
+		r.kill()
+	}
+}
+
+// scrapeGauges reads the values of the named series from the process's /metrics, once it
+// serves them.
+func scrapeGauges(t *testing.T, r *replica, url string, names ...string) []float64 {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) { // the endpoint comes up
+		select {
+		case <-r.done:
+			t.Fatalf("rudder exited:\n%s", tail(r.logs()))
+		default:
+		}
+		resp, err := http.Get(url)
+		if err != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("rudder's metrics: %v", err)
+			}
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, len(names))
+		for i, n := range names {
+			out[i] = math.NaN()
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, n+" "); ok {
+					if out[i], err = strconv.ParseFloat(v, 64); err != nil {
+						t.Fatalf("%s: %v", line, err)
+					}
+				}
+			}
+		}
+		return out
+	}
+}
