@@ -44,9 +44,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// More workers than passes that work at once: the gate holds the rest (internal/gate).
 	max := gate.PoolSize(workers(r.opts))
 	sel := r.opts.Watch.LabelSelector()
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, func(o client.Object) []string {
-		return []string{string(o.GetUID())}
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, r.indexedUID); err != nil {
 		return fmt.Errorf("indexing %s by UID: %w", r.opts.Watch, err)
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -112,8 +110,21 @@ func (r *Reconciler) logConstructor(base logr.Logger) func(*reconcile.Request) l
 	}
 }
 
-// uidIndex indexes the watch's CRs by UID, to find the owner of a release record.
+// uidIndex indexes by UID the watch's CRs whose release is not named after them, to find the
+// owner of a release record (see releaseOwner).
 const uidIndex = "rudder.dev/uid"
+
+// indexedUID is uidIndex's value for a CR: its UID, unless its release has the CR's own name
+// (no releaseName template, a name within Helm's 53 characters), as most have: releaseOwner
+// finds those by name. An entry costs the cache a few hundred bytes per CR.
+func (r *Reconciler) indexedUID(o client.Object) []string {
+	if cr, ok := o.(*unstructured.Unstructured); ok && r.opts.Watch != nil {
+		if name, err := r.opts.Watch.ReleaseNameOf(cr); err == nil && name == cr.GetName() {
+			return nil
+		}
+	}
+	return []string{string(o.GetUID())}
+}
 
 // foreignRevision passes the release records of this watch's kind that rudder did not make
 // from a spec, once their operation is over: a person's helm rollback or upgrade, or rudder's
@@ -132,11 +143,17 @@ func (r *Reconciler) foreignRevision() predicate.Predicate {
 	})
 }
 
-// releaseOwner maps a release record to its CR, through the owner UID on the record.
+// releaseOwner maps a release record to its CR, through the owner UID on the record: the CR
+// named like the release if it has that UID, else the one uidIndex finds.
 func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	uid := o.GetLabels()[records.LabelOwnerUID]
 	if uid == "" {
 		return nil
+	}
+	named := CRObject(r.gvk)
+	key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetLabels()["name"]}
+	if key.Name != "" && r.opts.Client.Get(ctx, key, named, client.UnsafeDisableDeepCopy) == nil && string(named.GetUID()) == uid {
+		return []reconcile.Request{{NamespacedName: key}}
 	}
 	crs := &unstructured.UnstructuredList{}
 	crs.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
