@@ -38,13 +38,13 @@ func boundStop(log logr.Logger) {
 	})
 }
 
-// renderBudget is --render-memory-budget, else what the container's memory limit leaves
-// beside reserve (0, none, without a limit).
-func renderBudget(budget, reserve int64) int64 {
+// renderBudget is --render-memory-budget, else what the container's memory limit (0: none)
+// leaves beside reserve (0, none, without a limit).
+func renderBudget(budget, reserve, limit int64) int64 {
 	if budget > 0 {
 		return budget
 	}
-	if limit, ok := render.MemoryLimit(); ok {
+	if limit > 0 {
 		return render.Budget(limit, reserve)
 	}
 	return 0
@@ -76,10 +76,12 @@ func memoryPolicy(getenv func(string) string, limit, budget int64) (gcPercent in
 	return gcPercent, memLimit
 }
 
-// applyMemoryPolicy sets memoryPolicy's values in the runtime and says what they are, with the
-// render budget and reserve they follow from.
-func applyMemoryPolicy(log logr.Logger, budget, reserve int64) {
+// setMemory shares the container's memory limit, read once, between the renders and rudder
+// itself: it returns the render budget (renderBudget), and sets memoryPolicy's values in the
+// runtime. It says what they are.
+func setMemory(log logr.Logger, budgetFlag, reserve int64) (budget int64) {
 	limit, _ := render.MemoryLimit()
+	budget = renderBudget(budgetFlag, reserve, limit)
 	gcPercent, memLimit := memoryPolicy(os.Getenv, limit, budget)
 	if gcPercent > 0 {
 		debug.SetGCPercent(gcPercent)
@@ -91,6 +93,7 @@ func applyMemoryPolicy(log logr.Logger, budget, reserve int64) {
 	metrics.Read(now)
 	log.Info("memory", "gogc", now[0].Value.Uint64(), "memoryLimit", now[1].Value.Uint64(),
 		"containerLimit", limit, "renderBudget", budget, "renderReserve", reserve)
+	return budget
 }
 
 // defaultRenderReserve is what rudder itself needs of its container's memory by default:
@@ -176,8 +179,7 @@ func runManager(args []string) {
 			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
 		}
 	}
-	opts.RenderMemoryBudget = renderBudget(budget.bytes, reserve.bytes)
-	applyMemoryPolicy(log, opts.RenderMemoryBudget, reserve.bytes)
+	opts.RenderMemoryBudget = setMemory(log, budget.bytes, reserve.bytes)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")
