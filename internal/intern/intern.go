@@ -21,16 +21,7 @@ func String(s string) string {
 
 // Strings gives the keys and values of m as their canonical copies, in a new map (a map's
 // keys cannot be replaced in place); nil stays nil.
-func Strings(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[String(k)] = String(v)
-	}
-	return out
-}
+func Strings(m map[string]string) map[string]string { return canonicalMap(m, String) }
 
 // JSON gives v, a value of decoded JSON (what unstructured objects hold), with every string in
 // it, keys and values, a canonical copy. Maps are made anew; lists are changed in place.
@@ -51,13 +42,17 @@ func JSON(v any) any {
 }
 
 // Object is JSON for an object: a new map; nil stays nil.
-func Object(m map[string]any) map[string]any {
+func Object(m map[string]any) map[string]any { return canonicalMap(m, JSON) }
+
+// canonicalMap is m in a new map, its keys canonical copies and its values value's; nil stays
+// nil.
+func canonicalMap[V any](m map[string]V, value func(V) V) map[string]V {
 	if m == nil {
 		return nil
 	}
-	out := make(map[string]any, len(m))
-	for k, e := range m {
-		out[String(k)] = JSON(e)
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[String(k)] = value(v)
 	}
 	return out
 }
