@@ -336,7 +336,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem := func(name string) float64 { return sumSeries(body, name, "") }
+	mem := func(name string) float64 { return crtest.SeriesSum(body, name, "") }
 	r.heap = mem("go_memstats_heap_alloc_bytes")
 	r.runtimeMem.heapInuse = mem("go_memstats_heap_inuse_bytes")
 	r.runtimeMem.heapRetained = mem("go_memstats_heap_idle_bytes") - mem("go_memstats_heap_released_bytes")
@@ -377,7 +377,7 @@ func apiserverLists(b *testing.B, c *testcluster.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return sumSeries(string(raw), "apiserver_request_total", `verb="LIST"`)
+	return crtest.SeriesSum(string(raw), "apiserver_request_total", `verb="LIST"`)
 }
 
 // publishScaleChart publishes the scale kind's chart: the web chart, or, edited, the web
@@ -750,23 +750,7 @@ func (p *rudderProcess) metric(b *testing.B, name string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return sumSeries(body, name, "")
-}
-
-// sumSeries sums the series of metric name in a Prometheus text exposition, those whose line
-// holds label (a `key="value"` pair) when label is not "".
-func sumSeries(body, name, label string) float64 {
-	sum := 0.0
-	for _, l := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") || !strings.Contains(l, label) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+	return crtest.SeriesSum(body, name, "")
 }
 
 // writeScalePlot draws the two curves of a run as an SVG line chart.

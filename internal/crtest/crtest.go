@@ -5,6 +5,7 @@ package crtest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,22 @@ func eventMatches(e corev1.Event, object, reason string, contains []string) bool
 		}
 	}
 	return true
+}
+
+// SeriesSum sums the series of metric name in a Prometheus text exposition (another process's
+// /metrics), those whose line holds label (a `key="value"` pair) when label is not "".
+func SeriesSum(body, name, label string) float64 {
+	sum := 0.0
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") || !strings.Contains(l, label) {
+			continue
+		}
+		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // Metric sums, over controller-runtime's registry, the samples of a counter or gauge (or the sample

@@ -111,12 +111,7 @@ func sample(t *testing.T, r *replica, metrics string) usage {
 	if resp, err := http.Get(metrics); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				u.goroutines = int(f)
-			}
-		}
+		u.goroutines = int(crtest.SeriesSum(string(b), "go_goroutines", ""))
 	}
 	return u
 }

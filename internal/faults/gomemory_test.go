@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,14 +65,7 @@ func scrapeGauges(t *testing.T, r *replica, url string, names ...string) []float
 		}
 		out := make([]float64, len(names))
 		for i, n := range names {
-			out[i] = math.NaN()
-			for line := range strings.SplitSeq(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, n+" "); ok {
-					if out[i], err = strconv.ParseFloat(v, 64); err != nil {
-						t.Fatalf("%s: %v", line, err)
-					}
-				}
-			}
+			out[i] = crtest.SeriesSum(string(b), n, "")
 		}
 		return out
 	}
