@@ -163,8 +163,8 @@ func benchWatches() ([]*watches.Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Site10, Site100 and Shared100 each get their own copy.
-	for _, d := range []string{"web", "site10", "site100", "shared100", "wave100"} {
+	// Site10, Site100, Shared100, Wave100 and Crowd each get their own copy.
+	for _, d := range []string{"web", "site10", "site100", "shared100", "wave100", "crowd"} {
 		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, d), web); err != nil {
 			return nil, err
 		}
@@ -174,6 +174,7 @@ func benchWatches() ([]*watches.Watch, error) {
 - {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
 - {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
 - {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
+- {group: bench.rudder.dev, version: v1, kind: Crowd, chart: crowd}
 - {group: bench.rudder.dev, version: v1, kind: Wave100, chart: wave100, rollout: {waves: [{count: 1}, {percent: 25}]}}
 - {group: bench.rudder.dev, version: v1, kind: Shared100, chart: shared100, reconcilePeriod: %s, valuesFrom: [{kind: ConfigMap, name: shared}]}
 `, resyncPeriod, resyncPeriod)), 0o644); err != nil {
