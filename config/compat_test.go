@@ -48,6 +48,9 @@ func compatCases(t *testing.T) []compatCase {
 		{kind: "BitnamiNginx", chart: filepath.Join(shared, "bitnami-nginx")},
 		// Cluster-scoped kinds, an aggregated role, bindings of existing roles, a required value.
 		{kind: "Agent", chart: filepath.Join(root, "config", "testdata", "charts", "clusterwide"), args: []string{"--set", "clusterName=compat"}},
+		// ClusterRoles aggregated from parts (as kyverno's are): created under scaffold's role
+		// (escalate on them), and none left once the CR is deleted.
+		{kind: "Engine", chart: filepath.Join(root, "config", "testdata", "charts", "aggregated")},
 		// A CRD in templates/ and a CR of it in the same release.
 		{kind: "Bundle", chart: filepath.Join(root, "config", "testdata", "charts", "crdbundle"), drift: restoresGear},
 		// A list of objects of different shapes in the defaults (a policy's plugins, each with

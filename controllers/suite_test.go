@@ -128,9 +128,9 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: LookupProbe, chart: lookupescape, allowReads: [Secret/source]}
 - {group: test.rudder.dev, version: v1, kind: TenantApp, chart: tenantapp, serviceAccountName: deployer}
 - {group: test.rudder.dev, version: v1, kind: HistoryProbe, chart: widget, maxHistory: 3}
-- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: tenantbox}
+- {group: test.rudder.dev, version: v1, kind: TenantBox, chart: tenantbox, allowRoles: [Role/cr-author]}
 - {group: test.rudder.dev, version: v1, kind: WedgeBox, chart: tenantbox, limits: {actionTimeout: 3m}}
-- {group: test.rudder.dev, version: v1, kind: RoleBox, chart: tenantbox, allowClusterScoped: [ClusterRole]}
+- {group: test.rudder.dev, version: v1, kind: RoleBox, chart: tenantbox, allowClusterScoped: [ClusterRole], allowRules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]}
 - {group: test.rudder.dev, version: v1, kind: CRDBox, chart: extras, allowClusterScoped: [CustomResourceDefinition]}
 - {group: test.rudder.dev, version: v1, kind: TestProbe, chart: tested, test: {enable: true}}
 - {group: test.rudder.dev, version: v1, kind: TestRollback, chart: tested, test: {enable: true, onFailure: rollback, timeout: 1m}}

@@ -170,21 +170,16 @@ func TestTemplateValuesFrom(t *testing.T) {
 		"src/Secret/pw/pw":                "s3cr3t",
 	}
 	writeFiles(t, dir, files)
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
-		return code, out.String(), errOut.String()
-	}
 	wf, cr := filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")
-	code, out, errOut := run("template", "--watches-file", wf, "--values-from", filepath.Join(dir, "src"), cr)
+	code, out, errOut := runCLI("template", "--watches-file", wf, "--values-from", filepath.Join(dir, "src"), cr)
 	if code != 0 || !strings.Contains(out, "message: from-the-configmap") || !strings.Contains(out, "password: s3cr3t") || !strings.Contains(out, "size: large") {
 		t.Fatalf("exit %d, stderr %q, out:\n%s", code, errOut, out)
 	}
-	code, _, errOut = run("template", "--watches-file", wf, cr)
+	code, _, errOut = runCLI("template", "--watches-file", wf, cr)
 	if code == 0 || !strings.Contains(errOut, "ConfigMap ns/r-cfg") || !strings.Contains(errOut, "--values-from") {
 		t.Fatalf("without the sources: exit %d, stderr %q", code, errOut)
 	}
-	if code, out, _ = run("lint", "--watches-file", wf, cr); strings.Contains(out, "r-cfg") {
+	if code, out, _ = runCLI("lint", "--watches-file", wf, cr); strings.Contains(out, "r-cfg") {
 		t.Fatalf("lint without the sources: exit %d:\n%s", code, out)
 	}
 }
@@ -205,9 +200,7 @@ func TestTemplateCRDs(t *testing.T) {
 	}
 	writeFiles(t, dir, files)
 	run := func(watchesFile string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Run(context.Background(), []string{"template", "--watches-file", filepath.Join(dir, watchesFile), filepath.Join(dir, "cr.yaml")}, Env{Stdout: &out, Stderr: &errOut})
-		return code, out.String(), errOut.String()
+		return runCLI("template", "--watches-file", filepath.Join(dir, watchesFile), filepath.Join(dir, "cr.yaml"))
 	}
 	if code, out, errOut := run("allowed.yaml"); code != 0 || !strings.Contains(out, "# Source: gears/crds/gear.yaml (crds.install: Create)") || !strings.Contains(out, "name: gears.example.com") {
 		t.Fatalf("allowed: exit %d, stderr %q, out:\n%s", code, errOut, out)
@@ -281,13 +274,8 @@ func TestTemplateAppliesPostRenderers(t *testing.T) {
 		"cr.yaml":                   "apiVersion: test.rudder.dev/v1\nkind: Layered\nmetadata: {name: r, namespace: ns}\nspec: {}\n",
 	}
 	writeFiles(t, dir, files)
-	run := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
-		return code, out.String(), errOut.String()
-	}
 	cr := filepath.Join(dir, "cr.yaml")
-	code, out, errOut := run("template", "--watches-file", filepath.Join(dir, "watches.yaml"), cr)
+	code, out, errOut := runCLI("template", "--watches-file", filepath.Join(dir, "watches.yaml"), cr)
 	if code != 0 || strings.Count(out, "a: patched") != 2 || strings.Count(out, "team: platform") != 2 || strings.Contains(out, "a: chart") {
 		t.Fatalf("exit %d, stderr %q: want the manifest and the hook patched and labelled:\n%s", code, errOut, out)
 	}
@@ -297,4 +285,47 @@ func TestTemplateAppliesPostRenderers(t *testing.T) {
 			t.Errorf("%s with a patch that does not apply: exit %d, out %q, stderr %q", cmd, code, out, errOut)
 		}
 	}
+}
+
+// rudder template and rudder lint refuse what the install would, for what a release grants,
+// asks of a node and names: a privileged Pod, a binding of admin and another app's Secret,
+// each named with the watch field that would allow it; the same CR under a watch that allows
+// them renders.
+func TestTemplateRefusesWhatTheInstallWould(t *testing.T) {
+	dir := t.TempDir()
+	cr := "apiVersion: test.rudder.dev/v1\nkind: Box\nmetadata: {name: r, namespace: ns}\nspec:\n  extraObjects:\n" +
+		"  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {hostPID: true, containers: [{name: c, image: i}], volumes: [{name: db, secret: {secretName: payments-db}}]}}\n" +
+		"  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, metadata: {name: b}, roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}, subjects: []}\n"
+	files := map[string]string{
+		"chart/Chart.yaml":           "apiVersion: v2\nname: box\nversion: 0.1.0\n",
+		"chart/values.yaml":          "extraObjects: []\n",
+		"chart/templates/extra.yaml": "{{- range .Values.extraObjects }}\n---\n{{ tpl (toYaml .) $ }}\n{{- end }}\n",
+		"watches.yaml":               "- {group: test.rudder.dev, version: v1, kind: Box, chart: chart}\n",
+		"allowed.yaml":               "- {group: test.rudder.dev, version: v1, kind: Box, chart: chart, podSecurity: privileged, allowRoles: [ClusterRole/admin], allowReads: [Secret/payments-db]}\n",
+		"cr.yaml":                    cr,
+	}
+	writeFiles(t, dir, files)
+	wf, crf := filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")
+	want := []string{`violates PodSecurity "baseline:latest": host namespaces (hostPID=true)`, "podSecurity is baseline",
+		`binds the ClusterRole "admin"`, "allowRoles", `spec.volumes[db].secret.secretName names the Secret "payments-db"`, "allowReads"}
+	code, _, errOut := runCLI("template", "--watches-file", wf, crf)
+	for _, w := range want {
+		if code == 0 || !strings.Contains(errOut, w) {
+			t.Errorf("template: exit %d, stderr lacks %q:\n%s", code, w, errOut)
+		}
+	}
+	code, out, _ := runCLI("lint", "--watches-file", wf, crf)
+	if code == 0 || !strings.Contains(out, `binds the ClusterRole "admin"`) {
+		t.Errorf("lint: exit %d:\n%s", code, out)
+	}
+	if code, out, errOut := runCLI("template", "--watches-file", filepath.Join(dir, "allowed.yaml"), crf); code != 0 || !strings.Contains(out, "hostPID: true") {
+		t.Errorf("template under a watch that allows it: exit %d, stderr %q:\n%s", code, errOut, out)
+	}
+}
+
+// runCLI runs rudder with args: its exit code, standard output and standard error.
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
+	return code, out.String(), errOut.String()
 }

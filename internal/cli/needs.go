@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -34,9 +35,10 @@ func releaseSize(rel *release.Release) (int64, int) {
 	return max(int64(len(rel.Manifest)), hooks), objs
 }
 
-// addIdentities records the identities a render hands out that it does not make.
+// addIdentities records what a render hands out, asks of a node and names that it does not
+// make: identities, the pod security level, externalIPs and references.
 func (s *chartScan) addIdentities(rel *release.Release, how string) error {
-	needs, err := guard.NeededIdentities(scanNamespace, rel)
+	needs, err := guard.NeededBy(scanNamespace, rel)
 	if err != nil {
 		return err
 	}
@@ -50,6 +52,23 @@ func (s *chartScan) addIdentities(rel *release.Release, how string) error {
 			key = fmt.Sprintf("{kind: %s, name: %s, namespace: %s}", sub.Kind, quoteYAML(sub.Name), quoteYAML(sub.Namespace))
 		}
 		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
+	}
+	for entry, fields := range needs.Reads {
+		for _, f := range fields {
+			addSourced(s.reads, entry, strings.ReplaceAll(f, scanRelease, guard.ReleasePlaceholder)+" ("+how+")", byDefault)
+		}
+	}
+	for _, svc := range needs.ExternalIPs {
+		addSourced(s.externalIPs, strings.ReplaceAll(svc, scanRelease, guard.ReleasePlaceholder), how, byDefault)
+	}
+	level := cmp.Or(needs.PodSecurity, guard.PodSecurityRestricted)
+	if byDefault {
+		s.podSecurity = level
+		for _, why := range needs.PodSecurityWhy {
+			s.podSecurityWhy = append(s.podSecurityWhy, strings.ReplaceAll(why, scanRelease, guard.ReleasePlaceholder))
+		}
+	} else if slices.Index(guard.PodSecurityLevels, level) > slices.Index(guard.PodSecurityLevels, s.podSecurity) {
+		s.podSecurityMore = append(s.podSecurityMore, fmt.Sprintf("with %s: %s", how, level))
 	}
 	return nil
 }
@@ -116,5 +135,75 @@ func writeIdentities(b *strings.Builder, s *chartScan) {
 			p = "  # "
 		}
 		fmt.Fprintf(b, "%s- %s # %s\n", p, k, strings.Join(s.subjects[k].how, "; "))
+	}
+}
+
+// writePodSecurity writes the least Pod Security Standards level the chart's defaults pass,
+// and why a stricter one refuses them.
+func writePodSecurity(b *strings.Builder, s *chartScan) {
+	if s.podSecurity == "" {
+		return // no pod template
+	}
+	b.WriteString("  # The least Pod Security Standards level the chart's defaults pass: every pod template of a\n" +
+		"  # release is held to it, so values can ask no privilege the defaults do not.\n")
+	for i, why := range s.podSecurityWhy {
+		if i == 5 {
+			fmt.Fprintf(b, "  # ... and %d more\n", len(s.podSecurityWhy)-i)
+			break
+		}
+		fmt.Fprintf(b, "  # %s\n", why)
+	}
+	for _, more := range s.podSecurityMore {
+		fmt.Fprintf(b, "  # Other values need more, which is not granted: %s.\n", more)
+	}
+	fmt.Fprintf(b, "  podSecurity: %s\n", s.podSecurity)
+}
+
+// writeGrants writes the existing roles the chart's bindings bind and the rules of the roles it
+// makes: what its releases may grant.
+func writeGrants(b *strings.Builder, s *chartScan) {
+	roles := map[string]*sourced{}
+	for _, ref := range s.sortedBound() {
+		if !s.made[ref] {
+			roles[ref.kind+"/"+ref.name] = s.bound[ref]
+		}
+	}
+	if len(roles) > 0 {
+		b.WriteString("  # Existing roles the chart's bindings bind: a release may bind only these and the roles it makes.\n")
+		writeAllowed(b, "allowRoles", roles)
+	}
+	rules := s.defaultRules
+	if len(rules) == 0 {
+		return
+	}
+	b.WriteString("  # The rules of the roles the chart's defaults make: the roles of a release may grant no more\n" +
+		"  # (resourceNames built from the release name are dropped).\n  allowRules:\n")
+	for _, r := range dedupeRules(rules) {
+		for line := range strings.SplitSeq(ruleYAML(r.rule), "\n") {
+			if line != "" {
+				b.WriteString("  " + line + "\n")
+			}
+		}
+	}
+}
+
+// writeReferences writes what the chart's objects name and it does not make (allowReads), and
+// the Services that set externalIPs (allowExternalIPs).
+func writeReferences(b *strings.Builder, s *chartScan) {
+	if len(s.reads) > 0 {
+		b.WriteString("  # What the chart's objects name (a Pod's Secrets and ConfigMaps, an HPA's target, an Ingress's\n" +
+			"  # Services) or its templates look up, and it does not make: a release reads only these\n" +
+			"  # besides its own. An object may also say it is meant for one CR (annotation " + guard.AnnotationValuesFor + ").\n")
+		writeAllowed(b, "allowReads", s.reads)
+	}
+	if len(s.externalIPs) == 0 {
+		return
+	}
+	keys := sortedKeys(s.externalIPs)
+	b.WriteString("  # externalIPs takes that address's traffic from the whole cluster (CVE-2020-8554): " + strings.Join(keys, ", ") + "\n")
+	if slices.ContainsFunc(keys, func(k string) bool { return s.externalIPs[k].byDefault }) {
+		b.WriteString("  allowExternalIPs: true\n")
+	} else {
+		b.WriteString("  # allowExternalIPs: true\n")
 	}
 }

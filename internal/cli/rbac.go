@@ -22,6 +22,8 @@ var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "de
 //   - the rules of every Role and ClusterRole the chart renders: the API server lets rudder
 //     create a role only if rudder holds each of its rules (no `escalate`);
 //   - `bind` on each existing role a rendered binding references;
+//   - `escalate` on the ClusterRoles the chart renders with an aggregationRule: the API server
+//     lets only a holder of it create one (what they aggregate is held by allowAggregationLabels);
 //   - get and list on the kinds the templates look up.
 func (s *chartScan) roleRules(owner schema.GroupVersionKind, plural string) []sourcedRule {
 	g := owner.Group
@@ -54,6 +56,7 @@ func (s *chartScan) roleRules(owner schema.GroupVersionKind, plural string) []so
 			Verbs: []string{"bind"}, ResourceNames: []string{ref.name}},
 			fmt.Sprintf("bind the existing %s %s: %s", ref.kind, ref.name, strings.Join(s.bound[ref].how, "; "))})
 	}
+	out = append(out, s.escalate...)
 	out = append(out, s.lookups...)
 	return dedupeRules(out)
 }
@@ -128,6 +131,9 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 	writeCheckValues(&b, s)
 	writeLimits(&b, s)
 	writeIdentities(&b, s)
+	writeGrants(&b, s)
+	writePodSecurity(&b, s)
+	writeReferences(&b, s)
 	if len(s.cluster)+len(s.namespaces)+len(s.aggregates) == 0 {
 		return b.String()
 	}
@@ -137,14 +143,6 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
   # Delete an entry, or turn off the values that render it, to refuse it: the CR then fails
   # with a condition naming the object.
 `)
-	if s.rendersRBAC() {
-		b.WriteString(`  # The chart renders roles and bindings: the API server lets a release grant only permissions
-  # rudder holds, so through values a CR author can grant a subject of their choice any of
-  # rudder's permissions. Where CR authors are not trusted with that, set serviceAccountName:
-  # the release then acts as that ServiceAccount of the CR's namespace, and the API server
-  # checks every grant against its rights instead of rudder's.
-`)
-	}
 	writeAllowed(&b, "allowClusterScoped", s.cluster)
 	writeAllowed(&b, "allowedNamespaces", s.namespaces)
 	if len(s.aggregates) > 0 {
@@ -163,16 +161,6 @@ func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) strin
 // NamespacedReleaseName is the releaseName scaffold writes for a chart that names
 // cluster-scoped objects after the release.
 const NamespacedReleaseName = "{{ .metadata.name }}-{{ .metadata.namespace | sha256sum | trunc 8 }}"
-
-// rendersRBAC reports whether the chart renders roles or bindings.
-func (s *chartScan) rendersRBAC() bool {
-	for gk := range s.kinds {
-		if gk.Group == rbacv1.GroupName {
-			return true
-		}
-	}
-	return false
-}
 
 // writeAllowed writes one list of the watch entry: what the defaults render, then, commented
 // out, what only other values do.

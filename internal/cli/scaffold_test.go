@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -31,6 +32,20 @@ func scaffoldChart(t *testing.T, chart, kind string, extra ...string) (string, s
 	return stdout.String() + stderr.String(), out, code
 }
 
+// readRole reads the role scaffold wrote into out, and its text.
+func readRole(t *testing.T, out string) (rbacv1.ClusterRole, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(b, &role); err != nil {
+		t.Fatalf("role.yaml: %v\n%s", err, b)
+	}
+	return role, b
+}
+
 // TestScaffoldDerivesRBAC: the role holds the rules of every role the chart renders (without
 // the resourceNames built from the release name), bind on exactly the existing roles its
 // bindings reference, and no escalate; the watches entry allows the cluster-scoped kinds and
@@ -44,14 +59,7 @@ func TestScaffoldDerivesRBAC(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("scaffold: %d\n%s", code, printed)
 	}
-	b, err := os.ReadFile(filepath.Join(out, "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(b, &role); err != nil {
-		t.Fatalf("role.yaml: %v\n%s", err, b)
-	}
+	role, b := readRole(t, out)
 	has := func(r rbacv1.PolicyRule) bool {
 		return slices.ContainsFunc(role.Rules, func(x rbacv1.PolicyRule) bool {
 			return slices.Equal(x.APIGroups, r.APIGroups) && slices.Equal(x.Resources, r.Resources) &&
@@ -95,6 +103,15 @@ func TestScaffoldDerivesRBAC(t *testing.T) {
 	}
 	if !slices.Equal(w.AllowAggregationLabels, []string{"rbac.authorization.k8s.io/aggregate-to-view"}) {
 		t.Errorf("watches.yaml allowAggregationLabels %v", w.AllowAggregationLabels)
+	}
+	if !slices.Equal(w.AllowRoles, []string{"ClusterRole/system:auth-delegator", "ClusterRole/view"}) {
+		t.Errorf("watches.yaml allowRoles %v, want the two existing roles the chart binds", w.AllowRoles)
+	}
+	if covered, missing := rbacvalidation.Covers(w.AllowRules, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "update"}, ResourceNames: []string{"any-leader"}},
+	}); !covered || len(w.AllowRules) != 3 {
+		t.Errorf("watches.yaml allowRules %v: misses %v, or holds more than the rules of the chart's three roles", w.AllowRules, missing)
 	}
 	entry, _ := os.ReadFile(filepath.Join(out, "watches.yaml"))
 	if !strings.Contains(string(entry), "WARNING") || !strings.Contains(printed, "outside the namespace: allowClusterScoped PriorityClass.scheduling.k8s.io") {
@@ -302,5 +319,31 @@ func TestScaffoldWritesCheckValues(t *testing.T) {
 	writeFiles(t, out, map[string]string{"without.yaml": without})
 	if code, msg := lint(filepath.Join(out, "without.yaml")); code == 0 || !strings.Contains(msg, "policy") {
 		t.Errorf("lint without checkValues: %d\n%s", code, msg)
+	}
+}
+
+// TestScaffoldGrantsEscalateForAggregation: a chart that renders ClusterRoles with an
+// aggregationRule (kyverno's way) gets escalate on clusterroles, which the API server asks of
+// whoever creates one, and nothing else it did not get before; its watch allows the
+// aggregation labels.
+func TestScaffoldGrantsEscalateForAggregation(t *testing.T) {
+	printed, out, code := scaffoldChart(t, "aggregated", "Engine")
+	if code != 0 {
+		t.Fatalf("scaffold: %d\n%s", code, printed)
+	}
+	role, b := readRole(t, out)
+	escalate := slices.IndexFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Verbs, "escalate") })
+	if escalate < 0 || !slices.Equal(role.Rules[escalate].Resources, []string{"clusterroles"}) || len(role.Rules[escalate].Verbs) != 1 {
+		t.Fatalf("role.yaml grants no escalate on clusterroles alone:\n%s", b)
+	}
+	if !strings.Contains(string(b), "which has an aggregationRule") {
+		t.Errorf("role.yaml does not say why it grants escalate:\n%s", b)
+	}
+	ws, err := watches.Load(filepath.Join(out, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws[0].AllowAggregationLabels) != 3 || ws[0].PodSecurity != "restricted" {
+		t.Errorf("watches.yaml: allowAggregationLabels %v, podSecurity %q", ws[0].AllowAggregationLabels, ws[0].PodSecurity)
 	}
 }

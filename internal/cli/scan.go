@@ -83,7 +83,18 @@ type chartScan struct {
 	manifestBytes int64
 	objects       int
 	lookups       []sourcedRule
-	warnings      []string
+	// escalate are the rules that let rudder create the chart's aggregated ClusterRoles.
+	escalate []sourcedRule
+	// defaultRules are the rules of the roles the defaults render (allowRules).
+	defaultRules []sourcedRule
+	// reads are the allowReads entries of what the chart's objects name and it does not make;
+	// externalIPs the Services that set externalIPs.
+	reads, externalIPs map[string]*sourced
+	// podSecurity is the least level the defaults' pod templates pass, podSecurityWhy what a
+	// stricter level refuses, podSecurityMore the other values that need more.
+	podSecurity                     string
+	podSecurityWhy, podSecurityMore []string
+	warnings                        []string
 	// crdsDir: the chart has a crds/ directory (Helm installs it and never upgrades it).
 	crdsDir bool
 }
@@ -101,10 +112,10 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 	s := &chartScan{mapper: helm.StaticMapper(), crds: map[schema.GroupKind]kindUse{}, kinds: map[schema.GroupKind]*kindUse{},
 		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
 		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{},
-		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}, user: user}
-	scope := helm.Scope{Confinement: guard.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
-		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"},
-		AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}, Owner: guard.Owner{GVK: owner},
+		serviceAccounts: map[string]*sourced{}, subjects: map[string]*sourced{}, clusterNamed: map[string]*sourced{}, user: user,
+		reads: map[string]*sourced{}, externalIPs: map[string]*sourced{}}
+	scope := helm.Scope{Confinement: guard.Measuring(guard.Confinement{Namespace: scanNamespace, AllowedNamespaces: []string{"*"},
+		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}), Owner: guard.Owner{GVK: owner},
 		// Scaffold measures what the chart needs and writes the limits for it (see needs).
 		Limits: helm.Limits{MaxObjects: scanMaxObjects, MaxManifestBytes: scanMaxBytes}}
 	caps := chartutil.DefaultCapabilities.Copy()
@@ -268,6 +279,9 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 				"lets rudder create a role only with rules rudder holds; review it before you apply role.yaml", what, r.APIGroups, r.Resources, r.Verbs))
 		}
 		s.copied = append(s.copied, sourcedRule{r, why})
+		if byDefault {
+			s.defaultRules = append(s.defaultRules, sourcedRule{r, why})
+		}
 	}
 	for k := range o.GetLabels() {
 		if strings.Contains(k, guard.AggregationMarker) {
@@ -275,8 +289,14 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 		}
 	}
 	if role.AggregationRule != nil {
-		s.warnings = append(s.warnings, what+" has an aggregationRule: the API server lets only a holder of "+
-			"`escalate` on clusterroles (cluster-admin) create it, which rudder's role does not grant")
+		rule := rbacv1.PolicyRule{APIGroups: []string{rbacv1.GroupName}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate"}}
+		why := "create " + describeObject(o) + ", which has an aggregationRule: the API server lets only a holder of escalate on it do that"
+		if fixed := fixedNames([]string{o.GetName()}); len(fixed) > 0 {
+			rule.ResourceNames = fixed
+		} else {
+			why += "; its name is built from the release name, so on every ClusterRole (rudder's allowRules and allowAggregationLabels still bound what a release's roles hold)"
+		}
+		s.escalate = append(s.escalate, sourcedRule{rule, why})
 		for _, sel := range role.AggregationRule.ClusterRoleSelectors {
 			for k := range sel.MatchLabels {
 				addSourced(s.aggregates, k, what, byDefault)

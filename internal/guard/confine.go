@@ -52,6 +52,19 @@ type Confinement struct {
 	// may hand out (see identity.go).
 	AllowServiceAccounts []string
 	AllowSubjects        []rbacv1.Subject
+	// AllowRoles are the Roles and ClusterRoles, besides those the release makes, its
+	// bindings may bind: "ClusterRole/name" or "Role/name" (see grants.go).
+	AllowRoles []string
+	// AllowRules bound the rules of the Roles and ClusterRoles the release makes.
+	AllowRules []rbacv1.PolicyRule
+	// PodSecurity is the Pod Security Standards level every pod template of the release is
+	// held to (see podsecurity.go); "" is DefaultPodSecurity.
+	PodSecurity string
+	// AllowExternalIPs lets the release's Services set externalIPs.
+	AllowExternalIPs bool
+	// Release is the release's name, which "<release>" stands for in the names of
+	// AllowReads; "" where no release is named yet.
+	Release string
 }
 
 // AllowsNamespace reports whether namespaced objects of ns are within reach.

@@ -8,7 +8,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Identities: a release hands out no identity the watch did not name. Within its namespace a
@@ -49,25 +49,38 @@ const (
 
 // identityCheck decides the identity rules for the objects of one release.
 type identityCheck struct {
-	c Confinement
-	// made are the ServiceAccounts the release makes, by namespace and name.
-	made map[types.NamespacedName]bool
-	// needs collects what the release would need allowed (see NeededIdentities).
-	needs *Identities
+	c  Confinement
+	rs *releaseSet
+	// needs collects what the release would need allowed (see NeededBy).
+	needs *Needs
 }
 
-// Identities are what a watch allows a release to hand out beyond its own: its
-// allowServiceAccounts and allowSubjects.
-type Identities struct {
+// Needs are what a release's objects would need its watch to allow: what `rudder scaffold`
+// writes for a chart's defaults.
+type Needs struct {
+	// ServiceAccounts and Subjects: allowServiceAccounts and allowSubjects.
 	ServiceAccounts []string
 	Subjects        []rbacv1.Subject
+	// PodSecurity is the least Pod Security Standards level that admits every pod template,
+	// and PodSecurityWhy what a stricter level refuses.
+	PodSecurity    string
+	PodSecurityWhy []string
+	// ExternalIPs are the Services that set externalIPs.
+	ExternalIPs []string
+	// Reads are the allowReads entries of what its objects name and it does not make, each
+	// with the object and field that names it.
+	Reads map[string][]string
 }
 
-// NeededIdentities are the identities rel hands out that a watch would have to allow, for a
-// release in namespace ns: what `rudder scaffold` writes for a chart's defaults.
-func NeededIdentities(ns string, rel *release.Release) (*Identities, error) {
-	needs := &Identities{}
-	if _, err := (Confinement{Namespace: ns}).checkIdentitiesWith(releaseStreams(rel), needs); err != nil {
+// NeededBy is what rel, a release named release in namespace ns, needs its watch to allow
+// beyond the kind's role and its confinement.
+func NeededBy(ns string, rel *release.Release) (*Needs, error) {
+	needs := &Needs{Reads: map[string][]string{}}
+	objs, err := parseStreams(releaseStreams(rel))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := (Confinement{Namespace: ns, Release: rel.Name}).violations(objs, objectRules{needs: needs}); err != nil {
 		return nil, err
 	}
 	slices.Sort(needs.ServiceAccounts)
@@ -76,17 +89,13 @@ func NeededIdentities(ns string, rel *release.Release) (*Identities, error) {
 }
 
 // checkIdentities checks the objects of the streams of one release (its manifest and every
-// hook) against the identity rules; src names each stream's source.
+// hook) against the identity rules alone.
 func (c Confinement) checkIdentities(streams []identityStream) ([]Violation, error) {
-	return c.checkIdentitiesWith(streams, nil)
-}
-
-func (c Confinement) checkIdentitiesWith(streams []identityStream, needs *Identities) ([]Violation, error) {
 	objs, err := parseStreams(streams)
 	if err != nil {
 		return nil, err
 	}
-	return c.identityViolations(objs, needs), nil
+	return c.identityViolations(c.releaseSet(objs), nil), nil
 }
 
 // parseStreams decodes the objects of streams, each with the stream it comes from.
@@ -106,33 +115,15 @@ func parseStreams(streams []identityStream) ([]identityObject, error) {
 
 // identityViolations decides the identity rules for the objects of one release, noting in
 // needs, when set, what the release would need allowed.
-func (c Confinement) identityViolations(objs []identityObject, needs *Identities) []Violation {
-	ic := identityCheck{c: c, made: map[types.NamespacedName]bool{}, needs: needs}
-	for _, o := range objs {
-		if o.obj.GetKind() == "ServiceAccount" && o.obj.GroupVersionKind().Group == "" {
-			ic.made[types.NamespacedName{Namespace: ic.namespace(o.obj), Name: o.obj.GetName()}] = true
-		}
-	}
+func (c Confinement) identityViolations(rs *releaseSet, needs *Needs) []Violation {
+	ic := identityCheck{c: c, rs: rs, needs: needs}
 	var out []Violation
-	for _, o := range objs {
+	for _, o := range rs.objs {
 		if why := ic.object(o.obj); why != "" {
-			out = append(out, Violation{Source: o.src, Hook: o.hook, Kind: o.obj.GetKind(), Name: o.obj.GetName(), Namespace: o.obj.GetNamespace(), Why: why})
+			out = append(out, o.violation(why))
 		}
 	}
 	return out
-}
-
-// CheckIdentities checks a stored revision (its manifest and hooks) against the identity
-// rules: what a rollback to it would apply.
-func (c Confinement) CheckIdentities(rel *release.Release) error {
-	vs, err := c.checkIdentities(releaseStreams(rel))
-	if err != nil {
-		return err
-	}
-	if len(vs) > 0 {
-		return &ConfinementError{Violations: vs}
-	}
-	return nil
 }
 
 // identityStream is one manifest of a release: its text and where it comes from.
@@ -156,12 +147,7 @@ func releaseStreams(rel *release.Release) []identityStream {
 	return out
 }
 
-func (ic identityCheck) namespace(o *unstructured.Unstructured) string {
-	if ns := o.GetNamespace(); ns != "" {
-		return ns
-	}
-	return ic.c.Namespace
-}
+func (ic identityCheck) namespace(o *unstructured.Unstructured) string { return ic.rs.namespace(o) }
 
 // object says which identity rule o breaks; "" when none.
 func (ic identityCheck) object(o *unstructured.Unstructured) string {
@@ -201,7 +187,7 @@ func (ic identityCheck) serviceAccount(ns, name string) bool {
 	if name == "" {
 		return false
 	}
-	if ic.made[types.NamespacedName{Namespace: ns, Name: name}] {
+	if ic.rs.makes(schema.GroupKind{Kind: "ServiceAccount"}, ns, name) {
 		return true
 	}
 	return ns == ic.c.Namespace && (slices.Contains(ic.c.AllowServiceAccounts, name) || slices.Contains(ic.c.AllowServiceAccounts, "*"))

@@ -84,7 +84,7 @@ func TestNeededIdentities(t *testing.T) {
 	rel := &release.Release{Manifest: "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {serviceAccountName: platform}\n---\n" +
 		"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: b}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: r}\n" +
 		"subjects: [{kind: Group, name: devs}, {kind: ServiceAccount, name: platform}]\n"}
-	got, err := NeededIdentities("tenant", rel)
+	got, err := NeededBy("tenant", rel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,18 +39,29 @@ const LimitLookups = "maxLookups"
 // maxLookupBytes bounds one answer to a lookup: what rudder's process holds of it at once.
 const maxLookupBytes = 8 << 20
 
-// AllowsRead reports whether the watch lets a render read objects of kind gk named name that
-// its release did not make: allowReads names "Kind", "Kind.group", "Kind/name" or
-// "Kind.group/name".
+// AllowsRead reports whether the watch lets a release read objects of kind gk named name that
+// it did not make, by a lookup or by reference (references.go): allowReads names "Kind",
+// "Kind.group", "Kind/name" or "Kind.group/name", where "<release>" in a name stands for the
+// release's name (scaffold writes it for names a chart builds from the release's). "*" (any
+// kind) is scaffold's, which measures what a chart reads.
 func (c Confinement) AllowsRead(gk schema.GroupKind, name string) bool {
 	for _, r := range c.AllowReads {
 		kind, n, named := strings.Cut(r, "/")
-		if (!named || n == name) && namesKind(kind, gk) {
+		if named && strings.Contains(n, ReleasePlaceholder) {
+			if c.Release == "" {
+				continue
+			}
+			n = strings.ReplaceAll(n, ReleasePlaceholder, c.Release)
+		}
+		if (!named || n == name) && (kind == "*" || namesKind(kind, gk)) {
 			return true
 		}
 	}
 	return false
 }
+
+// ReleasePlaceholder stands for the release's name in the names of allowReads.
+const ReleasePlaceholder = "<release>"
 
 // Lookups holds one render's Lookups to the rule above, in front of the action's guard.
 type Lookups struct {
@@ -134,6 +145,11 @@ func (l *Lookups) readable(gk schema.GroupKind, h *readHead) string {
 	obj.SetLabels(h.Metadata.Labels)
 	if why := recordShaped(obj); why != "" {
 		return "a release record, which no render reads: " + why
+	}
+	if gk == (schema.GroupKind{Kind: "Secret"}) && h.Type == serviceAccountTokenType {
+		// Whoever made it: the token is its ServiceAccount's identity, and a lookup would hand
+		// it to whoever reads what the render writes.
+		return "a ServiceAccount token, which no render reads"
 	}
 	if l.g.owner != "" && h.Metadata.Annotations[records.AnnotationOwner] == l.g.owner {
 		return ""

@@ -28,6 +28,8 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 		"own":    `{"kind":"Secret","metadata":{"name":"own","annotations":{"rudder.dev/owner":"` + mark + `"}},"data":{"k":"dg=="}}`,
 		"shared": `{"kind":"Secret","metadata":{"name":"shared"},"data":{"ca":"dg=="}}`,
 		"record": `{"kind":"Secret","type":"helm.sh/release.v1","metadata":{"name":"sh.helm.release.v1.box.v1","labels":{"owner":"helm"},"annotations":{"rudder.dev/owner":"` + mark + `"}}}`,
+		// The release's own ServiceAccount's token: never read, whoever made it.
+		"token": `{"kind":"Secret","type":"kubernetes.io/service-account-token","metadata":{"name":"token","annotations":{"rudder.dev/owner":"` + mark + `"}},"data":{"token":"c2VjcmV0"}}`,
 	}
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/tenant/secrets")
@@ -46,7 +48,7 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 	}))
 	defer api.Close()
 	g := &Guard{conf: Confinement{Namespace: "tenant", AllowReads: []string{"Secret/shared"}}, mapper: guardtest.Mapper(), owner: OwnerOf(owner)}
-	l := &Lookups{g: g, max: 5}
+	l := &Lookups{g: g, max: 6}
 	hc := &http.Client{Transport: l.Wrap(http.DefaultTransport)}
 	get := func(path string) (int, string) {
 		resp, err := hc.Get(api.URL + path)
@@ -57,7 +59,7 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	for name, want := range map[string]int{"victim": 404, "own": 200, "shared": 200, "record": 404} {
+	for name, want := range map[string]int{"victim": 404, "own": 200, "shared": 200, "record": 404, "token": 404} {
 		if code, body := get("/api/v1/namespaces/tenant/secrets/" + name); code != want || (code == 404 && strings.Contains(body, "c2VjcmV0")) {
 			t.Errorf("get %s: %d %s, want %d", name, code, body, want)
 		}
@@ -77,11 +79,12 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 		t.Errorf("list kept %v, want own and shared", names)
 	}
 	over, withheld := l.Outcome()
-	if over || len(withheld) != 3 || !strings.Contains(strings.Join(withheld, ";"), "Secret tenant/victim") {
-		t.Errorf("outcome: over %v, withheld %v; want victim and the record withheld", over, withheld)
+	if over || len(withheld) != 4 || !strings.Contains(strings.Join(withheld, ";"), "Secret tenant/victim") ||
+		!strings.Contains(strings.Join(withheld, ";"), "Secret tenant/token (a ServiceAccount token") {
+		t.Errorf("outcome: over %v, withheld %v; want victim, the record and the token withheld", over, withheld)
 	}
 	if code, _ := get("/api/v1/namespaces/tenant/secrets/own"); code != 403 {
-		t.Errorf("the sixth lookup: %d, want it refused", code)
+		t.Errorf("the seventh lookup: %d, want it refused", code)
 	}
 	if over, _ := l.Outcome(); !over {
 		t.Error("the render is not said to be over its lookups")

@@ -200,7 +200,7 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chart
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up)
+	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper))
 	over, withheld := lk.Outcome()
 	req.Withheld = withheld
 	if over {
@@ -327,7 +327,7 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
 		return err
 	}
-	if err := r.checkHookOwners(ctx, c.mapper, guard.NewScoper(c.mapper, nil), last, release.HookPreDelete, release.HookPostDelete); err != nil {
+	if err := r.beforeUninstall(ctx, c.mapper, last); err != nil {
 		return err
 	}
 	un := action.NewUninstall(r.conf)

@@ -264,9 +264,10 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 			return err
 		}
 		if st.manifest {
-			// A rollback's target was made under the watch as it was: its identities are
-			// checked as the watch is now (an install's and an upgrade's were, after the render).
-			if err := s.CheckIdentities(rel); err != nil {
+			// A rollback's target was made under the watch as it was: its identities, grants,
+			// pod privileges and references are checked as the watch is now (an install's and
+			// an upgrade's were, after the render).
+			if err := s.CheckObjectRules(rel, r.references(ctx, c.mapper)); err != nil {
 				return err
 			}
 		}
@@ -350,7 +351,7 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
 	}
 	rendered, err := renderChart(ctx, pool, mapper, req,
-		chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil)
+		chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil)
 	if err != nil {
 		return nil, err
 	}

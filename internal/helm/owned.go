@@ -10,11 +10,15 @@ import (
 
 	"go.yaml.in/yaml/v2"
 	"helm.sh/helm/v3/pkg/release"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/libtext"
@@ -209,4 +213,80 @@ func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) err
 		held[i] = v.Kind + " " + strconv.Quote(v.Name) + ": " + v.Why
 	}
 	return fmt.Errorf("%w; held by another release (a releaseName with the CR's namespace keeps each CR's own): %s", err, strings.Join(held, "; "))
+}
+
+// references resolves, as the run's identity, what the release's objects name and it does
+// not make (guard.ReferenceReader): an object that exists and says it is meant for the
+// release's CR (guard.AnnotationValuesFor), or that the release made in an earlier revision.
+// What the identity may not read, or whose kind is not served, is not resolved.
+func (r *run) references(ctx context.Context, mapper meta.RESTMapper) guard.ReferenceReader {
+	claim := guard.ClaimRef(r.scope.Owner.GVK.GroupKind(), r.scope.Owner.Key.Name)
+	var mc metadata.Interface
+	return func(gk schema.GroupKind, ns, name string) (bool, error) {
+		m, err := mapper.RESTMapping(gk)
+		if err != nil {
+			return false, nil
+		}
+		if mc == nil {
+			if mc, err = metadata.NewForConfig(r.config); err != nil {
+				return false, err
+			}
+		}
+		live, err := mc.Resource(m.Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("reading %s %s/%s, which the release names: %w", gk.Kind, ns, name, err)
+		}
+		a := live.GetAnnotations()
+		owner := r.guard.OwnerMark()
+		return (owner != "" && guard.NotMadeBy(a, owner) == "") || guard.Claims(a[guard.AnnotationValuesFor], claim), nil
+	}
+}
+
+// beforeUninstall is what an uninstall of rel checks and does before Helm's: its delete hooks
+// must be the release's, and its aggregating ClusterRoles give up their aggregation.
+func (r *run) beforeUninstall(ctx context.Context, mapper meta.RESTMapper, rel *release.Release) error {
+	if err := r.checkHookOwners(ctx, mapper, guard.NewScoper(mapper, nil), rel, release.HookPreDelete, release.HookPostDelete); err != nil {
+		return err
+	}
+	if err := r.releaseAggregation(ctx, mapper, rel); err != nil {
+		return r.result(err)
+	}
+	return nil
+}
+
+// releaseAggregation is the first step of an uninstall: every ClusterRole of rel's manifest
+// that aggregates others' rules (an aggregationRule) and is the release's gives up its
+// aggregationRule and its rules. kube-controller-manager's aggregation controller writes such
+// a ClusterRole's rules by a server-side apply from its cache; deleted together with the roles
+// it aggregates, it is re-created by an apply its cache still asked for (a ClusterRole of the
+// release's name that no release owns). Once the ClusterRole aggregates nothing, the
+// controller skips it: its informer sees this change before any deletion of the uninstall,
+// since all ClusterRoles come in one ordered watch. A role that is not the release's is left
+// to the uninstall, which refuses it.
+func (r *run) releaseAggregation(ctx context.Context, mapper meta.RESTMapper, rel *release.Release) error {
+	var aggregating []*unstructured.Unstructured
+	err := guard.EachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
+		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}) && o.Object["aggregationRule"] != nil {
+			aggregating = append(aggregating, o)
+		}
+		return nil
+	})
+	if err != nil || len(aggregating) == 0 {
+		return err
+	}
+	owned, _, err := r.ownedObjects(ctx, mapper, aggregating)
+	if err != nil {
+		return err
+	}
+	for _, o := range owned {
+		// No rules, so that the API server's escalation check asks for nothing.
+		patch := []byte(`{"aggregationRule":null,"rules":[]}`)
+		if _, err := o.resource.Patch(ctx, o.meta.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("releasing the aggregation of ClusterRole %s before the uninstall: %w", o.meta.GetName(), err)
+		}
+	}
+	return nil
 }

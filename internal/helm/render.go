@@ -51,8 +51,9 @@ func (l Limits) renderLimits() render.Limits {
 
 // renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
 // checks what it made (guard.Confinement.CheckRendered), and returns the chart to give Helm's
-// action. up, when set, is where the render's lookups go; without it they find nothing.
-func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream) (*chart.Chart, error) {
+// action. up, when set, is where the render's lookups go; without it they find nothing. refs
+// resolves what the release's objects name that it does not make (nil: nothing is).
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream, refs guard.ReferenceReader) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
@@ -64,7 +65,9 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	case err != nil:
 		return nil, err
 	}
-	if err := req.Scope.CheckRendered(mapper, req.Chart, res.Files, caps); err != nil {
+	conf := req.Scope.Confinement
+	conf.Release = req.ReleaseName
+	if err := conf.CheckRendered(mapper, req.Chart, res.Files, caps, refs); err != nil {
 		return nil, err
 	}
 	// What Helm's action does to the chart it is given (dependencies processed, import-values

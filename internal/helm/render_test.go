@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"testing"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -92,11 +90,11 @@ func TestRenderMatchesHelm(t *testing.T) {
 			values := map[string]any{"extra": int64(3)}
 			base := helmRender(t, want, values)
 			// What the render makes is not under test here: a confinement that allows it all.
-			req := &Request{Scope: Scope{Confinement: guard.Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds(),
-				AllowServiceAccounts: []string{"*"}, AllowSubjects: []rbacv1.Subject{{Kind: "*"}}}}, ReleaseName: "fidelity", Chart: got, Values: values}
+			req := &Request{Scope: Scope{Confinement: guard.Measuring(guard.Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds()})},
+				ReleaseName: "fidelity", Chart: got, Values: values}
 			pool := testPool(t)
 			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, chartutil.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
-				testCaps(), nil)
+				testCaps(), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,10 +2,13 @@ package watches
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rudder-operator/rudder/internal/guard"
 )
 
 // What a release may read and which identities it may hand out, beyond its own (the platform
@@ -20,6 +23,10 @@ import (
 //     platform team provides; "*" allows any ServiceAccount of the namespace.
 //   - allowSubjects: other subjects (users, groups, ServiceAccounts of other namespaces) its
 //     RoleBindings and ClusterRoleBindings may name.
+//   - allowRoles: the existing roles its bindings may bind ("ClusterRole/view", "Role/reader"),
+//     besides those it makes; allowRules: what the rules of the roles it makes may grant.
+//   - podSecurity: the Pod Security Standards level its pod templates are held to;
+//     allowExternalIPs: its Services may set externalIPs.
 
 func (w *Watch) checkIdentities() error {
 	for i, r := range w.AllowReads {
@@ -32,6 +39,23 @@ func (w *Watch) checkIdentities() error {
 		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 && sa != "*" {
 			return fmt.Errorf("allowServiceAccounts[%d]: %q: %s", i, sa, strings.Join(errs, "; "))
 		}
+	}
+	for i, r := range w.AllowRoles {
+		kind, name, ok := strings.Cut(r, "/")
+		if !ok || (kind != "Role" && kind != "ClusterRole") || name == "" {
+			return fmt.Errorf("allowRoles[%d]: %q is not ClusterRole/name or Role/name", i, r)
+		}
+	}
+	for i, r := range w.AllowRules {
+		if len(r.Verbs) == 0 {
+			return fmt.Errorf("allowRules[%d].verbs: empty", i)
+		}
+		if len(r.Resources) == 0 && len(r.NonResourceURLs) == 0 {
+			return fmt.Errorf("allowRules[%d]: names neither resources nor nonResourceURLs", i)
+		}
+	}
+	if w.PodSecurity != "" && !slices.Contains(guard.PodSecurityLevels, w.PodSecurity) {
+		return fmt.Errorf("podSecurity: %q is not one of %s", w.PodSecurity, strings.Join(guard.PodSecurityLevels, ", "))
 	}
 	for i, s := range w.AllowSubjects {
 		switch {

@@ -74,7 +74,8 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 	return helm.Scope{
 		Confinement: guard.Confinement{Namespace: obj.GetNamespace(), AllowedNamespaces: w.AllowedNamespaces,
 			AllowClusterScoped: w.AllowClusterScoped, AllowAggregationLabels: w.AllowAggregationLabels,
-			AllowReads: w.AllowReads, AllowServiceAccounts: w.AllowServiceAccounts, AllowSubjects: w.AllowSubjects},
+			AllowReads: w.AllowReads, AllowServiceAccounts: w.AllowServiceAccounts, AllowSubjects: w.AllowSubjects,
+			AllowRoles: w.AllowRoles, AllowRules: w.AllowRules, PodSecurity: w.PodSecurity, AllowExternalIPs: w.AllowExternalIPs},
 		ServiceAccount: sa,
 		Owner:          guard.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
@@ -85,6 +86,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 // Request is the install or upgrade request for a CR. ch must be a private copy of the chart.
 func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releaseName string,
 	ch *chart.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
+	scope.Release = releaseName // what "<release>" in allowReads stands for
 	return &helm.Request{
 		Scope:        scope,
 		ReleaseName:  releaseName,

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/guard"
 )
 
 // ValuesFrom is one source of a watch's values: a key of a Secret or a ConfigMap in each CR's
@@ -53,21 +55,13 @@ type Source struct {
 }
 
 // AnnotationValuesFor, on a Secret or ConfigMap, names the CRs whose valuesFrom may read it
-// when the source's name comes from the CR: comma-separated "Kind.group/name" (for the core
-// group, "Kind/name"), as in `kubectl get`, for example
-// "Application.apps.sunstrider.cn/payments".
-const AnnotationValuesFor = "rudder.dev/values-for"
+// when the source's name comes from the CR (guard.AnnotationValuesFor, which also lets a
+// release's objects name it).
+const AnnotationValuesFor = guard.AnnotationValuesFor
 
 // Claims reports whether a source whose AnnotationValuesFor is annotation is meant for the CR
 // named ref.
-func Claims(annotation, ref string) bool {
-	for c := range strings.SplitSeq(annotation, ",") {
-		if strings.TrimSpace(c) == ref {
-			return true
-		}
-	}
-	return false
-}
+func Claims(annotation, ref string) bool { return guard.Claims(annotation, ref) }
 
 // UnclaimedError: a source whose name comes from the CR does not name the CR in its
 // AnnotationValuesFor; nothing of it was read.
@@ -80,12 +74,7 @@ func (e *UnclaimedError) Error() string {
 
 // crRef is obj as AnnotationValuesFor names it.
 func crRef(obj *unstructured.Unstructured) string {
-	gvk := obj.GroupVersionKind()
-	kind := gvk.Kind
-	if gvk.Group != "" {
-		kind += "." + gvk.Group
-	}
-	return kind + "/" + obj.GetName()
+	return guard.ClaimRef(obj.GroupVersionKind().GroupKind(), obj.GetName())
 }
 
 // String names the source in messages (never its content).

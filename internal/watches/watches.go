@@ -69,6 +69,15 @@ type Watch struct {
 	AllowReads           []string         `json:"allowReads,omitempty"`
 	AllowServiceAccounts []string         `json:"allowServiceAccounts,omitempty"`
 	AllowSubjects        []rbacv1.Subject `json:"allowSubjects,omitempty"`
+	// AllowRoles and AllowRules bound what a release grants: the existing roles its bindings
+	// may bind, and the rules its own roles may hold (see internal/guard, grants.go).
+	AllowRoles []string            `json:"allowRoles,omitempty"`
+	AllowRules []rbacv1.PolicyRule `json:"allowRules,omitempty"`
+	// PodSecurity is the Pod Security Standards level its pod templates are held to:
+	// privileged, baseline (the default) or restricted (see internal/guard, podsecurity.go).
+	PodSecurity string `json:"podSecurity,omitempty"`
+	// AllowExternalIPs lets its Services set externalIPs.
+	AllowExternalIPs bool `json:"allowExternalIPs,omitempty"`
 	// CheckValues are values every CR of the kind gives at least: the chart is linted with
 	// them on top of its defaults when it loads, so that a chart whose schema requires a value
 	// that has no default loads (scaffold writes what it was given with --set and --values).
