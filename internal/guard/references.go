@@ -14,7 +14,7 @@ import (
 // PersistentVolumeClaims a Pod mounts or takes its environment from (and the pull Secrets it
 // names) into the Pod; kube-controller-manager scales what an HPA's scaleTargetRef names; an
 // Ingress controller sends traffic to the Services an Ingress names and serves its TLS
-// Secrets. Each such name must be of an object the release makes, one the watch's allowReads
+// Secrets; the kubelet pulls with a ServiceAccount's imagePullSecrets for its Pods. Each such name must be of an object the release makes, one the watch's allowReads
 // names (as for lookups, lookups.go), or one that says it is meant for the release's CR with
 // AnnotationValuesFor (as valuesFrom sources do) or that an earlier revision of the release
 // made (AnnotationOwner). The last two are read from the API server (ReferenceReader).
@@ -122,6 +122,8 @@ func references(o *unstructured.Unstructured) ([]reference, error) {
 		return targetRef(o, "targetRef"), nil
 	case gvk.Kind == "Ingress" && gvk.Group == "networking.k8s.io":
 		return ingressReferences(o), nil
+	case gvk.Kind == "ServiceAccount" && gvk.Group == "":
+		return serviceAccountReferences(o), nil
 	}
 	_, spec, err := podTemplate(o)
 	if err != nil || spec == nil {
@@ -168,6 +170,21 @@ func ingressReferences(o *unstructured.Unstructured) []reference {
 	for i, t := range tls {
 		if name, _, _ := unstructured.NestedString(asMap(t), "secretName"); name != "" {
 			out = append(out, reference{secretKind, name, fmt.Sprintf("spec.tls[%d].secretName", i)})
+		}
+	}
+	return out
+}
+
+// serviceAccountReferences are the Secrets a ServiceAccount hands its Pods: the kubelet pulls
+// their images with its imagePullSecrets.
+func serviceAccountReferences(o *unstructured.Unstructured) []reference {
+	var out []reference
+	for _, field := range []string{"imagePullSecrets", "secrets"} {
+		list, _, _ := unstructured.NestedSlice(o.Object, field)
+		for i, s := range list {
+			if name, _, _ := unstructured.NestedString(asMap(s), "name"); name != "" {
+				out = append(out, reference{secretKind, name, fmt.Sprintf("%s[%d].name", field, i)})
+			}
 		}
 	}
 	return out
