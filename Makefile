@@ -44,7 +44,7 @@ lint: tools vet ## Lint the code: gofmt, go vet, golangci-lint (hack/golangci.ym
 	$(BIN)/golangci-lint run --config hack/golangci.yml ./...
 	@long=$$(for f in $$(git ls-files '*.go' | grep -v '_test\.go$$\|zz_generated'); do \
 		n=$$(wc -l < $$f); [ $$n -le 400 ] || echo "  $$f: $$n lines"; done); \
-	test -z "$$long" || { echo "source files over 400 lines (docs/STYLE.md):"; echo "$$long"; exit 1; }
+	test -z "$$long" || { echo "source files over 400 lines (docs/development.md, "Code style"):"; echo "$$long"; exit 1; }
 
 SAMPLES := config/samples/operator_v1alpha1_nginxoperator.yaml config/samples/cnat_v1alpha1_at.yaml config/samples/apps_v1_application.yaml
 
