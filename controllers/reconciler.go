@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,6 +74,11 @@ type Options struct {
 	// rollouts move only its CRs, under names of their own (see rollout.go).
 	Shard string
 
+	// RolloutsLater: the API server does not serve the Rollout kind yet, so SetupWithManager
+	// leaves the watch's rollout coordinator out; the caller sets it up with SetupRollouts
+	// once the kind is served. Meanwhile passes keep each CR on its release's chart, saying why.
+	RolloutsLater bool
+
 	// DefaultServiceAccount is impersonated for the releases of a watch that names no
 	// serviceAccountName ("" = rudder's own identity); see helm.Scope.
 	DefaultServiceAccount string
@@ -105,8 +111,9 @@ type Reconciler struct {
 	// behind holds, of the CRs whose pass found the API server ahead of the cache, the
 	// version read: the cache's next version of the CR takes it again (see conflicted).
 	behind map[types.NamespacedName]string
-	// coord moves the watch's rollouts (nil: the watch has no rollout policy).
-	coord *coordinator
+	// coord moves the watch's rollouts (nil: the watch has no rollout policy, or the Rollout
+	// kind is not served yet). Set once, maybe after the controller started (SetupRollouts).
+	coord atomic.Pointer[coordinator]
 	// gate shares the workers out between namespaces (internal/gate).
 	gate *gate.Gate
 	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
@@ -227,8 +234,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}
 
 	defer func() {
-		if r.coord != nil && r.coord.active.Load() {
-			r.coord.wake() // the CR's status may open the gate of a wave
+		if c := r.coord.Load(); c != nil && c.active.Load() {
+			c.wake() // the CR's status may open the gate of a wave
 		}
 	}()
 	return machine.Run(ctx, r.world, obj, read)

@@ -38,8 +38,8 @@ func (d rolloutReader) Rollout(ctx context.Context, name string) (*rolloutv1.Rol
 	if err != nil {
 		return nil, fmt.Errorf("reading rollout %s: %w", name, err)
 	}
-	if r.coord != nil {
-		if w := r.coord.current(ro); w != nil {
+	if c := r.coord.Load(); c != nil {
+		if w := c.current(ro); w != nil {
 			return w, nil // the cache is behind the coordinator's last write
 		}
 	}

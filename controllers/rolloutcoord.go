@@ -87,8 +87,9 @@ const maxFailedNamed = 10
 
 var coordinatorRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "rollout"}}
 
-// setupRollouts starts the watch's coordinator.
-func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
+// SetupRollouts starts the watch's coordinator: by SetupWithManager, or, with
+// Options.RolloutsLater, by the caller once the API server serves the Rollout kind. Once only.
+func (r *Reconciler) SetupRollouts(mgr ctrl.Manager) error {
 	c := &coordinator{r: r}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout-"+ControllerName(r.gvk)).
@@ -110,7 +111,7 @@ func (r *Reconciler) setupRollouts(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("rollout controller for %s: %w", r.opts.Watch, err)
 	}
-	r.coord = c
+	r.coord.Store(c)
 	return nil
 }
 

@@ -80,8 +80,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return src.WaitForSync(ctx)
 		}
 	}
-	if r.opts.Watch.Rollout != nil {
-		if err := r.setupRollouts(mgr); err != nil {
+	if r.opts.Watch.Rollout != nil && !r.opts.RolloutsLater {
+		if err := r.SetupRollouts(mgr); err != nil {
 			return err
 		}
 	}
@@ -90,8 +90,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		if changed != path {
 			return
 		}
-		if r.coord != nil {
-			r.coord.wake() // a rollout moves the CRs; every CR still reports the chart's state
+		if c := r.coord.Load(); c != nil {
+			c.wake() // a rollout moves the CRs; every CR still reports the chart's state
 		}
 		go r.enqueueAll(context.Background(), mgr.GetCache())
 	})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
@@ -102,7 +103,16 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 		return current, nil // only a halt with onHalt rollback moves such a CR
 	}
 	ro, err := p.w.Rollouts.Rollout(ctx, p.w.rolloutName(to))
-	if err != nil {
+	switch {
+	case meta.IsNoMatchError(err) && h.ChartDigest == to:
+		return current, nil
+	case meta.IsNoMatchError(err):
+		// Rollouts start once the kind is served (the wiring sets the coordinator up then);
+		// meanwhile a chart edit waits as for a rollout that has not started.
+		return pin{digest: h.ChartDigest, cond: &condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting,
+			fmt.Sprintf("the API server does not serve rudder's Rollout kind (%s: apply config/crd): the release stays on chart %s until it does, then rolls out to %s",
+				rolloutv1.GroupVersion.WithKind("Rollout"), records.DisplayDigest(h.ChartDigest), records.DisplayDigest(to))}}, nil
+	case err != nil:
 		return pin{}, err
 	}
 	if h.ChartDigest == to {

@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/machine"
@@ -213,7 +215,8 @@ func serveWatch(mgr manager.Manager, r *controllers.Reconciler, lw *lateWatch) e
 	return mgr.Add(lw)
 }
 
-// watchedMapper is the mapper of the manager, and the watched kinds it does not map yet.
+// watchedMapper is the mapper of the manager, and the kinds it does not map yet among the
+// watched kinds and, when a watch has a rollout policy, rudder's own Rollout.
 func watchedMapper(cfg *rest.Config, ws []*watches.Watch) (meta.RESTMapper, map[schema.GroupVersionKind]bool, error) {
 	mapper, err := newMapper(cfg)
 	if err != nil {
@@ -223,7 +226,37 @@ func watchedMapper(cfg *rest.Config, ws []*watches.Watch) (meta.RESTMapper, map[
 	for i, w := range ws {
 		gvks[i] = w.GroupVersionKind()
 	}
+	if rolloutWatches(ws) {
+		gvks = append(gvks, rolloutGVK)
+	}
 	return mapper, lateKinds(mapper, gvks, ctrl.Log.WithName("watches")), nil
+}
+
+// rolloutGVK is rudder's own Rollout kind, which the coordinators of watches with a rollout
+// policy keep their state in.
+var rolloutGVK = rolloutv1.GroupVersion.WithKind("Rollout")
+
+// rolloutWatches reports whether a watch of ws has a rollout policy.
+func rolloutWatches(ws []*watches.Watch) bool {
+	return slices.ContainsFunc(ws, func(w *watches.Watch) bool { return w.Rollout != nil })
+}
+
+// lateRollouts starts the rollout coordinators of rs once the API server serves the Rollout
+// kind (its CRD, config/crd, is applied), as a late watched kind is served: every kind is
+// served meanwhile, and the passes of rs's CRs keep each on its release's chart, saying why.
+func lateRollouts(cfg *rest.Config, mgr manager.Manager, mapper meta.RESTMapper, caches *kindCaches, rs []*controllers.Reconciler) *lateWatch {
+	return &lateWatch{gvk: rolloutGVK, mapper: mapper, caches: caches, log: ctrl.Log.WithName("watches"), reader: mgr.GetAPIReader(),
+		newCache: func() (cache.Cache, error) {
+			return cache.New(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		},
+		setup: func() error {
+			for _, r := range rs {
+				if err := r.SetupRollouts(mgr); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
 }
 
 // lateKinds are the watched kinds the API server does not serve yet (or whose mapping it
@@ -256,6 +289,24 @@ func newMapper(cfg *rest.Config) (meta.RESTMapper, error) {
 		return nil, err
 	}
 	return helm.MemoMapper(m), nil
+}
+
+// crCaches adds to byObject how the manager's cache keeps each watch's CRs: only those of
+// its selector and of this shard. It returns the kinds not served yet (late), the Rollout
+// kind among them, which get a cache of their own once they are (see kindCaches).
+func crCaches(byObject map[client.Object]cache.ByObject, ws []*watches.Watch, shard labels.Selector, late map[schema.GroupVersionKind]bool) []schema.GroupVersionKind {
+	var lateList []schema.GroupVersionKind
+	if late[rolloutGVK] {
+		lateList = append(lateList, rolloutGVK)
+	}
+	for _, w := range ws {
+		if late[w.GroupVersionKind()] {
+			lateList = append(lateList, w.GroupVersionKind())
+			continue
+		}
+		byObject[controllers.CRObject(w.GroupVersionKind())] = crCache(w, shard)
+	}
+	return lateList
 }
 
 // crCache is how the cache keeps a watch's CRs: those of its selector and of this shard.

@@ -157,32 +157,59 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	if err := mgr.Add(sources); err != nil {
 		return nil, nil, err
 	}
-	for _, w := range ws {
+	rs := make([]*controllers.Reconciler, len(ws))
+	for i, w := range ws {
 		var dep cache.Cache
 		if w.WatchesDependents() {
 			dep = dependents
 		}
-		r, err := controllers.New(controllers.Options{
+		rs[i], err = controllers.New(controllers.Options{
 			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks, Sources: sources,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
 			Recorder: recorder, Clock: opts.Clock, OnPass: opts.OnPass, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),
 			ReconcilePeriod: opts.ReconcilePeriod, MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-			Carried: carried, Shard: shard.String(),
+			Carried: carried, Shard: shard.String(), RolloutsLater: w.Rollout != nil && late[rolloutGVK],
 		})
 		if err != nil {
 			return nil, nil, err
 		}
-		var lw *lateWatch
-		if late[w.GroupVersionKind()] {
-			lw = &lateWatch{gvk: w.GroupVersionKind(), mapper: mapper, caches: caches, log: ctrl.Log.WithName("watches"),
-				reader: mgr.GetAPIReader(), namespaces: opts.WatchNamespaces, newCache: lateCache(cfg, mgr, opts, w, shard)}
-		}
-		if err := serveWatch(mgr, r, lw); err != nil {
-			return nil, nil, err
-		}
+	}
+	if err := serveWatches(cfg, mgr, opts, shard, served{mapper, caches, late}, ws, rs); err != nil {
+		return nil, nil, err
 	}
 	return mgr, charts, nil
+}
+
+// served is what tells the kinds the API server serves from those it does not yet.
+type served struct {
+	mapper meta.RESTMapper
+	caches *kindCaches
+	late   map[schema.GroupVersionKind]bool
+}
+
+// serveWatches sets the controller of each watch of ws (its reconciler in rs) up: now, or
+// once the API server serves its kind; and the rollout coordinators once it serves the
+// Rollout kind.
+func serveWatches(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector, k served, ws []*watches.Watch, rs []*controllers.Reconciler) error {
+	var rolloutsLater []*controllers.Reconciler
+	for i, w := range ws {
+		if w.Rollout != nil && k.late[rolloutGVK] {
+			rolloutsLater = append(rolloutsLater, rs[i])
+		}
+		var lw *lateWatch
+		if k.late[w.GroupVersionKind()] {
+			lw = &lateWatch{gvk: w.GroupVersionKind(), mapper: k.mapper, caches: k.caches, log: ctrl.Log.WithName("watches"),
+				reader: mgr.GetAPIReader(), namespaces: opts.WatchNamespaces, newCache: lateCache(cfg, mgr, opts, w, shard)}
+		}
+		if err := serveWatch(mgr, rs[i], lw); err != nil {
+			return err
+		}
+	}
+	if len(rolloutsLater) == 0 {
+		return nil
+	}
+	return mgr.Add(lateRollouts(cfg, mgr, k.mapper, k.caches, rolloutsLater))
 }
 
 // watchesAndShard are the watches (given, or loaded from WatchesFile) and the shard selector.
@@ -274,16 +301,7 @@ func newManager(cfg *rest.Config, opts ManagerOptions, ws []*watches.Watch, shar
 	byObject := map[client.Object]cache.ByObject{
 		records.ReleaseSecret(): {Label: narrowed(labels.NewSelector().Add(*ownedReleases), shard)},
 	}
-	// Each watch's CRs: only those of its selector and of this shard. A kind not served yet
-	// gets a cache of its own once it is (see kindCaches).
-	var lateList []schema.GroupVersionKind
-	for _, w := range ws {
-		if late[w.GroupVersionKind()] {
-			lateList = append(lateList, w.GroupVersionKind())
-			continue
-		}
-		byObject[controllers.CRObject(w.GroupVersionKind())] = crCache(w, shard)
-	}
+	lateList := crCaches(byObject, ws, shard, late)
 	var caches *kindCaches
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:         Scheme(),
