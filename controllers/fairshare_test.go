@@ -16,8 +16,8 @@ import (
 
 // TestOneNamespaceHoldsNoOtherTenant (issue 49): one namespace creates 600 CRs at once; a CR
 // of another namespace created while hundreds of them still wait is served before them, not
-// after: the kind's queue hands CRs out round robin over namespaces. In one FIFO queue it
-// would wait for the whole backlog.
+// after: the kind's queue hands CRs out, and its active slots to the workers, round robin over
+// namespaces.
 func TestOneNamespaceHoldsNoOtherTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,7 +50,10 @@ func TestOneNamespaceHoldsNoOtherTenant(t *testing.T) {
 	crtest.WaitCondition(t, k8s, tenantBoxGVK, other, "late", "Ready", metav1.ConditionTrue, "", 2*time.Minute)
 	after := readyIn(t, crowd)
 	t.Logf("the late CR was Ready after %d of the crowd's backlog of %d", after-before, backlog)
-	if after-before > backlog/2 {
+	// In one FIFO queue it would wait for the whole backlog; with a fair queue but slots
+	// taken in the order workers asked for them, for the 64 workers already holding one of
+	// the crowd's CRs (gate.PoolSize of the suite's 4).
+	if after-before > 32 {
 		t.Fatalf("the late CR waited for %d of the %d CRs of the crowd that were waiting before it", after-before, backlog)
 	}
 }

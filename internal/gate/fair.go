@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"context"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -89,4 +91,81 @@ func (q *FairQueue[T]) Pop() T {
 		q.next = 0
 	}
 	return item
+}
+
+// slots are a kind's active slots (maxConcurrentReconciles), handed to the passes waiting for
+// one round robin over their namespaces, as the queue hands out CRs: the kind runs many more
+// workers than slots (PoolSize), so that without it a CR of another namespace would wait
+// behind every worker of a busy namespace that already holds a CR.
+type slots struct {
+	mu      sync.Mutex
+	n, free int
+	waiting *FairQueue[*waiter]
+}
+
+// waiter is a pass waiting for a slot: ready is closed when it has one; gone marks one that
+// stopped waiting (its context ended), which a freed slot skips.
+type waiter struct {
+	namespace string
+	ready     chan struct{}
+	gone      bool
+}
+
+func newSlots(n int) *slots {
+	return &slots{n: n, free: n, waiting: NewFairQueue(func(w *waiter) string { return w.namespace })}
+}
+
+// acquire waits for a slot for a pass of namespace ns, or for ctx to end.
+func (s *slots) acquire(ctx context.Context, ns string) error {
+	s.mu.Lock()
+	if s.free > 0 && s.waiting.Len() == 0 {
+		s.free--
+		s.mu.Unlock()
+		return nil
+	}
+	w := &waiter{namespace: ns, ready: make(chan struct{})}
+	s.waiting.Push(w)
+	s.mu.Unlock()
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	select {
+	case <-w.ready: // handed a slot as the context ended: give it on
+		s.mu.Unlock()
+		s.release()
+	default:
+		w.gone = true
+		s.mu.Unlock()
+	}
+	return ctx.Err()
+}
+
+// release gives a slot back: to the waiting pass whose namespace's turn it is, if any.
+func (s *slots) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.waiting.Len() > 0 {
+		if w := s.waiting.Pop(); !w.gone {
+			close(w.ready)
+			return
+		}
+	}
+	s.free++
+}
+
+// taken is how many slots passes hold.
+func (s *slots) taken() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n - s.free
+}
+
+// waitingLen is how many passes wait, those that stopped waiting included.
+func (s *slots) waitingLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting.Len()
 }

@@ -15,7 +15,8 @@ import (
 // Gate shares a kind's work out so that CRs whose Helm actions wait (a hook Job that never
 // completes, a Pod no node takes) cannot hold up the CRs of other namespaces:
 //
-//   - active bounds the passes doing work at once (the kind's maxConcurrentReconciles). A pass
+//   - active bounds the passes doing work at once (the kind's maxConcurrentReconciles), and
+//     hands its slots to the waiting passes round robin over namespaces (fair.go). A pass
 //     still running after waitingAfter is waiting on the cluster, not working: it gives its
 //     slot back, so a pass of another CR starts at most waitingAfter after it was due.
 //   - perNamespace bounds the passes of one namespace in a Helm action at once, waiting ones
@@ -28,7 +29,7 @@ import (
 // It also cancels the action of a CR that is being deleted, so that deleting a wedged CR
 // uninstalls it at once instead of after its action's timeout.
 type Gate struct {
-	active       chan struct{}
+	active       *slots
 	perNamespace int
 	waitingAfter time.Duration
 
@@ -51,7 +52,7 @@ const defaultWaitingAfter = 2 * time.Second
 // New is the gate of a kind (gvk its metric label) with workers active slots and perNamespace
 // action slots per namespace.
 func New(gvk string, workers, perNamespace int) *Gate {
-	return &Gate{active: make(chan struct{}, workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
+	return &Gate{active: newSlots(workers), perNamespace: perNamespace, waitingAfter: defaultWaitingAfter,
 		acting: map[string]int{}, running: map[types.NamespacedName]context.CancelFunc{},
 		queued: map[types.NamespacedName]bool{}, queuedPerNS: map[string]int{}, gvk: gvk}
 }
@@ -62,13 +63,11 @@ func PoolSize(workers int) int { return max(workers*poolFactor, 32) }
 // Enter waits for an active slot for the pass of key and returns its context, cancelled when
 // the CR is deleted (cancel) or the pass ends (leave).
 func (g *Gate) Enter(ctx context.Context, key types.NamespacedName) (context.Context, func(), error) {
-	select {
-	case g.active <- struct{}{}:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	if err := g.active.acquire(ctx, key.Namespace); err != nil {
+		return nil, nil, err
 	}
 	var once sync.Once
-	release := func() { once.Do(func() { <-g.active }) }
+	release := func() { once.Do(g.active.release) }
 	t := time.AfterFunc(g.waitingAfter, release)
 	ctx, cancel := context.WithCancel(ctx)
 	g.mu.Lock()

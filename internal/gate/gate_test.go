@@ -76,7 +76,7 @@ func TestGateWaitingPassGivesItsSlotBack(t *testing.T) {
 	}
 	leave()
 	leaveNext()
-	if len(g.active) != 0 || len(g.running) != 0 {
-		t.Fatalf("slots left taken: %d active, %d running", len(g.active), len(g.running))
+	if g.active.taken() != 0 || len(g.running) != 0 {
+		t.Fatalf("slots left taken: %d active, %d running", g.active.taken(), len(g.running))
 	}
 }
