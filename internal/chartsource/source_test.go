@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -68,12 +69,11 @@ func started(t *testing.T, dir string, opts Options) (*Source, *atomic.Int32) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -126,7 +126,7 @@ func TestBurstOfWritesIsOneReload(t *testing.T) {
 	s, n := started(t, dir, Options{Watch: true, Debounce: 500 * time.Millisecond})
 	for i := range 50 {
 		write(t, filepath.Join(dir, "templates", "cm.yaml"), cm(fmt.Sprint("v", i)))
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the writes' spacing is the subject: a burst inside the debounce
 	}
 	// Settled on the last write: a reload of any earlier one would have come before it.
 	waitFor(t, "the last write loaded, nothing pending", func() bool {

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
@@ -359,18 +360,15 @@ func killMidWork(t *testing.T, proc string, work func() (revision int), of func(
 // if, then, not every one is deployed there yet.
 func underWay(t *testing.T, ns string, names []string, revision int) bool {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		r := records(t, ns, revision)
-		switch {
-		case r.deployed == len(names):
-			return false
-		case r.stored > 0:
-			return true
-		}
-		time.Sleep(10 * time.Millisecond) // polling the API server for the first record
+	var r revisionRecords
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		r = records(t, ns, revision)
+		return r.deployed == len(names) || r.stored > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no release of namespace %s reached revision %d in a minute", ns, revision)
 	}
-	t.Fatalf("no release of namespace %s reached revision %d in a minute", ns, revision)
-	return false
+	return r.deployed != len(names)
 }
 
 // revisionRecords counts the release records of a namespace from one revision on.

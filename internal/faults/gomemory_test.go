@@ -1,12 +1,16 @@
 package faults_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/render"
@@ -45,28 +49,29 @@ func TestGoRuntimeMemoryPolicy(t *testing.T) {
 // serves them.
 func scrapeGauges(t *testing.T, r *replica, url string, names ...string) []float64 {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) { // the endpoint comes up
+	var body []byte
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		select {
 		case <-r.done:
-			t.Fatalf("rudder exited:\n%s", tail(r.logs()))
+			return false, errors.New("rudder exited:\n" + tail(r.logs()))
 		default:
 		}
 		resp, err := http.Get(url)
 		if err != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("rudder's metrics: %v", err)
-			}
-			continue
+			last = err // the endpoint comes up
+			return false, nil
 		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make([]float64, len(names))
-		for i, n := range names {
-			out[i] = crtest.SeriesSum(string(b), n, "")
-		}
-		return out
+		defer resp.Body.Close()
+		body, err = io.ReadAll(resp.Body)
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("rudder's metrics: %v (last: %v)", err, last)
 	}
+	out := make([]float64, len(names))
+	for i, n := range names {
+		out[i] = crtest.SeriesSum(string(body), n, "")
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
@@ -70,16 +72,18 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 	}
 	// The middle of wave 2: the canary and at least one other CR have a record of revision 2,
 	// and at least one CR has none yet.
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(10 * time.Millisecond) { // polling the API server
-		n := records(t, ns, 2).stored
-		if n >= 2 && n < len(names) {
-			t.Logf("the fault with %d of %d CRs at revision 2", n, len(names))
-			break
+	n := 0
+	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
+		n = records(t, ns, 2).stored
+		if n >= len(names) {
+			return false, errors.New("every CR moved")
 		}
-		if n >= len(names) || time.Now().After(deadline) {
-			t.Fatalf("the fault missed the middle of wave 2: %d of %d CRs at revision 2", n, len(names))
-		}
+		return n >= 2, nil
+	})
+	if err != nil {
+		t.Fatalf("the fault missed the middle of wave 2: %d of %d CRs at revision 2 (%v)", n, len(names), err)
 	}
+	t.Logf("the fault with %d of %d CRs at revision 2", n, len(names))
 	fault(r)
 	var ro *rolloutv1.Rollout
 	crtest.Eventually(t, "the rollout Complete", 3*time.Minute, func(ctx context.Context) (bool, error) {
