@@ -347,3 +347,42 @@ func TestScaffoldGrantsEscalateForAggregation(t *testing.T) {
 		t.Errorf("watches.yaml: allowAggregationLabels %v, podSecurity %q", ws[0].AllowAggregationLabels, ws[0].PodSecurity)
 	}
 }
+
+// TestScaffoldWritesThePodSecurityLevel: a node exporter's DaemonSet (host network and PID, a
+// hostPath) passes only privileged: scaffold writes it, with what baseline refuses; a chart
+// whose defaults pass restricted gets restricted, and what another value would need is said,
+// not granted.
+func TestScaffoldWritesThePodSecurityLevel(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"exporter/Chart.yaml":  "apiVersion: v2\nname: exporter\nversion: 0.1.0\n",
+		"exporter/values.yaml": "{}\n",
+		"exporter/templates/ds.yaml": "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: '{{ .Release.Name }}'}\nspec:\n  selector: {matchLabels: {app: x}}\n" +
+			"  template:\n    metadata: {labels: {app: x}}\n    spec:\n      hostNetwork: true\n      hostPID: true\n" +
+			"      containers: [{name: node, image: i, volumeMounts: [{name: root, mountPath: /host}]}]\n      volumes: [{name: root, hostPath: {path: /}}]\n",
+		"web/Chart.yaml":  "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+		"web/values.yaml": "debug:\n  enabled: false\n",
+		"web/templates/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: '{{ .Release.Name }}'}\nspec:\n  selector: {matchLabels: {app: x}}\n" +
+			"  template:\n    metadata: {labels: {app: x}}\n    spec:\n      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}\n" +
+			"      containers: [{name: web, image: i, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}{{ if .Values.debug.enabled }}, privileged: true{{ end }}}}]\n",
+	})
+	for chart, want := range map[string][]string{
+		"exporter": {"podSecurity: privileged", `violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true), hostPath volumes (volume "root")`},
+		"web":      {"podSecurity: restricted", "Other values need more, which is not granted: with debug.enabled=true: privileged"},
+	} {
+		out := filepath.Join(dir, chart+"-out")
+		code, stdout, stderr := runCLI("scaffold", "--chart", filepath.Join(dir, chart), "--group", "x.example.com", "--version", "v1", "--kind", "K", "--output", out)
+		if code != 0 {
+			t.Fatalf("%s: scaffold exit %d\n%s%s", chart, code, stdout, stderr)
+		}
+		entry, err := os.ReadFile(filepath.Join(out, "watches.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(entry), w) {
+				t.Errorf("%s: watches.yaml lacks %q:\n%s", chart, w, entry)
+			}
+		}
+	}
+}
