@@ -4,7 +4,9 @@ import (
 	"slices"
 
 	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -28,15 +30,26 @@ type releaseSet struct {
 	c    Confinement
 	objs []identityObject
 	made map[objectKey]bool
+	// pods are the pod templates of objs, by index, each decoded once for the rules that
+	// read it (podsecurity.go, references.go).
+	pods []podDecoded
+}
+
+// podDecoded is one object's pod template, decoded: a nil spec for an object without one.
+type podDecoded struct {
+	md   *metav1.ObjectMeta
+	spec *corev1.PodSpec
+	err  error
 }
 
 // clusterScopedRefs are the cluster-scoped kinds the rules look up by name.
 var clusterScopedRefs = []schema.GroupKind{{Group: rbacv1.GroupName, Kind: "ClusterRole"}}
 
 func (c Confinement) releaseSet(objs []identityObject) *releaseSet {
-	rs := &releaseSet{c: c, objs: objs, made: map[objectKey]bool{}}
-	for _, o := range objs {
+	rs := &releaseSet{c: c, objs: objs, made: map[objectKey]bool{}, pods: make([]podDecoded, len(objs))}
+	for i, o := range objs {
 		rs.made[rs.key(o.obj)] = true
+		rs.pods[i].md, rs.pods[i].spec, rs.pods[i].err = podTemplate(o.obj)
 	}
 	return rs
 }

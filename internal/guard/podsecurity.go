@@ -51,8 +51,8 @@ func (c Confinement) podLevel() string {
 // needs, it notes the least level that admits them all instead.
 func (rs *releaseSet) podViolations(needs *Needs) []Violation {
 	var out []Violation
-	for _, o := range rs.objs {
-		md, spec, err := podTemplate(o.obj)
+	for i, o := range rs.objs {
+		md, spec, err := rs.pods[i].md, rs.pods[i].spec, rs.pods[i].err
 		switch {
 		case err != nil:
 			out = append(out, o.violation("its pod template does not decode: "+err.Error()))

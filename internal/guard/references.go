@@ -71,12 +71,11 @@ var (
 // referenceViolations decides the reference rule for the objects of one release.
 func (rs *releaseSet) referenceViolations(env objectRules) ([]Violation, error) {
 	var out []Violation
-	for _, o := range rs.objs {
-		refs, err := references(o.obj)
-		if err != nil {
-			out = append(out, o.violation("its references do not decode: "+err.Error()))
-			continue
+	for i, o := range rs.objs {
+		if rs.pods[i].err != nil {
+			continue // podViolations says its pod template does not decode
 		}
+		refs := references(o.obj, rs.pods[i].spec)
 		ns := rs.namespace(o.obj)
 		for _, ref := range refs {
 			ok, err := rs.resolves(env, ns, ref)
@@ -112,24 +111,23 @@ func (rs *releaseSet) resolves(env objectRules, ns string, ref reference) (bool,
 	return env.refs(ref.gk, ns, ref.name)
 }
 
-// references are the objects o names in its namespace.
-func references(o *unstructured.Unstructured) ([]reference, error) {
+// references are the objects o names in its namespace; pod is its pod template, decoded (nil:
+// none).
+func references(o *unstructured.Unstructured, pod *corev1.PodSpec) []reference {
 	gvk := o.GroupVersionKind()
 	switch {
 	case gvk.Kind == "HorizontalPodAutoscaler" && gvk.Group == "autoscaling":
-		return targetRef(o, "scaleTargetRef"), nil
+		return targetRef(o, "scaleTargetRef")
 	case gvk.Kind == "VerticalPodAutoscaler" && gvk.Group == "autoscaling.k8s.io":
-		return targetRef(o, "targetRef"), nil
+		return targetRef(o, "targetRef")
 	case gvk.Kind == "Ingress" && gvk.Group == "networking.k8s.io":
-		return ingressReferences(o), nil
+		return ingressReferences(o)
 	case gvk.Kind == "ServiceAccount" && gvk.Group == "":
-		return serviceAccountReferences(o), nil
+		return serviceAccountReferences(o)
+	case pod != nil:
+		return podReferences(pod, strings.Join(podSpecPaths[gvk.Kind], "."))
 	}
-	_, spec, err := podTemplate(o)
-	if err != nil || spec == nil {
-		return nil, err
-	}
-	return podReferences(spec, strings.Join(podSpecPaths[gvk.Kind], ".")), nil
+	return nil
 }
 
 // targetRef is the object an autoscaler's field names ({apiVersion, kind, name}).
