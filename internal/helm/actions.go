@@ -113,7 +113,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 			return nil, err
 		}
 	}
-	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: 1, query: records.QueryInstall})
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: 1, query: records.QueryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 		}
 		revision = last.Version + 1
 	}
-	r, err := c.begin(ctx, req.Scope, storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
 	if err != nil {
 		return nil, err
 	}

@@ -65,9 +65,7 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	case err != nil:
 		return nil, err
 	}
-	conf := req.Scope.Confinement
-	conf.Release = req.ReleaseName
-	if err := conf.CheckRendered(mapper, req.Chart, res.Files, caps, refs); err != nil {
+	if err := req.scope().CheckRendered(mapper, req.Chart, res.Files, caps, refs); err != nil {
 		return nil, err
 	}
 	// What Helm's action does to the chart it is given (dependencies processed, import-values

@@ -79,6 +79,14 @@ type Request struct {
 	Objects []*unstructured.Unstructured
 }
 
+// scope is the request's Scope with its confinement naming the release: what "<release>" in
+// allowReads stands for, in the render's checks and its lookups alike.
+func (r *Request) scope() Scope {
+	s := r.Scope
+	s.Release = r.ReleaseName
+	return s
+}
+
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
 	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: guard.NewScoper(mapper, r.Chart),
 		carried: r.Carried, limits: r.Scope.Limits, release: r.ReleaseName}

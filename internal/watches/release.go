@@ -86,7 +86,6 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 // Request is the install or upgrade request for a CR. ch must be a private copy of the chart.
 func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releaseName string,
 	ch *chart.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
-	scope.Release = releaseName // what "<release>" in allowReads stands for
 	return &helm.Request{
 		Scope:        scope,
 		ReleaseName:  releaseName,
