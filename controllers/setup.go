@@ -52,7 +52,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
 			r.crChanged(), r.cancelOnDelete())).
-		// Workers are handed out round robin over namespaces (internal/gate, fair.go).
+		// CRs are handed to the workers round robin over their namespaces (internal/gate, fair.go).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max, NewQueue: gate.NewQueue, RateLimiter: gate.RateLimiter()}).
 		WithLogConstructor(r.logConstructor(mgr.GetLogger())).
 		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).

@@ -192,8 +192,8 @@ func writeGrants(b *strings.Builder, s *chartScan) {
 func writeReferences(b *strings.Builder, s *chartScan) {
 	if len(s.reads) > 0 {
 		b.WriteString("  # What the chart's objects name (a Pod's Secrets and ConfigMaps, an HPA's target, an Ingress's\n" +
-			"  # Services) or its templates look up, and it does not make: a release reads only these\n" +
-			"  # besides its own. An object may also say it is meant for one CR (annotation " + guard.AnnotationValuesFor + ").\n")
+			"  # Services) and it does not make: a release names, and looks up, only these besides its own.\n" +
+			"  # An object may also say it is meant for one CR (annotation " + guard.AnnotationValuesFor + ").\n")
 		writeAllowed(b, "allowReads", s.reads)
 	}
 	if len(s.externalIPs) == 0 {

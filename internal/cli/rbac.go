@@ -20,7 +20,7 @@ var allVerbs = []string{"get", "list", "watch", "create", "update", "patch", "de
 //   - every kind the chart renders, with the verbs rudder needs to install, watch, restore and
 //     delete it (a kind neither client-go nor the chart's CRDs know gets its guessed plural);
 //   - the rules of every Role and ClusterRole the chart renders: the API server lets rudder
-//     create a role only if rudder holds each of its rules (no `escalate`);
+//     create a role only if rudder holds each of its rules;
 //   - `bind` on each existing role a rendered binding references;
 //   - `escalate` on the ClusterRoles the chart renders with an aggregationRule: the API server
 //     lets only a holder of it create one (what they aggregate is held by allowAggregationLabels);

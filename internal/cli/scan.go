@@ -317,11 +317,7 @@ func fixedNames(names []string) []string {
 }
 
 func (s *chartScan) addCluster(gvk schema.GroupVersionKind, what string, byDefault bool) {
-	key := gvk.Kind
-	if gvk.Group != "" {
-		key += "." + gvk.Group
-	}
-	addSourced(s.cluster, key, what, byDefault)
+	addSourced(s.cluster, guard.KindEntry(gvk.GroupKind()), what, byDefault)
 }
 
 // addSourced records a reason for key in m.

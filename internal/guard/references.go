@@ -38,11 +38,11 @@ func Claims(annotation, ref string) bool {
 
 // ClaimRef is the CR of gvk named name as AnnotationValuesFor names it.
 func ClaimRef(gk schema.GroupKind, name string) string {
-	return kindEntry(gk) + "/" + name
+	return KindEntry(gk) + "/" + name
 }
 
-// kindEntry is gk as a watch's lists name a kind: "Kind" for the core group, else "Kind.group".
-func kindEntry(gk schema.GroupKind) string {
+// KindEntry is gk as a watch's lists name a kind: "Kind" for the core group, else "Kind.group".
+func KindEntry(gk schema.GroupKind) string {
 	if gk.Group == "" {
 		return gk.Kind
 	}
@@ -85,7 +85,7 @@ func (rs *releaseSet) referenceViolations(env objectRules) ([]Violation, error) 
 			if ok {
 				continue
 			}
-			entry := kindEntry(ref.gk) + "/" + ref.name
+			entry := KindEntry(ref.gk) + "/" + ref.name
 			if env.needs != nil {
 				if rs.c.Release != "" {
 					entry = strings.ReplaceAll(entry, rs.c.Release, ReleasePlaceholder)
