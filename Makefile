@@ -6,7 +6,9 @@ BIN        ?= $(CURDIR)/bin
 DEV_DIR    ?= $(BIN)/dev
 KUBECONFIG_DEV := $(DEV_DIR)/kubeconfig
 IMG        ?= rudder:dev
-GOFLAGS_BUILD := -trimpath -ldflags "-s -w"
+# VERSION is what `rudder version` prints: the commit, described by its nearest tag.
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X github.com/rudder-operator/rudder/internal/cli.version=$(VERSION)"
 export RUDDER_BIN_DIR := $(BIN)
 
 .DEFAULT_GOAL := help

@@ -4,15 +4,17 @@ package main
 
 import (
 	"context"
-	"flag"
+	goflag "flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	uzap "go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
@@ -122,22 +124,19 @@ func (q *quantityFlag) Set(s string) error {
 	return nil
 }
 
+// quantityFlag is a pflag.Value.
+func (q *quantityFlag) Type() string { return "quantity" }
+
 func main() {
-	args := os.Args[1:]
-	switch {
-	case len(args) > 0 && args[0] == "run":
-		args = args[1:]
-	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
-		os.Exit(cli.Run(context.Background(), args, cli.Env{
-			Stdout: os.Stdout, Stderr: os.Stderr, Hooks: wiring.BuiltinHooks(clock.RealClock{}),
-		}))
-	}
-	runManager(args)
+	plugin := strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-")
+	os.Exit(cli.Execute(context.Background(), os.Args[1:], cli.Env{
+		Stdout: os.Stdout, Stderr: os.Stderr, Hooks: wiring.BuiltinHooks(clock.RealClock{}), Plugin: plugin,
+	}, manager()))
 }
 
-// runManager is `rudder` and `rudder run`: the operator, with kubebuilder's and operator-sdk's
-// flag names.
-func runManager(args []string) {
+// manager is the operator's command line: `rudder` and `rudder run`, with kubebuilder's and
+// operator-sdk's flag names, controller-runtime's --kubeconfig and its zap logging flags.
+func manager() *cli.Manager {
 	var (
 		opts        wiring.ManagerOptions
 		namespaces  string
@@ -145,6 +144,7 @@ func runManager(args []string) {
 		budget      quantityFlag
 		reserve     = quantityFlag{bytes: defaultRenderReserve}
 	)
+	flag := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
 	flag.StringVar(&namespaces, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch; empty watches all.")
 	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", `Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP (with --metrics-secure=false); "0" disables it.`)
@@ -164,22 +164,31 @@ func runManager(args []string) {
 	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
 	flag.Var(&budget, "render-memory-budget", "Memory the renders running at once may hold together (e.g. 1Gi); a render whose renderMemory does not fit waits its turn. Default: the container's memory limit less --render-memory-reserve; no budget without a limit.")
 	flag.Var(&reserve, "render-memory-reserve", "Memory of the container's limit left to rudder itself when the render budget is derived from it (about 64Mi plus 32Ki per CR); rudder's share of the limit is its Go runtime's soft memory limit.")
+	// controller-runtime's own flags: --kubeconfig (registered on the standard library's
+	// command line by its config package) and the zap logger's.
 	zapOpts := zap.Options{ZapOpts: []uzap.Option{uzap.WrapCore(cli.LazyFields)}}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.CommandLine.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: rudder [run] [flags]; other subcommands: %s\n", cli.Known())
-		flag.PrintDefaults()
-	}
-	_ = flag.CommandLine.Parse(args) // ExitOnError: exits on a bad flag
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("setup")
+	logFlags := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	zapOpts.BindFlags(logFlags)
+	flag.AddGoFlagSet(logFlags)
+	flag.AddGoFlag(goflag.CommandLine.Lookup("kubeconfig"))
 
-	for _, ns := range strings.Split(namespaces, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+	return &cli.Manager{Flags: flag, Run: func(context.Context) error {
+		ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+		for _, ns := range strings.Split(namespaces, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				opts.WatchNamespaces = append(opts.WatchNamespaces, ns)
+			}
 		}
-	}
-	opts.RenderMemoryBudget = setMemory(log, budget.bytes, reserve.bytes)
+		runManager(opts, compression, budget.bytes, reserve.bytes)
+		return nil
+	}}
+}
+
+// runManager runs the operator with opts until it is told to stop; it exits the process on
+// failure.
+func runManager(opts wiring.ManagerOptions, compression bool, budget, reserve int64) {
+	log := ctrl.Log.WithName("setup")
+	opts.RenderMemoryBudget = setMemory(log, budget, reserve)
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")

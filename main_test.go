@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestMemoryPolicy(t *testing.T) {
 	const mi = 1 << 20
@@ -32,5 +38,43 @@ func TestMemoryPolicy(t *testing.T) {
 		if gc != c.gc || mem != c.mem {
 			t.Errorf("%s: GOGC %d, limit %d; want %d, %d", c.name, gc, mem, c.gc, c.mem)
 		}
+	}
+}
+
+// TestKubectlPlugin: the binary named kubectl-rudder on the PATH is a kubectl plugin:
+// `kubectl rudder version` runs it, and its help speaks of `kubectl rudder`.
+func TestKubectlPlugin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds rudder and runs kubectl")
+	}
+	kubectl, err := filepath.Abs(filepath.Join("bin", "kubectl"))
+	if err == nil {
+		_, err = os.Stat(kubectl)
+	}
+	if err != nil {
+		t.Skipf("no bin/kubectl (make tools): %v", err)
+	}
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "kubectl-rudder"), ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command(kubectl, args...)
+		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+filepath.Join(dir, "none"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("plugin", "list"); !strings.Contains(out, filepath.Join(dir, "kubectl-rudder")) {
+		t.Errorf("kubectl plugin list:\n%s", out)
+	}
+	if out := run("rudder", "version"); !strings.HasPrefix(out, "rudder ") {
+		t.Errorf("kubectl rudder version:\n%s", out)
+	}
+	if out := run("rudder", "lint", "--help"); !strings.Contains(out, "kubectl rudder lint [CR_FILE...]") {
+		t.Errorf("kubectl rudder lint --help:\n%s", out)
 	}
 }

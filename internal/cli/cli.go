@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rudder-operator/rudder/internal/hook"
 )
@@ -18,31 +19,29 @@ type Env struct {
 	// Hooks are the Go hooks of the kinds rudder knows (main passes the built-in kinds'):
 	// template and lint run their PreRelease hooks as the reconciler does. nil: none.
 	Hooks *hook.Registry
+	// Plugin: the binary runs as a kubectl plugin (named kubectl-rudder): its help says
+	// `kubectl rudder`, and with no subcommand it prints its help instead of running the
+	// operator, which `kubectl rudder run` still does.
+	Plugin bool
 }
 
-// Commands are the subcommands Run knows, besides "run" (the manager, which main runs).
-var Commands = map[string]struct {
-	Summary string
-	Run     func(ctx context.Context, args []string, env Env) error
-}{
-	"scaffold": {"write a CRD, RBAC, a watches.yaml entry and a sample CR for a chart", Scaffold},
-	"template": {"print what rudder would apply for each CR, without a cluster", Template},
-	"lint":     {"check watches.yaml, every chart (helm lint --strict) and CR files", Lint},
-	"diff":     {"show what a chart edit would change for each CR, before it is live", Diff},
+// Manager is the operator, which `rudder` runs with no subcommand and `rudder run` runs: its
+// flags (controller-runtime's conventions: kubebuilder's and operator-sdk's names) and what
+// runs it once they are parsed. main builds it; nil: a binary without the operator (tests).
+type Manager struct {
+	Flags *pflag.FlagSet
+	Run   func(ctx context.Context) error
 }
 
-// Known lists every subcommand, for messages.
-func Known() string {
-	names := []string{"run"}
-	for n := range Commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
+// usageError is a command line rudder cannot run: an unknown subcommand or flag, a missing or
+// extra argument, flags that exclude each other. It exits 2 and points at the help.
+type usageError struct{ err error }
 
-// errUsage is returned after a usage message was printed.
-var errUsage = errors.New("usage")
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef is a usageError of its own words.
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // exitError ends a subcommand with an exit code of its own, printing err when there is one:
 // diff's 1 for "something changes" (errDiffers) and 2 for trouble, as diff(1) has them.
@@ -66,75 +65,145 @@ var errDiffers = &exitError{code: 1}
 // trouble is err as diff(1)'s trouble: exit 2.
 func trouble(err error) error { return &exitError{code: 2, err: err} }
 
-// Run runs one subcommand and returns the process's exit code: 0, 1 for what it found wrong
-// (printed to stderr), 2 for a usage error.
-func Run(ctx context.Context, args []string, env Env) int {
-	if env.Hooks == nil {
-		env.Hooks = hook.NewRegistry()
-	}
-	stdout, stderr := env.Stdout, env.Stderr
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "rudder: a subcommand is required; known: %s\n", Known())
-		return 2
-	}
-	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		return 0
-	}
-	cmd, ok := Commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "rudder: unknown subcommand %q; known: %s\n", args[0], Known())
-		return 2
-	}
-	err := cmd.Run(ctx, args[1:], env)
+// Run runs rudder's offline subcommands (args without the program's name; no operator):
+// Execute without a Manager.
+func Run(ctx context.Context, args []string, env Env) int { return Execute(ctx, args, env, nil) }
+
+// Execute runs rudder's command line (args without the program's name) and returns the
+// process's exit code: 0; 1 for what a subcommand found wrong (printed to stderr); 2 for a
+// command line it cannot run; a subcommand's own codes (diff's). Help, asked for in any way
+// (`rudder help CMD`, `CMD -h`, `CMD --help`), exits 0.
+func Execute(ctx context.Context, args []string, env Env, mgr *Manager) int {
+	root := NewCommand(env, mgr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
 	var ee *exitError
+	var ue usageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(stderr, "rudder %s: %v\n", args[0], ee.err)
+			fmt.Fprintf(env.Stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
 		}
 		return ee.code
-	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &ue):
+		fmt.Fprintf(env.Stderr, "%s: %v\nSee '%s --help'.\n", cmd.CommandPath(), ue.err, cmd.CommandPath())
 		return 2
 	default:
-		fmt.Fprintf(stderr, "rudder %s: %v\n", args[0], err)
+		fmt.Fprintf(env.Stderr, "%s: %v\n", cmd.CommandPath(), err)
 		return 1
 	}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: rudder [run] [manager flags]   the operator (the default)")
-	names := make([]string, 0, len(Commands))
-	for n := range Commands {
-		names = append(names, n)
+// NewCommand is rudder's command tree: the operator (mgr) at the root and as `run`, and the
+// offline tools beside it, with cobra's help and completion.
+func NewCommand(env Env, mgr *Manager) *cobra.Command {
+	if env.Hooks == nil {
+		env.Hooks = hook.NewRegistry()
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "       rudder %-9s %s\n", n, Commands[n].Summary)
+	root := &cobra.Command{
+		Use:   "rudder",
+		Short: "A hybrid Helm operator: one Helm release per custom resource",
+		Long: `rudder serves every kind watches.yaml lists: each custom resource's spec becomes the values
+of a Helm release of the kind's chart, one release per CR, kept as the CR says.
+
+With no subcommand rudder runs the operator (as 'rudder run' does); the other subcommands
+need no cluster, but for 'diff --cluster'.`,
+		Example: `  # the operator, as config/manager runs it
+  rudder --leader-elect --watches-file /etc/rudder/watches.yaml
+
+  # serve a public chart as a kind of its own
+  rudder scaffold --chart charts/redis --group cache.example.com --kind Redis --output config/redis`,
+		SilenceUsage:               true,
+		SilenceErrors:              true,
+		SuggestionsMinimumDistance: 2,
+		Args:                       noArgs,
+		// cobra checks flag groups (diff's exclusive modes) after this, as plain errors: they
+		// are checked here first, so that they are usage errors too.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cmd.ValidateRequiredFlags(); err != nil {
+				return usageError{err}
+			}
+			if err := cmd.ValidateFlagGroups(); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
 	}
-	fmt.Fprintln(w, "`rudder <subcommand> -h` lists a subcommand's flags.")
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if env.Plugin {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rudder"}
+	}
+	run := managerCommand(mgr)
+	root.AddCommand(run)
+	switch {
+	case env.Plugin || mgr == nil:
+		root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	default:
+		root.Flags().AddFlagSet(mgr.Flags)
+		root.RunE = run.RunE
+	}
+	root.AddCommand(scaffoldCommand(env), templateCommand(env), lintCommand(env), diffCommand(env), versionCommand(env))
+	return root
 }
 
-// newFlags is a flag set that prints its usage to stderr and returns errors.
-func newFlags(name, args string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("rudder "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: rudder %s %s\n", name, args)
-		fs.PrintDefaults()
+// managerCommand is `rudder run`: the operator, with the root's flags (mgr nil: a binary
+// without it, such as a test's).
+func managerCommand(mgr *Manager) *cobra.Command {
+	run := &cobra.Command{
+		Use:   "run [flags]",
+		Short: "Run the operator (the default with no subcommand)",
+		Long: `Run the operator: every kind watches.yaml lists is served, one Helm release per CR, in the
+namespaces of --watch-namespace (all by default), as the identity of the kubeconfig
+(--kubeconfig, $KUBECONFIG, the in-cluster ServiceAccount, then ~/.kube/config: controller-
+runtime's order).`,
+		Example: `  # against a local control plane, metrics over plain HTTP
+  rudder run --kubeconfig dev/kubeconfig --watches-file ./watches.yaml \
+    --metrics-bind-address 127.0.0.1:18080 --metrics-secure=false`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if mgr == nil {
+				return errors.New("this build has no operator: build rudder's main package")
+			}
+			return mgr.Run(cmd.Context())
+		},
 	}
-	return fs
+	if mgr != nil {
+		run.Flags().AddFlagSet(mgr.Flags)
+	}
+	return run
 }
 
-// parse parses flags, reporting a usage error as errUsage.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+// noArgs refuses positional arguments, naming the unknown subcommand a word most likely is.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasSubCommands() {
+		msg := fmt.Sprintf("unknown subcommand %q", args[0])
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
 		}
-		return errUsage
+		var known []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				known = append(known, c.Name())
+			}
+		}
+		return usagef("%s (known: %s)", msg, strings.Join(known, ", "))
 	}
-	return nil
+	return usagef("takes no arguments, got %q", args)
+}
+
+// needArgs asks for at least one positional argument, described as what.
+func needArgs(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return usagef("at least one %s is required", what)
+		}
+		return nil
+	}
 }

@@ -21,57 +21,6 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// Diff shows what a chart edit would do to each CR before it is made live. Each CR is rendered
-// as `rudder template` renders it, with the watches (and so the charts and their layers) of
-// --watches-file, as edited, and compared with what it is rendered from now:
-//   - offline, for the CR files given: with the watches of --from, as they are live;
-//   - with --cluster, for every CR of each edited watch's kind in the cluster of --kubeconfig
-//     (in --namespace, or all): with its release's newest revision as Helm stored it; each
-//     object that changes is asked about with a server-side dry run of its update, which says
-//     which need upgrade.force.
-//
-// For each CR it prints the unified diff of every object that changes, is added or removed
-// (manifest and hooks), in kubectl diff's form, and says which CRs the edit makes fail, and
-// why: their values no longer validate, the chart no longer renders, or what it renders breaks
-// the watch's confinement or a limit. Exit codes are diff(1)'s: 0 when nothing changes, 1 when
-// something does, 2 on trouble (a flag, a file that cannot be read, a watches file that does
-// not load, a cluster that cannot be read).
-func Diff(ctx context.Context, args []string, env Env) error {
-	fs := newFlags("diff", "[--watches-file EDITED_WATCHES] "+renderUsage+" (--from LIVE_WATCHES CR_FILE... | --cluster [--kubeconfig K] [--namespace NS | --record [--shard SEL]])", env.Stderr)
-	from := fs.String("from", "", "watches.yaml as it is live (its charts as they are live): what the CR files are rendered from now")
-	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml as edited (its charts as edited)")
-	inCluster := fs.Bool("cluster", false, "compare every CR of the edited watches' kinds in the cluster with its release's newest revision")
-	kubeconfig := fs.String("kubeconfig", "", "with --cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	namespace := fs.String("namespace", "", "with --cluster: only the CRs of this namespace (default: all)")
-	record := fs.Bool("record", false, "with --cluster and every namespace: record each kind's summary on the Rollout of the edit (a watch's rollout policy; one that starts paused waits for it)")
-	shard := fs.String("shard", "", "with --record: the --watch-label-selector of the rudder shard whose Rollout it is")
-	opts := renderFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *inCluster == (*from != "") || *inCluster == (fs.NArg() > 0) || (*record && (!*inCluster || *namespace != "")) {
-		fs.Usage()
-		return errUsage
-	}
-	after, err := newRenderer(*wf, *opts, env.Hooks)
-	if err != nil {
-		return trouble(fmt.Errorf("--watches-file: %w", err))
-	}
-	var differ bool
-	if *inCluster {
-		differ, err = diffCluster(ctx, env.Stdout, after, *kubeconfig, *namespace, *record, *shard)
-	} else {
-		differ, err = diffFiles(ctx, env.Stdout, after, *from, *opts, env, fs.Args())
-	}
-	switch {
-	case err != nil:
-		return trouble(err)
-	case differ:
-		return errDiffers
-	}
-	return nil
-}
-
 // diffFiles diffs the CRs of files, rendered with the watches of from and with after's.
 func diffFiles(ctx context.Context, w io.Writer, after *renderer, from string, opts renderOptions, env Env, files []string) (bool, error) {
 	before, err := newRenderer(from, opts, env.Hooks)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/lint/support"
@@ -18,18 +19,30 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// Lint checks watches.yaml (every field), every chart it names (Helm's lint, strict: its
-// warnings fail too; a chart without values.schema.json is a warning of rudder's, since CRs of
-// its kind are then not validated) and each CR file through the template path. Findings are
-// printed one per line as "file: severity: message"; any error fails.
-func Lint(ctx context.Context, args []string, env Env) error {
-	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("lint", "[--watches-file W] [--values-from DIR] [CR_FILE...]", stderr)
-	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
-	valuesFrom := fs.String("values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key> (a missing one is left out)")
-	if err := parse(fs, args); err != nil {
-		return err
+// lintCommand is `rudder lint`.
+func lintCommand(env Env) *cobra.Command {
+	var wf, valuesFrom string
+	cmd := &cobra.Command{
+		Use:   "lint [CR_FILE...]",
+		Short: "Check watches.yaml, every chart (helm lint --strict) and CR files",
+		Long: `Check watches.yaml (every field), every chart it names (Helm's lint, strict: its warnings
+fail too; a chart without values.schema.json is a warning of rudder's, since CRs of its kind
+are then not validated) and each CR file given, rendered as 'rudder template' renders it.
+Findings are printed one per line as "file: severity: message"; any error fails (exit 1).`,
+		Example: `  # in CI, before a chart or watches.yaml edit is merged
+  rudder lint --watches-file watches.yaml config/samples/*.yaml`,
+		RunE: func(cmd *cobra.Command, files []string) error {
+			return lint(cmd.Context(), wf, valuesFrom, files, env)
+		},
 	}
+	cmd.Flags().StringVar(&wf, "watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
+	cmd.Flags().StringVar(&valuesFrom, "values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key> (a missing one is left out)")
+	return cmd
+}
+
+// lint checks watches file wf, its charts and the CRs of files; see lintCommand.
+func lint(ctx context.Context, wf, valuesFrom string, files []string, env Env) error {
+	stdout := env.Stdout
 	errs, warnings := 0, 0
 	report := func(file, severity, msg string) {
 		fmt.Fprintf(stdout, "%s: %s: %s\n", file, severity, msg)
@@ -39,15 +52,15 @@ func Lint(ctx context.Context, args []string, env Env) error {
 			warnings++
 		}
 	}
-	ws, err := watches.Load(*wf)
+	ws, err := watches.Load(wf)
 	if err != nil {
-		report(*wf, "error", err.Error())
+		report(wf, "error", err.Error())
 		return summary(stdout, errs, warnings)
 	}
 	seen := map[string]bool{}
 	for _, w := range ws {
-		lintCRDPolicy(*wf, w, report)
-		lintReleaseName(*wf, w, report)
+		lintCRDPolicy(wf, w, report)
+		lintReleaseName(wf, w, report)
 		path := w.ChartPath()
 		if seen[path] {
 			continue
@@ -55,13 +68,13 @@ func Lint(ctx context.Context, args []string, env Env) error {
 		seen[path] = true
 		lintChart(path, watches.CheckValuesOf(ws, path), report)
 	}
-	r, err := newRenderer(*wf, renderOptions{kubeVersion: defaultKubeVersion(), valuesFrom: *valuesFrom}, env.Hooks)
+	r, err := newRenderer(wf, renderOptions{kubeVersion: defaultKubeVersion(), valuesFrom: valuesFrom}, env.Hooks)
 	if err != nil {
 		return err
 	}
 	// The sources are the cluster's: a CR is rendered with those given, and without the rest.
 	r.anyMissing = true
-	for _, file := range fs.Args() {
+	for _, file := range files {
 		crs, err := readCRs(file)
 		if err != nil {
 			report(file, "error", err.Error())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -36,38 +37,60 @@ var (
 	versionPattern = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
 )
 
-// Scaffold writes, for a chart, what a cluster needs to serve it as a kind: a CRD with a typed
+// scaffoldOptions are scaffold's flags.
+type scaffoldOptions struct {
+	chartDir, group, version, kind, out string
+	force                               bool
+	vals                                values.Options
+}
+
+// scaffoldCommand is `rudder scaffold`.
+func scaffoldCommand(env Env) *cobra.Command {
+	var o scaffoldOptions
+	cmd := &cobra.Command{
+		Use:   "scaffold --chart DIR --group G --kind K --output OUT",
+		Short: "Write a CRD, RBAC, a watches.yaml entry and a sample CR for a chart",
+		Long: `Write, for a chart, what a cluster needs to serve it as a kind: a CRD with a typed spec
+schema (from values.schema.json, else inferred from values.yaml), a ClusterRole for the kind
+and what the chart's defaults render, a watches.yaml entry with the confinement those defaults
+need (and no more), a sample CR and a kustomization applying the CRD and the role.`,
+		Example: `  rudder scaffold --chart charts/ingress-nginx --group net.example.com --version v1 \
+    --kind IngressNginx --output config/ingress-nginx
+  kubectl apply -k config/ingress-nginx`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return scaffold(cmd.Context(), o, env) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.chartDir, "chart", "", "the chart directory (as watches.yaml will name it)")
+	f.StringVar(&o.group, "group", "", "API group of the new kind, a DNS domain such as apps.example.com")
+	f.StringVar(&o.version, "version", "v1alpha1", "API version of the new kind")
+	f.StringVar(&o.kind, "kind", "", "the new kind, CamelCase")
+	f.StringVar(&o.out, "output", "", "directory to write")
+	f.BoolVar(&o.force, "force", false, "write into a non-empty output directory")
+	valuesFlags(f, &o.vals)
+	return cmd
+}
+
+// scaffold writes, for a chart, what a cluster needs to serve it as a kind: a CRD with a typed
 // spec schema, a ClusterRole for the kind and what the chart renders, a watches.yaml entry, a
 // sample CR and a kustomization applying the CRD and the role.
-func Scaffold(_ context.Context, args []string, env Env) error {
-	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("scaffold", "--chart DIR --group G --version V --kind K --output OUT [--values FILE]... [--set K=V]... [--force]", stderr)
-	chartDir := fs.String("chart", "", "the chart directory (as watches.yaml will name it)")
-	group := fs.String("group", "", "API group of the new kind, a DNS domain such as apps.example.com")
-	version := fs.String("version", "v1alpha1", "API version of the new kind")
-	kind := fs.String("kind", "", "the new kind, CamelCase")
-	out := fs.String("output", "", "directory to write")
-	force := fs.Bool("force", false, "write into a non-empty output directory")
-	vals := valuesFlags(fs)
-	if err := parse(fs, args); err != nil {
+func scaffold(_ context.Context, o scaffoldOptions, env Env) error {
+	stdout := env.Stdout
+	if err := checkScaffoldFlags(o.chartDir, o.group, o.version, o.kind, o.out); err != nil {
 		return err
 	}
-	if err := checkScaffoldFlags(*chartDir, *group, *version, *kind, *out); err != nil {
-		fs.Usage()
-		return err
-	}
-	ch, err := loader.Load(*chartDir)
+	ch, err := loader.Load(o.chartDir)
 	if err != nil {
-		return fmt.Errorf("--chart %s does not load: %w", *chartDir, err)
+		return fmt.Errorf("--chart %s does not load: %w", o.chartDir, err)
 	}
-	user, err := vals.MergeValues(getter.Providers{})
+	user, err := o.vals.MergeValues(getter.Providers{})
 	if err != nil {
 		return err
 	}
-	if entries, err := os.ReadDir(*out); err == nil && len(entries) > 0 && !*force {
-		return fmt.Errorf("--output %s is not empty; use --force to write into it", *out)
+	if entries, err := os.ReadDir(o.out); err == nil && len(entries) > 0 && !o.force {
+		return fmt.Errorf("--output %s is not empty; use --force to write into it", o.out)
 	}
-	gvk := schema.GroupVersionKind{Group: *group, Version: *version, Kind: *kind}
+	gvk := schema.GroupVersionKind{Group: o.group, Version: o.version, Kind: o.kind}
 	plural, _ := meta.UnsafeGuessKindToResource(gvk)
 
 	var notes []string
@@ -90,13 +113,13 @@ func Scaffold(_ context.Context, args []string, env Env) error {
 		},
 		"kustomization.yaml": map[string]any{"resources": []string{"crd.yaml", "role.yaml"}},
 		"role.yaml":          roleYAML(role, scan.roleRules(gvk, plural.Resource)),
-		"watches.yaml":       watchYAML(gvk, *chartDir, scan),
+		"watches.yaml":       watchYAML(gvk, o.chartDir, scan),
 	}
-	if err := writeYAMLFiles(*out, files, stdout); err != nil {
+	if err := writeYAMLFiles(o.out, files, stdout); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "next: kubectl apply -k %s; add %s to rudder's watches.yaml; kubectl apply -f %s\n",
-		*out, filepath.Join(*out, "watches.yaml"), filepath.Join(*out, "sample.yaml"))
+		o.out, filepath.Join(o.out, "watches.yaml"), filepath.Join(o.out, "sample.yaml"))
 	return nil
 }
 
@@ -131,20 +154,12 @@ func printScan(w io.Writer, s *chartScan) {
 	}
 }
 
-// valuesFlags are helm template's --values, --set and --set-string, repeatable.
-func valuesFlags(fs *flag.FlagSet) *values.Options {
-	var vals values.Options
-	fs.Var((*listFlag)(&vals.ValueFiles), "values", "a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
-	fs.Var((*listFlag)(&vals.Values), "set", "a value, as helm template --set (repeatable)")
-	fs.Var((*listFlag)(&vals.StringValues), "set-string", "a string value, as helm template --set-string (repeatable)")
-	return &vals
+// valuesFlags are helm template's --values (-f), --set and --set-string, repeatable.
+func valuesFlags(f *pflag.FlagSet, vals *values.Options) {
+	f.StringArrayVarP(&vals.ValueFiles, "values", "f", nil, "a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
+	f.StringArrayVar(&vals.Values, "set", nil, "a value, as helm template --set (repeatable)")
+	f.StringArrayVar(&vals.StringValues, "set-string", nil, "a string value, as helm template --set-string (repeatable)")
 }
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // cloneValues is a deep copy of values.
 func cloneValues(v map[string]any) map[string]any {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +13,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -29,25 +30,40 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// Template prints what rudder would apply for each CR of the files it is given.
-func Template(ctx context.Context, args []string, env Env) error {
-	stdout, stderr := env.Stdout, env.Stderr
-	fs := newFlags("template", "[--watches-file W] "+renderUsage+" CR_FILE...", stderr)
-	wf := fs.String("watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
-	opts := renderFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
+// templateCommand is `rudder template`.
+func templateCommand(env Env) *cobra.Command {
+	var (
+		wf   string
+		opts renderOptions
+	)
+	cmd := &cobra.Command{
+		Use:   "template CR_FILE...",
+		Short: "Print what rudder would apply for each CR, without a cluster",
+		Long: `Print what rudder would apply for each CR of the files given: its release rendered as the
+reconciler renders it (the watch's values, layers, Go hooks, post-renderers and limits), with
+its manifest, hooks and the CRDs its crds policy installs, in helm template's form. A CR the
+reconciler would refuse (its values, the watch's confinement, a limit) fails with the reason.`,
+		Example: `  rudder template --watches-file watches.yaml config/samples/*.yaml
+
+  # with what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>
+  rudder template --values-from testdata/sources config/samples/app.yaml`,
+		Args: needArgs("CR file"),
+		RunE: func(cmd *cobra.Command, files []string) error { return template(cmd.Context(), wf, opts, files, env) },
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errUsage
-	}
-	r, err := newRenderer(*wf, *opts, env.Hooks)
+	cmd.Flags().StringVar(&wf, "watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
+	renderFlags(cmd.Flags(), &opts)
+	return cmd
+}
+
+// template prints what rudder would apply for each CR of files.
+func template(ctx context.Context, wf string, opts renderOptions, files []string, env Env) error {
+	stdout := env.Stdout
+	r, err := newRenderer(wf, opts, env.Hooks)
 	if err != nil {
 		return err
 	}
 	var failed []string
-	for _, file := range fs.Args() {
+	for _, file := range files {
 		crs, err := readCRs(file)
 		if err != nil {
 			failed = append(failed, err.Error())
@@ -112,16 +128,11 @@ type renderOptions struct {
 	valuesFrom string
 }
 
-// renderUsage spells renderFlags' flags for a usage line.
-const renderUsage = "[--kube-version V] [--api-versions G/V,...] [--values-from DIR]"
-
 // renderFlags are the flags of the subcommands that render CRs as the reconciler does.
-func renderFlags(fs *flag.FlagSet) *renderOptions {
-	o := &renderOptions{}
+func renderFlags(fs *pflag.FlagSet, o *renderOptions) {
 	fs.StringVar(&o.kubeVersion, "kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
 	fs.StringVar(&o.apiVersions, "api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
 	fs.StringVar(&o.valuesFrom, "values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
-	return o
 }
 
 func newRenderer(watchesFile string, opts renderOptions, hooks *hook.Registry) (*renderer, error) {
