@@ -11,7 +11,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,66 +18,8 @@ import (
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/records"
+	view "github.com/rudder-operator/rudder/internal/release"
 )
-
-// storageOf is the release storage of a scope, for reads and rudder's own record updates.
-func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, error) {
-	d, err := c.driver(s)
-	if err != nil {
-		return nil, err
-	}
-	st := storage.Init(d.WithContext(ctx))
-	st.Log = d.Log
-	return st, nil
-}
-
-// Last is the newest revision of a release, or nil when there is none: read by name from the
-// newest revision the cache of rudder's records shows (records.Driver.Newest), else from
-// storage (Helm's LIST of the release's records).
-func (c *Client) Last(ctx context.Context, s Scope, name string) (*release.Release, error) {
-	d, err := c.driver(s)
-	if err != nil {
-		return nil, err
-	}
-	d = d.WithContext(ctx)
-	if c.records != nil {
-		if rel, ok, err := d.WithQueries(records.QueryUpgrade, s.Namespace, c.records, c.foreign).Newest(name); ok || err != nil {
-			return rel, err
-		}
-	}
-	st := storage.Init(d)
-	st.Log = d.Log
-	return records.Last(st, name)
-}
-
-// Revision is one revision of a release, or nil when the history holds no such revision.
-func (c *Client) Revision(ctx context.Context, s Scope, name string, version int) (*release.Release, error) {
-	st, err := c.storageOf(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return records.Revision(st, name, version)
-}
-
-// LastDeployed is the newest revision before before whose status is deployed or superseded
-// (the one a rollback returns to), or nil.
-func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before int) (*release.Release, error) {
-	st, err := c.storageOf(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return records.LastDeployed(st, name, before)
-}
-
-// Head is the newest revision of a release as the cache of release records shows it, with what
-// this client wrote that the cache does not show yet (records.CachedHead, records.Written): no
-// API call, no decoding. nil: none. It fails when the Client was made without a cache.
-func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
-	if c.records == nil {
-		return nil, errors.New("helm client: no cache of release records")
-	}
-	return records.CachedHead(ctx, c.records, c.written, s.Namespace, name)
-}
 
 // ErrNameInUse: Install found a release of that name in storage and wrote nothing.
 var ErrNameInUse = errors.New("a release of that name exists")
@@ -101,7 +42,7 @@ func InstallResult(err error) error {
 // before anything else; a chart with crds/ (which Helm creates before it renders) or with hooks
 // is rendered and checked first without the cluster, before any request; and the real render's
 // manifest and hooks are checked again before the first revision is stored.
-func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, error) {
+func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, error) {
 	crds := len(req.Chart.CRDObjects()) > 0 && req.CRDs.Install != CRDsSkip
 	if crds {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
@@ -141,7 +82,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*release.Release, e
 	if err = InstallResult(r.result(err)); errors.Is(err, ErrNameInUse) {
 		return nil, err
 	}
-	return rel, err
+	return View(rel), err
 }
 
 // applyCRDs applies the chart's crds/ as mode says (see kubeClient.applyCRDs), recording what it
@@ -224,7 +165,7 @@ const skipClientValidation = true
 // req.CRDs.Upgrade may (see applyCRDs). With req.Force, the objects whose update the API
 // server refuses as immutable are replaced (see kubeClient.Update). A chart with hooks is
 // checked first as Install does.
-func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, error) {
+func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, error) {
 	mode := cmp.Or(req.CRDs.Upgrade, CRDsSkip)
 	if mode != CRDsSkip && len(req.Chart.CRDObjects()) > 0 {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
@@ -271,7 +212,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*release.Release, e
 	req.Replaced = r.kube.replaced
 	r.settle(req.ReleaseName, err)
 	r.made(req, rel, err)
-	return rel, r.result(err)
+	return View(rel), r.result(err)
 }
 
 // RollbackRequest is a rollback of release Name to revision To.
@@ -346,12 +287,13 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous
 // process) as failed, so that Helm accepts new actions on the release; a revision storage no
 // longer holds pending is returned as it is (records.Unlock).
-func (c *Client) Unlock(ctx context.Context, s Scope, rel *release.Release) (*release.Release, bool, error) {
+func (c *Client) Unlock(ctx context.Context, s Scope, v *view.Release) (*view.Release, bool, error) {
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, false, err
 	}
-	return records.Unlock(st, rel)
+	rel, unlocked, err := records.Unlock(st, helmRelease(v))
+	return View(rel), unlocked, err
 }
 
 // Supersede marks every deployed revision of a release but the newest superseded, and returns

@@ -2,11 +2,12 @@ package helm
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
+
+	view "github.com/rudder-operator/rudder/internal/release"
 )
 
 // Test runs the test hooks of a release's newest revision (`helm test`), as the scope's
@@ -14,7 +15,7 @@ import (
 // within timeout, records how it ran in the revision's record, and deletes it as its
 // helm.sh/hook-delete-policy says. The revision it returns says how each hook ran (see
 // Tests); the error is Helm's, and a test that failed is one.
-func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*release.Release, error) {
+func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*view.Release, error) {
 	r, err := c.begin(ctx, s, storing{manifest: true, testing: true})
 	if err != nil {
 		return nil, err
@@ -23,20 +24,20 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
 	rel, err := rt.Run(name)
-	return rel, r.result(err)
+	return View(rel), r.result(err)
 }
 
 // Tests names the test hooks of a revision that ran, and those that failed.
-func Tests(rel *release.Release) (ran, failed []string) {
+func Tests(rel *view.Release) (ran, failed []string) {
 	if rel == nil {
 		return nil, nil
 	}
 	for _, h := range rel.Hooks {
-		if !slices.Contains(h.Events, release.HookTest) || h.LastRun.Phase == release.HookPhaseUnknown {
+		if !h.HasEvent(string(release.HookTest)) || h.LastRun.Phase == "" || h.LastRun.Phase == string(release.HookPhaseUnknown) {
 			continue
 		}
 		ran = append(ran, h.Name)
-		if h.LastRun.Phase == release.HookPhaseFailed {
+		if h.LastRun.Phase == string(release.HookPhaseFailed) {
 			failed = append(failed, h.Name)
 		}
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Decision is a PreRelease hook's verdict.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // ForeignPendingGrace is how long a pending revision that rudder did not start is left to the
@@ -121,19 +121,19 @@ func (p *pass) failureReason(o *outcome) string {
 // foreign reports whether the pending newest revision belongs to an operation rudder did not
 // start that may still be running.
 func (p *pass) foreign(rel *release.Release) bool {
-	if h := records.HeadOf(rel); rel == nil || rel.Info == nil || h.MadeByRudder() || h.RudderRollback() {
+	if h := records.HeadOf(rel); rel == nil || h.MadeByRudder() || h.RudderRollback() {
 		// rudder's own: an install or upgrade carries LabelRevision, a rollback
 		// LabelRollbackRevision, each with its own number.
 		return false
 	}
-	return p.w.Clock.Since(rel.Info.LastDeployed.Time) < ForeignPendingGrace
+	return p.w.Clock.Since(rel.LastDeployed) < ForeignPendingGrace
 }
 
 // waitForOperation ends a pass on another operation's pending revision.
 func (p *pass) waitForOperation(rel *release.Release) result {
-	age := p.w.Clock.Since(rel.Info.LastDeployed.Time)
+	age := p.w.Clock.Since(rel.LastDeployed)
 	msg := fmt.Sprintf("revision %d is %s by an operation rudder did not start (%q); waiting up to %s from its start before unlocking it",
-		rel.Version, rel.Info.Status, rel.Info.Description, ForeignPendingGrace)
+		rel.Version, rel.Status, rel.Description, ForeignPendingGrace)
 	return result{verdict: blocked, reason: rstatus.ReasonPendingOperation, message: msg,
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonPendingOperation, msg},
 		requeue:  Jitter(min(ForeignPendingGrace-age, 30*time.Second))}
@@ -220,7 +220,7 @@ func (p *pass) request(ctx context.Context, action plan.Action) (*helm.Request, 
 	}
 	chrt := p.snap.Chart
 	if pinned != nil {
-		chrt = pinned.Chart
+		chrt = helm.ChartOf(pinned)
 	}
 	if err := helm.ValidateValues(chrt, p.values); err != nil {
 		msg := "values do not match the chart's values.schema.json: " + err.Error()

@@ -26,7 +26,10 @@
 //
 // Helm and its storage are reached only through the Releases interface, which *helm.Client
 // implements; unit tests drive the pass with *helmtest.Memory, Helm's own actions over its memory
-// storage driver (fakehelm_test.go adds a spy and failures).
+// storage driver (fakehelm_test.go adds a spy and failures). What the pass reads of a revision
+// is rudder's own view of it (internal/release), never a Helm type: the package imports no
+// Helm package, and a chart reaches an action as the value the chart source or a revision
+// (helm.ChartOf) gives, without the pass looking inside.
 //
 // # Adding an action
 //

@@ -4,14 +4,15 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/rudder-operator/rudder/internal/records"
-	"github.com/rudder-operator/rudder/internal/watches"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // An operand's update asks for a drift check when it changes the spec (the generation) or a

@@ -4,18 +4,18 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
 func (e *env) madeRecord(rel *release.Release) record {
 	return record{clearFailed: true, revision: &revisionRecord{
-		number: rel.Version, chart: helm.ChartRef(rel.Chart), chartDigest: e.want.ChartDigest, valuesDigest: e.want.ValuesDigest,
+		number: rel.Version, chart: rel.Chart.Ref(), chartDigest: e.want.ChartDigest, valuesDigest: e.want.ValuesDigest,
 		applied: &rstatus.AppliedRelease{Revision: rel.Version, Generation: e.gen, ChartDigest: e.want.ChartDigest},
 	}}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 

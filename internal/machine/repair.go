@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +12,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // The actions that repair a release's records: no new revision.
@@ -23,7 +23,7 @@ type unlock struct{}
 func (unlock) name() plan.Action { return plan.Unlock }
 
 func (unlock) run(ctx context.Context, e *env, obs observed) result {
-	prev := obs.rel.Info.Status
+	prev := obs.rel.Status
 	rel, unlocked, err := e.helm.Unlock(ctx, e.scope, obs.rel)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err), call: callFailed}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,6 +14,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // The types a pass's steps speak in, which every other file of the pass builds on: an action

@@ -56,7 +56,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 	}
 	h := records.HeadOf(now)
 	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, e.want)},
-		record: record{revision: &revisionRecord{number: now.Version, chart: helm.ChartRef(now.Chart), chartDigest: h.ChartDigest,
+		record: record{revision: &revisionRecord{number: now.Version, chart: now.Chart.Ref(), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
 	if forbidden {
@@ -157,10 +157,10 @@ func (o *outcome) rolledBackOnRequest() bool {
 func (p *pass) keepRollback(ctx context.Context, obs observed, o *outcome) result {
 	h, rel := obs.head, obs.rel
 	to := h.RolledBackTo()
-	if to == 0 && rel != nil && rel.Info != nil {
+	if to == 0 && rel != nil {
 		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
 		// own description is all that says where to.
-		to, _ = libtext.HelmRollbackTarget(rel.Info.Description)
+		to, _ = libtext.HelmRollbackTarget(rel.Description)
 	}
 	st := p.st.Release
 	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
@@ -175,8 +175,8 @@ func (p *pass) keepRollback(ctx context.Context, obs observed, o *outcome) resul
 				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", p.relName, err)}
 			}
 		}
-		if rel != nil && rel.Chart != nil && rel.Chart.Metadata != nil {
-			chart = helm.ChartRef(rel.Chart)
+		if rel != nil {
+			chart = rel.Chart.Ref()
 		}
 	}
 	target := "a revision rudder did not make from the spec"

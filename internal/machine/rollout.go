@@ -6,14 +6,15 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -176,14 +177,14 @@ func (p *pass) pinnedRelease(ctx context.Context) (*release.Release, error) {
 	if p.pin.digest == "" {
 		return nil, nil
 	}
-	if rel := p.release.rel; rel != nil && rel.Chart != nil && records.HeadOf(rel).ChartDigest == p.pin.digest {
+	if rel := p.release.rel; rel != nil && helm.ChartOf(rel) != nil && records.HeadOf(rel).ChartDigest == p.pin.digest {
 		return rel, nil
 	}
 	rel, err := p.w.Helm.Last(ctx, p.scope, p.relName)
 	if err != nil {
 		return nil, err
 	}
-	if rel == nil || rel.Chart == nil || records.HeadOf(rel).ChartDigest != p.pin.digest {
+	if rel == nil || helm.ChartOf(rel) == nil || records.HeadOf(rel).ChartDigest != p.pin.digest {
 		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", p.relName, records.DisplayDigest(p.pin.digest))
 	}
 	return rel, nil

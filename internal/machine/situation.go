@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // The pass decides in two pure steps: records.DetermineState classifies the release's newest

@@ -4,10 +4,11 @@ import (
 	"context"
 	"slices"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Helm's release storage Secrets, as a controller-runtime cache holds them. What rudder reads

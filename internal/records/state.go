@@ -3,7 +3,7 @@ package records
 import (
 	"strconv"
 
-	"helm.sh/helm/v3/pkg/release"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // State is what a release needs, as DetermineState sees it.
@@ -132,10 +132,7 @@ func HeadOf(rel *release.Release) *Head {
 	if rel == nil {
 		return nil
 	}
-	h := &Head{Revision: rel.Version}
-	if rel.Info != nil {
-		h.Status = rel.Info.Status
-	}
+	h := &Head{Revision: rel.Version, Status: rel.Status}
 	if rel.Labels != nil {
 		h.OwnerUID = rel.Labels[LabelOwnerUID]
 		h.ChartDigest = rel.Labels[LabelChartDigest]

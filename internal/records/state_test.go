@@ -3,7 +3,7 @@ package records
 import (
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 func TestDetermineState(t *testing.T) {

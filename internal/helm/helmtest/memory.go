@@ -21,6 +21,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
+	view "github.com/rudder-operator/rudder/internal/release"
 )
 
 // Memory is Helm without a cluster, for unit tests of what drives it: Helm's own install,
@@ -87,22 +88,22 @@ func (m *Memory) History(ns, name string) []*release.Release {
 	return hist
 }
 
-func (m *Memory) Last(_ context.Context, s helm.Scope, name string) (*release.Release, error) {
+func (m *Memory) Last(_ context.Context, s helm.Scope, name string) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return records.Last(m.storage(s.Namespace, helm.Marks{}), name)
+	return viewOf(records.Last(m.storage(s.Namespace, helm.Marks{}), name))
 }
 
-func (m *Memory) LastDeployed(_ context.Context, s helm.Scope, name string, before int) (*release.Release, error) {
+func (m *Memory) LastDeployed(_ context.Context, s helm.Scope, name string, before int) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return records.LastDeployed(m.storage(s.Namespace, helm.Marks{}), name, before)
+	return viewOf(records.LastDeployed(m.storage(s.Namespace, helm.Marks{}), name, before))
 }
 
-func (m *Memory) Revision(_ context.Context, s helm.Scope, name string, version int) (*release.Release, error) {
+func (m *Memory) Revision(_ context.Context, s helm.Scope, name string, version int) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return records.Revision(m.storage(s.Namespace, helm.Marks{}), name, version)
+	return viewOf(records.Revision(m.storage(s.Namespace, helm.Marks{}), name, version))
 }
 
 // Head is the newest revision as a cache of the records would show it, from their labels.
@@ -115,12 +116,12 @@ func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.He
 	}
 	heads := make([]*records.Head, 0, len(hist))
 	for _, r := range hist {
-		heads = append(heads, records.HeadOf(r))
+		heads = append(heads, records.HeadOf(helm.View(r)))
 	}
 	return records.NewestHead(heads), nil
 }
 
-func (m *Memory) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
+func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Facts: req.Facts, FailedFacts: req.FailedFacts}))
@@ -131,17 +132,17 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*release.Relea
 	if err = helm.InstallResult(err); errors.Is(err, helm.ErrNameInUse) {
 		return nil, err
 	}
-	return rel, m.made(req, err)
+	return helm.View(rel), m.made(req, err)
 }
 
-func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error) {
+func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
 	up.PostRenderer = m.postRenderer()
 	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
-	return rel, m.made(req, err)
+	return helm.View(rel), m.made(req, err)
 }
 
 func (m *Memory) made(req *helm.Request, err error) error {
@@ -172,10 +173,15 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 	return err
 }
 
-func (m *Memory) Unlock(_ context.Context, s helm.Scope, rel *release.Release) (*release.Release, bool, error) {
+func (m *Memory) Unlock(_ context.Context, s helm.Scope, v *view.Release) (*view.Release, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return records.Unlock(m.storage(s.Namespace, helm.Marks{}), rel)
+	var rel *release.Release
+	if v != nil {
+		rel, _ = v.Source.(*release.Release)
+	}
+	now, unlocked, err := records.Unlock(m.storage(s.Namespace, helm.Marks{}), rel)
+	return helm.View(now), unlocked, err
 }
 
 func (m *Memory) Supersede(_ context.Context, s helm.Scope, name string) ([]int, error) {
@@ -252,11 +258,14 @@ func (o manifestOverride) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 
 // Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
 // Kube.WatchUntilReadyError fails it.
-func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*release.Release, error) {
+func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
-	return rt.Run(name)
+	return viewOf(rt.Run(name))
 }
+
+// viewOf is helm.View of what Helm returned.
+func viewOf(rel *release.Release, err error) (*view.Release, error) { return helm.View(rel), err }

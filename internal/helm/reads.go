@@ -1,0 +1,73 @@
+package helm
+
+import (
+	"context"
+	"errors"
+
+	"helm.sh/helm/v3/pkg/storage"
+
+	"github.com/rudder-operator/rudder/internal/records"
+	view "github.com/rudder-operator/rudder/internal/release"
+)
+
+// The reads of release storage: each returns rudder's view of a revision (View), or the
+// newest revision's Head from the cache of records.
+
+// storageOf is the release storage of a scope, for reads and rudder's own record updates.
+func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, error) {
+	d, err := c.driver(s)
+	if err != nil {
+		return nil, err
+	}
+	st := storage.Init(d.WithContext(ctx))
+	st.Log = d.Log
+	return st, nil
+}
+
+// Last is the newest revision of a release, or nil when there is none: read by name from the
+// newest revision the cache of rudder's records shows (records.Driver.Newest), else from
+// storage (Helm's LIST of the release's records).
+func (c *Client) Last(ctx context.Context, s Scope, name string) (*view.Release, error) {
+	d, err := c.driver(s)
+	if err != nil {
+		return nil, err
+	}
+	d = d.WithContext(ctx)
+	if c.records != nil {
+		if rel, ok, err := d.WithQueries(records.QueryUpgrade, s.Namespace, c.records, c.foreign).Newest(name); ok || err != nil {
+			return View(rel), err
+		}
+	}
+	st := storage.Init(d)
+	st.Log = d.Log
+	return viewOf(records.Last(st, name))
+}
+
+// Revision is one revision of a release, or nil when the history holds no such revision.
+func (c *Client) Revision(ctx context.Context, s Scope, name string, version int) (*view.Release, error) {
+	st, err := c.storageOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(records.Revision(st, name, version))
+}
+
+// LastDeployed is the newest revision before before whose status is deployed or superseded
+// (the one a rollback returns to), or nil.
+func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before int) (*view.Release, error) {
+	st, err := c.storageOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(records.LastDeployed(st, name, before))
+}
+
+// Head is the newest revision of a release as the cache of release records shows it, with what
+// this client wrote that the cache does not show yet (records.CachedHead, records.Written): no
+// API call, no decoding. nil: none. It fails when the Client was made without a cache.
+func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
+	if c.records == nil {
+		return nil, errors.New("helm client: no cache of release records")
+	}
+	return records.CachedHead(ctx, c.records, c.written, s.Namespace, name)
+}
