@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // diffFiles diffs the CRs of files, rendered with the watches of from and with after's.

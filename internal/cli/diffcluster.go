@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +25,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -178,7 +177,7 @@ func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstruc
 	if err != nil {
 		return rendered{}, fmt.Errorf("%s: %w", describeCR(cr), err)
 	}
-	rel, err := records.Last(storage.Init(records.NewDriver(cs.CoreV1().Secrets(cr.GetNamespace()))), name)
+	rel, err := helm.ReadLast(cs.CoreV1().Secrets(cr.GetNamespace()), name)
 	if err != nil {
 		return rendered{}, fmt.Errorf("%s: reading release %s: %w", describeCR(cr), name, err)
 	}

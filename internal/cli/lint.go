@@ -10,9 +10,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/lint/support"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -93,7 +90,7 @@ func lint(ctx context.Context, wf, valuesFrom string, files []string, env Env) e
 // subcharts): an install fails on crds/ the watch does not allow, and a policy for a chart
 // without crds/ does nothing.
 func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, msg string)) {
-	ch, err := loader.Load(w.ChartPath())
+	ch, err := helm.LoadChart(w.ChartPath())
 	if err != nil {
 		return // lintChart says why
 	}
@@ -113,7 +110,7 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 	if len(w.AllowClusterScoped) == 0 || strings.Contains(w.ReleaseName, ".metadata.namespace") {
 		return
 	}
-	ch, err := loader.Load(w.ChartPath())
+	ch, err := helm.LoadChart(w.ChartPath())
 	if err != nil {
 		return // lintChart says why
 	}
@@ -128,29 +125,8 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 // lintChart is Helm's strict lint of the chart at path, with check (the watches' checkValues)
 // on top of its defaults.
 func lintChart(path string, check map[string]any, report func(file, severity, msg string)) {
-	l := action.NewLint()
-	l.Strict = true
-	res := l.Run([]string{path}, check)
-	for _, m := range res.Messages {
-		sev := "info"
-		switch m.Severity {
-		case support.ErrorSev:
-			sev = "error"
-		case support.WarningSev:
-			sev = "error" // strict
-		case support.InfoSev:
-			continue
-		}
-		file := filepath.Join(path, m.Path)
-		if m.Path == "" {
-			file = path
-		}
-		report(file, sev, m.Err.Error())
-	}
-	if res.TotalChartsLinted == 0 && len(res.Messages) == 0 {
-		for _, err := range res.Errors {
-			report(path, "error", err.Error())
-		}
+	for _, m := range helm.Lint(path, check) {
+		report(m.File, m.Severity, m.Err.Error())
 	}
 	if _, err := os.Stat(filepath.Join(path, "values.schema.json")); errors.Is(err, os.ErrNotExist) {
 		report(path, "warning", "no values.schema.json: the API server and rudder validate nothing of its CRs' spec (rudder scaffold can still infer a CRD schema from values.yaml)")

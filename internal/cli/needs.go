@@ -7,10 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/release"
-
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // What a chart's defaults need of their watch beyond the kind's role: the identities they

@@ -14,11 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli/values"
-	"helm.sh/helm/v3/pkg/getter"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // AggregateLabel marks the ClusterRoles that config/rbac's rudder-manager role aggregates: a
@@ -41,7 +38,7 @@ var (
 type scaffoldOptions struct {
 	chartDir, group, version, kind, out string
 	force                               bool
-	vals                                values.Options
+	vals                                helm.ValueOptions
 }
 
 // scaffoldCommand is `rudder scaffold`.
@@ -79,11 +76,11 @@ func scaffold(_ context.Context, o scaffoldOptions, env Env) error {
 	if err := checkScaffoldFlags(o.chartDir, o.group, o.version, o.kind, o.out); err != nil {
 		return err
 	}
-	ch, err := loader.Load(o.chartDir)
+	ch, err := helm.LoadChart(o.chartDir)
 	if err != nil {
 		return fmt.Errorf("--chart %s does not load: %w", o.chartDir, err)
 	}
-	user, err := o.vals.MergeValues(getter.Providers{})
+	user, err := o.vals.Merge()
 	if err != nil {
 		return err
 	}
@@ -109,7 +106,7 @@ func scaffold(_ context.Context, o scaffoldOptions, env Env) error {
 		"sample.yaml": map[string]any{
 			"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
 			"metadata": map[string]any{"name": strings.ToLower(gvk.Kind) + "-sample"},
-			"spec":     chartutil.CoalesceTables(cloneValues(user), cloneValues(ch.Values)),
+			"spec":     helm.CoalesceValues(cloneValues(user), cloneValues(ch.Values)),
 		},
 		"kustomization.yaml": map[string]any{"resources": []string{"crd.yaml", "role.yaml"}},
 		"role.yaml":          roleYAML(role, scan.roleRules(gvk, plural.Resource)),
@@ -155,7 +152,7 @@ func printScan(w io.Writer, s *chartScan) {
 }
 
 // valuesFlags are helm template's --values (-f), --set and --set-string, repeatable.
-func valuesFlags(f *pflag.FlagSet, vals *values.Options) {
+func valuesFlags(f *pflag.FlagSet, vals *helm.ValueOptions) {
 	f.StringArrayVarP(&vals.ValueFiles, "values", "f", nil, "a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
 	f.StringArrayVar(&vals.Values, "set", nil, "a value, as helm template --set (repeatable)")
 	f.StringArrayVar(&vals.StringValues, "set-string", nil, "a string value, as helm template --set-string (repeatable)")
@@ -224,7 +221,7 @@ func checkScaffoldFlags(chartDir, group, version, kind, out string) error {
 
 // scaffoldCRD is the CRD of the new kind: spec from values.schema.json (or inferred from
 // values.yaml), rudder's status, the status subresource and printer columns.
-func scaffoldCRD(ch *chart.Chart, gvk schema.GroupVersionKind, plural string, notes *[]string) *apiextensionsv1.CustomResourceDefinition {
+func scaffoldCRD(ch *helm.Chart, gvk schema.GroupVersionKind, plural string, notes *[]string) *apiextensionsv1.CustomResourceDefinition {
 	var spec apiextensionsv1.JSONSchemaProps
 	var js map[string]any
 	if len(ch.Schema) > 0 && json.Unmarshal(ch.Schema, &js) == nil {
@@ -300,7 +297,7 @@ type valuesVariant struct {
 
 // valueVariants are the chart's defaults under the user's values, then each boolean "enabled"
 // value switched on.
-func valueVariants(ch *chart.Chart, user map[string]any) []valuesVariant {
+func valueVariants(ch *helm.Chart, user map[string]any) []valuesVariant {
 	variants := []valuesVariant{{"defaults", cloneValues(user)}}
 	for _, p := range enabledPaths(ch.Values, "") {
 		v := cloneValues(user)
@@ -309,14 +306,6 @@ func valueVariants(ch *chart.Chart, user map[string]any) []valuesVariant {
 		}
 	}
 	return variants
-}
-
-func bufferedFiles(ch *chart.Chart) []*loader.BufferedFile {
-	var out []*loader.BufferedFile
-	for _, f := range ch.Raw {
-		out = append(out, &loader.BufferedFile{Name: f.Name, Data: f.Data})
-	}
-	return out
 }
 
 func splitObjects(manifest string) []*unstructured.Unstructured {

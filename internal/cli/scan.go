@@ -8,9 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -108,7 +105,7 @@ type sourcedRule struct {
 // scanChart renders the chart with its defaults (under the user's values), then with each
 // boolean "enabled" value switched on in turn, and collects what every manifest, hook and
 // crds/ file needs.
-func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]any) (*chartScan, error) {
+func scanChart(ch *helm.Chart, owner schema.GroupVersionKind, user map[string]any) (*chartScan, error) {
 	s := &chartScan{mapper: helm.StaticMapper(), crds: map[schema.GroupKind]kindUse{}, kinds: map[schema.GroupKind]*kindUse{},
 		made: map[roleRef]bool{}, bound: map[roleRef]*sourced{}, cluster: map[string]*sourced{},
 		namespaces: map[string]*sourced{}, aggregates: map[string]*sourced{},
@@ -118,13 +115,13 @@ func scanChart(ch *chart.Chart, owner schema.GroupVersionKind, user map[string]a
 		AllowClusterScoped: helm.ClusterScopedKinds(), AllowAggregationLabels: []string{"*"}}), Owner: guard.Owner{GVK: owner},
 		// Scaffold measures what the chart needs and writes the limits for it (see needs).
 		Limits: helm.Limits{MaxObjects: scanMaxObjects, MaxManifestBytes: scanMaxBytes}}
-	caps := chartutil.DefaultCapabilities.Copy()
-	if kv, err := chartutil.ParseKubeVersion(defaultKubeVersion()); err == nil {
-		caps.KubeVersion = *kv
+	caps, err := helm.NewCapabilities(defaultKubeVersion())
+	if err != nil {
+		return nil, err
 	}
 	var rendered []renderedVariant
 	for _, v := range valueVariants(ch, user) {
-		c, err := loader.LoadFiles(bufferedFiles(ch))
+		c, err := helm.CopyChart(ch)
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +182,7 @@ func (s *chartScan) learnCRD(o *unstructured.Unstructured) {
 }
 
 // addCRDKind adds the CustomResourceDefinition kind itself when crds/ has any.
-func (s *chartScan) addCRDKind(ch *chart.Chart) {
+func (s *chartScan) addCRDKind(ch *helm.Chart) {
 	if len(ch.CRDObjects()) > 0 {
 		s.kind(guard.CRDKind, "crds/ (installed only where allowClusterScoped names CustomResourceDefinition)")
 	}
@@ -332,7 +329,7 @@ func addSourced[K comparable](m map[K]*sourced, key K, what string, byDefault bo
 var lookupCall = regexp.MustCompile(`lookup\s+"([^"]*)"\s+"([A-Za-z0-9]+)"`)
 
 // addLookups grants get and list on the kinds the templates look up: a lookup runs as rudder.
-func (s *chartScan) addLookups(ch *chart.Chart) {
+func (s *chartScan) addLookups(ch *helm.Chart) {
 	seen := map[schema.GroupVersionKind]bool{}
 	for c := range allCharts(ch) {
 		for _, t := range c.Templates {
@@ -355,10 +352,10 @@ func (s *chartScan) addLookups(ch *chart.Chart) {
 }
 
 // allCharts yields a chart and its dependencies, depth first.
-func allCharts(ch *chart.Chart) func(func(*chart.Chart) bool) {
-	return func(yield func(*chart.Chart) bool) {
-		var walk func(*chart.Chart) bool
-		walk = func(c *chart.Chart) bool {
+func allCharts(ch *helm.Chart) func(func(*helm.Chart) bool) {
+	return func(yield func(*helm.Chart) bool) {
+		var walk func(*helm.Chart) bool
+		walk = func(c *helm.Chart) bool {
 			if !yield(c) {
 				return false
 			}

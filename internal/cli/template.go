@@ -15,18 +15,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -71,7 +69,7 @@ func template(ctx context.Context, wf string, opts renderOptions, files []string
 		}
 		for _, cr := range crs {
 			rel, err := r.render(ctx, cr)
-			var crds []chart.CRD
+			var crds []guard.CRDFile
 			if err == nil {
 				crds, err = r.crds(cr, rel)
 			}
@@ -114,7 +112,7 @@ type renderer struct {
 	file    string
 	hooks   *hook.Registry
 	mapper  meta.RESTMapper
-	caps    *chartutil.Capabilities
+	caps    *helm.Capabilities
 	// valuesFrom is the directory of the sources' content ("": every source is missing);
 	// anyMissing renders a CR whose sources are missing without them (lint).
 	valuesFrom string
@@ -142,21 +140,18 @@ func newRenderer(watchesFile string, opts renderOptions, hooks *hook.Registry) (
 		return nil, err
 	}
 	r := &renderer{watches: map[schema.GroupVersionKind]*watches.Watch{}, file: watchesFile, valuesFrom: opts.valuesFrom,
-		hooks: hooks, mapper: helm.StaticMapper(), caps: chartutil.DefaultCapabilities.Copy()}
+		hooks: hooks, mapper: helm.StaticMapper()}
 	for _, w := range ws {
 		r.watches[w.GroupVersionKind()] = w
 	}
-	if kubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(kubeVersion)
-		if err != nil {
-			return nil, fmt.Errorf("--kube-version: %w", err)
-		}
-		r.caps.KubeVersion = *kv
-	}
+	var extra []string
 	for _, v := range strings.Split(apiVersions, ",") {
 		if v = strings.TrimSpace(v); v != "" {
-			r.caps.APIVersions = append(r.caps.APIVersions, v)
+			extra = append(extra, v)
 		}
+	}
+	if r.caps, err = helm.NewCapabilities(kubeVersion, extra...); err != nil {
+		return nil, fmt.Errorf("--kube-version: %w", err)
 	}
 	return r, nil
 }
@@ -173,7 +168,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if cr.GetNamespace() == "" {
 		cr.SetNamespace("default")
 	}
-	ch, err := loader.Load(w.ChartPath())
+	ch, err := helm.LoadChart(w.ChartPath())
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", w.ChartPath(), err)
 	}
@@ -209,13 +204,13 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 // crds are the CustomResourceDefinitions of the chart's crds/ that an install of the CR's
 // release applies (crds.install: Create, the default), checked as the install checks them:
 // only where allowClusterScoped names CustomResourceDefinition.
-func (r *renderer) crds(cr *unstructured.Unstructured, rel *release.Release) ([]chart.CRD, error) {
+func (r *renderer) crds(cr *unstructured.Unstructured, rel *release.Release) ([]guard.CRDFile, error) {
 	w := r.watches[cr.GroupVersionKind()]
-	crds := rel.Chart.CRDObjects()
+	crds := helm.CRDFiles(helm.ChartOf(rel))
 	if len(crds) == 0 || w.CRDPolicy().Install == helm.CRDsSkip {
 		return nil, nil
 	}
-	if err := w.Scope(cr, "").CheckCRDs(r.mapper, rel.Chart); err != nil {
+	if err := w.Scope(cr, "").Confinement.CheckCRDs(r.mapper, crds); err != nil {
 		return nil, err
 	}
 	return crds, nil
@@ -290,20 +285,16 @@ func describeCR(cr *unstructured.Unstructured) string {
 // writeRelease prints a release like `helm template --include-crds`: the CRDs of crds/ the
 // install applies first, the manifest as rudder applies it, then the hooks, each under a
 // comment naming where it comes from.
-func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Release, crds []chart.CRD) {
+func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Release, crds []guard.CRDFile) {
 	fmt.Fprintf(w, "# %s: release %s in namespace %s\n", describeCR(cr), rel.Name, rel.Namespace)
 	for _, crd := range crds {
-		fmt.Fprintf(w, "---\n# Source: %s (crds.install: Create)\n%s\n", crd.Filename, strings.TrimSpace(string(crd.File.Data)))
+		fmt.Fprintf(w, "---\n# Source: %s (crds.install: Create)\n%s\n", crd.Name, strings.TrimSpace(string(crd.Data)))
 	}
 
 	fmt.Fprint(w, rel.Manifest)
 	hooks := append([]*release.Hook(nil), rel.Hooks...)
 	sort.SliceStable(hooks, func(i, j int) bool { return hooks[i].Weight < hooks[j].Weight })
 	for _, h := range hooks {
-		events := make([]string, len(h.Events))
-		for i, e := range h.Events {
-			events[i] = e.String()
-		}
-		fmt.Fprintf(w, "---\n# Hook (%s): %s\n%s\n", strings.Join(events, ","), h.Path, strings.TrimSpace(h.Manifest))
+		fmt.Fprintf(w, "---\n# Hook (%s): %s\n%s\n", strings.Join(h.Events, ","), h.Path, strings.TrimSpace(h.Manifest))
 	}
 }

@@ -10,13 +10,13 @@ import (
 	"sort"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Source says where an object, or a request, of a release comes from.
@@ -187,13 +187,19 @@ type Scoper struct {
 	crds   map[schema.GroupKind]bool // kind → namespaced
 }
 
-func NewScoper(mapper meta.RESTMapper, ch *chart.Chart) *Scoper {
+// CRDFile is one file of a chart's crds/ directory (of the chart or a subchart).
+type CRDFile struct {
+	// Name is the file's path in the chart, as errors name it.
+	Name string
+	Data []byte
+}
+
+// NewScoper is a Scoper of the API server's mapping and of the kinds crds define (the crds/
+// of the chart being installed; nil: none).
+func NewScoper(mapper meta.RESTMapper, crds []CRDFile) *Scoper {
 	s := &Scoper{mapper: mapper, crds: map[schema.GroupKind]bool{}}
-	if ch == nil {
-		return s
-	}
-	for _, crd := range ch.CRDObjects() {
-		_ = EachObject(crd.File.Data, func(o *unstructured.Unstructured) error {
+	for _, crd := range crds {
+		_ = EachObject(crd.Data, func(o *unstructured.Unstructured) error {
 			s.Learn(o.Object)
 			return nil
 		})
@@ -312,22 +318,19 @@ func (c Confinement) checkHooks(s *Scoper, hooks []*release.Hook) ([]Violation, 
 
 // hookEvents are the events of a hook, as a violation names them ("post-delete,pre-install").
 func hookEvents(h *release.Hook) string {
-	events := make([]string, len(h.Events))
-	for i, e := range h.Events {
-		events[i] = e.String()
-	}
+	events := slices.Clone(h.Events)
 	sort.Strings(events)
 	return strings.Join(events, ",")
 }
 
 // checkCRDs checks a chart's crds/ (of the chart and its subcharts), which Helm installs before
 // it renders anything.
-func (c Confinement) checkCRDs(s *Scoper, ch *chart.Chart) ([]Violation, error) {
+func (c Confinement) checkCRDs(s *Scoper, crds []CRDFile) ([]Violation, error) {
 	var out []Violation
-	for _, crd := range ch.CRDObjects() {
-		vs, err := c.checkStream(s, SourceCRD, "", crd.File.Data)
+	for _, crd := range crds {
+		vs, err := c.checkStream(s, SourceCRD, "", crd.Data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", crd.Filename, err)
+			return nil, fmt.Errorf("%s: %w", crd.Name, err)
 		}
 		out = append(out, vs...)
 	}
@@ -336,9 +339,9 @@ func (c Confinement) checkCRDs(s *Scoper, ch *chart.Chart) ([]Violation, error) 
 
 // CheckRelease checks a release as Helm is about to store or remove it: every hook and, with
 // manifest, every object of the manifest. It is the check every action passes before its first
-// write; ch, when set, supplies the scope of kinds its crds/ define.
-func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *chart.Chart, manifest bool) error {
-	s := NewScoper(mapper, ch)
+// write; crds, the chart's crds/, supply the scope of the kinds they define.
+func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, crds []CRDFile, manifest bool) error {
+	s := NewScoper(mapper, crds)
 	if manifest {
 		_ = EachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
 			s.Learn(o.Object)
@@ -362,9 +365,9 @@ func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, 
 	return nil
 }
 
-// CheckCRDs checks the chart's crds/ alone, which needs no rendering.
-func (c Confinement) CheckCRDs(mapper meta.RESTMapper, ch *chart.Chart) error {
-	vs, err := c.checkCRDs(NewScoper(mapper, ch), ch)
+// CheckCRDs checks a chart's crds/ alone, which needs no rendering.
+func (c Confinement) CheckCRDs(mapper meta.RESTMapper, crds []CRDFile) error {
+	vs, err := c.checkCRDs(NewScoper(mapper, crds), crds)
 	if err != nil {
 		return err
 	}

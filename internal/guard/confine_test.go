@@ -8,13 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rudder-operator/rudder/internal/guard/guardtest"
-
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/client-go/rest"
+
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 func confinement(allowedNS []string, clusterKinds ...string) Confinement {
@@ -44,7 +44,7 @@ func checkViolation(t *testing.T, err error, want string) {
 }
 
 func TestHookConfinement(t *testing.T) {
-	hook := func(ns string, events ...release.HookEvent) *release.Hook {
+	hook := func(ns string, events ...string) *release.Hook {
 		m := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: h\n"
 		if ns != "" {
 			m += "  namespace: " + ns + "\n"
@@ -58,19 +58,19 @@ func TestHookConfinement(t *testing.T) {
 		manifest bool
 		want     string
 	}{
-		{"hook in own namespace", &release.Release{Hooks: []*release.Hook{hook("", release.HookPreInstall)}}, false, ""},
-		{"pre-install hook elsewhere", &release.Release{Hooks: []*release.Hook{hook("kube-system", release.HookPreInstall)}}, false,
+		{"hook in own namespace", &release.Release{Hooks: []*release.Hook{hook("", "pre-install")}}, false, ""},
+		{"pre-install hook elsewhere", &release.Release{Hooks: []*release.Hook{hook("kube-system", "pre-install")}}, false,
 			`hook (pre-install) Pod "h" in namespace "kube-system"`},
-		{"every event is checked", &release.Release{Hooks: []*release.Hook{hook("victim", release.HookPostDelete, release.HookTest)}}, false,
+		{"every event is checked", &release.Release{Hooks: []*release.Hook{hook("victim", "post-delete", "test")}}, false,
 			`hook (post-delete,test) Pod "h" in namespace "victim"`},
 		{"manifest unchecked unless asked", &release.Release{Manifest: "apiVersion: v1\nkind: Pod\nmetadata: {name: m, namespace: victim}\n"}, false, ""},
 		{"manifest checked when asked", &release.Release{Manifest: "apiVersion: v1\nkind: Pod\nmetadata: {name: m, namespace: victim}\n"}, true,
 			`manifest Pod "m" in namespace "victim"`},
-		{"kind of the chart's own CRD", &release.Release{Hooks: []*release.Hook{{Name: "w", Events: []release.HookEvent{release.HookPostInstall},
+		{"kind of the chart's own CRD", &release.Release{Hooks: []*release.Hook{{Name: "w", Events: []string{"post-install"},
 			Manifest: "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: victim}\n"}}}, false,
 			`hook (post-install) Widget "w" in namespace "victim"`},
 	}
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c"}, Files: []*chart.File{{Name: "crds/widget.yaml", Data: []byte(widgetCRD)}}}
+	ch := []CRDFile{{Name: "crds/widget.yaml", Data: []byte(widgetCRD)}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkViolation(t, confinement(nil).CheckRelease(guardtest.Mapper(), tt.rel, ch, tt.manifest), tt.want)
@@ -79,7 +79,7 @@ func TestHookConfinement(t *testing.T) {
 }
 
 func TestCRDConfinement(t *testing.T) {
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c"}, Files: []*chart.File{{Name: "crds/widget.yaml", Data: []byte(widgetCRD)}}}
+	ch := []CRDFile{{Name: "crds/widget.yaml", Data: []byte(widgetCRD)}}
 	checkViolation(t, confinement(nil).CheckCRDs(guardtest.Mapper(), ch),
 		`CRD (crds/) CustomResourceDefinition "widgets.example.com": cluster-scoped, and the watch's allowClusterScoped does not name CustomResourceDefinition`)
 	checkViolation(t, confinement(nil, "CustomResourceDefinition").CheckCRDs(guardtest.Mapper(), ch), "")

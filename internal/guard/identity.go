@@ -5,10 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Identities: a release hands out no identity the watch did not name. Within its namespace a

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // TestIdentities: a release hands out only the ServiceAccounts it makes, "default" for Pods,
@@ -63,7 +64,7 @@ func TestIdentities(t *testing.T) {
 			c.Namespace = "tenant"
 			rel := &release.Release{Manifest: tt.manifest}
 			if tt.hook != "" {
-				rel.Hooks = []*release.Hook{{Manifest: tt.hook, Events: []release.HookEvent{release.HookPreInstall}}}
+				rel.Hooks = []*release.Hook{{Manifest: tt.hook, Events: []string{"pre-install"}}}
 			}
 			vs, err := c.checkIdentities(releaseStreams(rel))
 			if err != nil {

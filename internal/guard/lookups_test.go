@@ -8,11 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rudder-operator/rudder/internal/guard/guardtest"
-
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 

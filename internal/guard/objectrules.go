@@ -3,12 +3,13 @@ package guard
 import (
 	"slices"
 
-	"helm.sh/helm/v3/pkg/release"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // The rules that read a release's objects together, manifest and hooks: what it hands out

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // TestObjectRules: grants, pod privileges, externalIPs and references, each path refused

@@ -1,12 +1,9 @@
 package guard
 
 import (
-	"strings"
-
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // CheckRendered checks what a render made before anything of it is applied, and before Helm's
@@ -15,22 +12,12 @@ import (
 // and hooks together against the rules that read a release's objects together
 // (objectrules.go: identities, grants, pod privileges, references), with refs resolving the
 // references the release does not resolve itself (nil: none is). The manifest's objects are
-// checked against the confinement by the post-renderer, which marks them. What Helm cannot
-// sort is left to Helm's action, which says why in its words.
-func (c Confinement) CheckRendered(mapper meta.RESTMapper, ch *chart.Chart, files map[string]string, caps *chartutil.Capabilities, refs ReferenceReader) error {
-	manifests := make(map[string]string, len(files))
-	for k, v := range files {
-		if !strings.HasSuffix(k, "NOTES.txt") {
-			manifests[k] = v
-		}
-	}
-	hooks, sorted, err := releaseutil.SortManifests(manifests, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
-		return nil
-	}
-	streams := make([]identityStream, 0, len(sorted)+len(hooks))
-	for _, m := range sorted {
-		streams = append(streams, identityStream{src: SourceManifest, text: m.Content})
+// checked against the confinement by the post-renderer, which marks them. The Helm layer
+// sorts the render's files into manifests and hooks (helm.sortRendered), as Helm's action will.
+func (c Confinement) CheckRendered(mapper meta.RESTMapper, crds []CRDFile, manifests []string, hooks []*release.Hook, refs ReferenceReader) error {
+	streams := make([]identityStream, 0, len(manifests)+len(hooks))
+	for _, m := range manifests {
+		streams = append(streams, identityStream{src: SourceManifest, text: m})
 	}
 	for _, h := range hooks {
 		streams = append(streams, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
@@ -41,7 +28,7 @@ func (c Confinement) CheckRendered(mapper meta.RESTMapper, ch *chart.Chart, file
 	if err != nil {
 		return err
 	}
-	s := NewScoper(mapper, ch)
+	s := NewScoper(mapper, crds)
 	var vs []Violation
 	for _, o := range objs {
 		if o.src == SourceManifest {

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rudder-operator/rudder/internal/guard/guardtest"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 

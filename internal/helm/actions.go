@@ -121,12 +121,8 @@ func (c *Client) precheck(ctx context.Context, req *Request) error {
 	return nil
 }
 
-// Render renders a release as Install would, without the cluster: lookups find nothing, and
-// the capabilities are the cluster's when the Client has read them, else Helm's defaults.
-func (c *Client) Render(req *Request) (*release.Release, error) {
-	return c.renderOffline(context.Background(), req)
-}
-
+// renderOffline renders a release as Install would, without the cluster: lookups find nothing,
+// and the capabilities are the cluster's when the Client has read them, else Helm's defaults.
 func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
 	c.mu.Lock()
 	caps := c.caps

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
+	view "github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -254,7 +255,7 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	kc := kube.New(getter)
 	kc.Log = debug
 	r := &run{scope: s, guard: g, config: cfg, log: c.logger(s)}
-	scoper := guard.NewScoper(c.mapper, st.chart)
+	scoper := guard.NewScoper(c.mapper, CRDFiles(st.chart))
 	var marker *hookMarker
 	if g.OwnerMark() != "" {
 		marker = &hookMarker{post: &postRenderer{owner: s.Owner, conf: s.Confinement, scoper: scoper, carried: st.carried}}
@@ -267,7 +268,7 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 			// A rollback's target was made under the watch as it was: its identities, grants,
 			// pod privileges and references are checked as the watch is now (an install's and
 			// an upgrade's were, after the render).
-			if err := s.CheckObjectRules(rel, r.references(ctx, c.mapper)); err != nil {
+			if err := s.CheckObjectRules(View(rel), r.references(ctx, c.mapper)); err != nil {
 				return err
 			}
 		}
@@ -335,12 +336,12 @@ func (c *Client) forgetCapabilities() {
 // mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
 // the manifest post-rendered as rudder applies it — labels, owner annotation and owner
 // references — and the hooks, all checked against the request's confinement.
-func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
+func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*view.Release, error) {
 	pool, err := render.Default()
 	if err != nil {
 		return nil, err
 	}
-	return renderOffline(context.Background(), pool, req, mapper, caps)
+	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps))
 }
 
 func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"helm.sh/helm/v3/pkg/storage"
+	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/rudder-operator/rudder/internal/records"
 	view "github.com/rudder-operator/rudder/internal/release"
@@ -70,4 +71,11 @@ func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head,
 		return nil, errors.New("helm client: no cache of release records")
 	}
 	return records.CachedHead(ctx, c.records, c.written, s.Namespace, name)
+}
+
+// ReadLast is the newest revision of release name as Helm stored it in secrets (its
+// namespace's Secrets), or nil when there is none: a read of storage by a client of its own
+// (`rudder diff --cluster`), with no cache of records.
+func ReadLast(secrets corev1.SecretInterface, name string) (*view.Release, error) {
+	return viewOf(records.Last(storage.Init(records.NewDriver(secrets)), name))
 }

@@ -65,8 +65,11 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	case err != nil:
 		return nil, err
 	}
-	if err := req.scope().CheckRendered(mapper, req.Chart, res.Files, caps, refs); err != nil {
-		return nil, err
+	// What Helm's action cannot sort it refuses in its own words: it is left to it.
+	if manifests, hooks, ok := sortRendered(res.Files, caps); ok {
+		if err := req.scope().CheckRendered(mapper, CRDFiles(req.Chart), manifests, hooks, refs); err != nil {
+			return nil, err
+		}
 	}
 	// What Helm's action does to the chart it is given (dependencies processed, import-values
 	// merged) it does to the rendered one, which has none: do it to the chart the release

@@ -88,7 +88,7 @@ func (r *Request) scope() Scope {
 }
 
 func (r *Request) postRenderer(mapper meta.RESTMapper) *postRenderer {
-	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: guard.NewScoper(mapper, r.Chart),
+	return &postRenderer{owner: r.Scope.Owner, conf: r.Scope.Confinement, scoper: guard.NewScoper(mapper, CRDFiles(r.Chart)),
 		carried: r.Carried, limits: r.Scope.Limits, release: r.ReleaseName}
 }
 
@@ -119,5 +119,11 @@ func (s Scope) CheckRelease(mapper meta.RESTMapper, rel *release.Release, ch *ch
 	if err := s.Limits.checkSize(rel); err != nil {
 		return err
 	}
-	return s.Confinement.CheckRelease(mapper, rel, ch, manifest)
+	return s.Confinement.CheckRelease(mapper, View(rel), CRDFiles(ch), manifest)
+}
+
+// CheckCRDs checks the chart's crds/ against the scope's confinement (see
+// guard.Confinement.CheckCRDs).
+func (s Scope) CheckCRDs(mapper meta.RESTMapper, ch *chart.Chart) error {
+	return s.Confinement.CheckCRDs(mapper, CRDFiles(ch))
 }

@@ -1,9 +1,14 @@
 package helm
 
 import (
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
+	"strings"
 
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+
+	"github.com/rudder-operator/rudder/internal/guard"
 	view "github.com/rudder-operator/rudder/internal/release"
 )
 
@@ -56,4 +61,37 @@ func ChartOf(v *view.Release) *chart.Chart {
 		return rel.Chart
 	}
 	return nil
+}
+
+// CRDFiles are the files of ch's crds/ and its subcharts' (nil for nil), as guard reads them.
+func CRDFiles(ch *chart.Chart) []guard.CRDFile {
+	if ch == nil {
+		return nil
+	}
+	crds := ch.CRDObjects()
+	out := make([]guard.CRDFile, 0, len(crds))
+	for _, crd := range crds {
+		out = append(out, guard.CRDFile{Name: crd.Filename, Data: crd.File.Data})
+	}
+	return out
+}
+
+// sortRendered sorts a render's files as Helm's action will: the manifests, in install order,
+// and the hooks, seen as rudder's view of them (ok false: Helm cannot sort them, and its action
+// says why).
+func sortRendered(files map[string]string, caps *chartutil.Capabilities) (manifests []string, hooks []*view.Hook, ok bool) {
+	in := make(map[string]string, len(files))
+	for k, v := range files {
+		if !strings.HasSuffix(k, "NOTES.txt") {
+			in[k] = v
+		}
+	}
+	hs, sorted, err := releaseutil.SortManifests(in, caps.APIVersions, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, nil, false
+	}
+	for _, m := range sorted {
+		manifests = append(manifests, m.Content)
+	}
+	return manifests, View(&release.Release{Hooks: hs}).Hooks, true
 }

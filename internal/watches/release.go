@@ -5,12 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
-
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -44,7 +40,7 @@ func (w *Watch) Values(obj *unstructured.Unstructured, base map[string]any) (map
 		spec = map[string]any{}
 	}
 	if len(base) > 0 {
-		spec = chartutil.MergeTables(spec, base) // the spec wins
+		spec = helm.MergeValues(spec, base) // the spec wins
 	}
 	ov, err := w.Overrides(obj.Object)
 	if err != nil {
@@ -57,7 +53,7 @@ func (w *Watch) Values(obj *unstructured.Unstructured, base map[string]any) (map
 	sort.Strings(keys)
 	for _, k := range keys {
 		v := strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(ov[k])
-		if err := strvals.ParseInto(k+"="+v, spec); err != nil {
+		if err := helm.ParseSet(k+"="+v, spec); err != nil {
 			return nil, nil, fmt.Errorf("overrideValues.%s: %w", k, err)
 		}
 	}
@@ -85,7 +81,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 
 // Request is the install or upgrade request for a CR. ch must be a private copy of the chart.
 func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releaseName string,
-	ch *chart.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
+	ch *helm.Chart, chartDigest string, values map[string]any, valuesDigest, description string) *helm.Request {
 	return &helm.Request{
 		Scope:        scope,
 		ReleaseName:  releaseName,
@@ -111,7 +107,7 @@ func CheckValuesOf(ws []*Watch, path string) map[string]any {
 		if out == nil {
 			out = map[string]any{}
 		}
-		out = chartutil.MergeTables(runtime.DeepCopyJSON(w.CheckValues), out)
+		out = helm.MergeValues(runtime.DeepCopyJSON(w.CheckValues), out)
 	}
 	return out
 }

@@ -7,13 +7,12 @@ import (
 	"strings"
 	"text/template"
 
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/helm"
 )
 
 // ValuesFrom is one source of a watch's values: a key of a Secret or a ConfigMap in each CR's
@@ -95,7 +94,7 @@ func (w *Watch) checkValuesFrom() error {
 			return fmt.Errorf("%s.valuesKey: %q is not a key a %s may hold", field, v.ValuesKey, v.Kind)
 		}
 		if v.TargetPath != "" {
-			if err := strvals.ParseInto(v.TargetPath+"=x", map[string]any{}); err != nil || strings.ContainsAny(v.TargetPath, "=,") {
+			if err := helm.ParseSet(v.TargetPath+"=x", map[string]any{}); err != nil || strings.ContainsAny(v.TargetPath, "=,") {
 				return fmt.Errorf("%s.targetPath: %q is not a dotted path such as db.password", field, v.TargetPath)
 			}
 		}
@@ -152,7 +151,7 @@ func MergeSources(srcs []Source, contents [][]byte) (map[string]any, error) {
 			return nil, fmt.Errorf("%s: %w", s, ErrSourceMissing)
 		case s.TargetPath != "":
 			v := strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(string(c))
-			if err := strvals.ParseIntoString(s.TargetPath+"="+v, out); err != nil {
+			if err := helm.ParseSetString(s.TargetPath+"="+v, out); err != nil {
 				return nil, fmt.Errorf("%s: targetPath %s: %w", s, s.TargetPath, err)
 			}
 			continue
@@ -167,7 +166,7 @@ func MergeSources(srcs []Source, contents [][]byte) (map[string]any, error) {
 		if m == nil {
 			m = map[string]any{}
 		}
-		out = chartutil.MergeTables(m, out) // the later source wins
+		out = helm.MergeValues(m, out) // the later source wins
 	}
 	return out, nil
 }

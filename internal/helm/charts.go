@@ -1,0 +1,119 @@
+package helm
+
+import (
+	"path/filepath"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/strvals"
+)
+
+// Helm's charts and values language, as the packages above the Helm layer use them: a chart
+// passes through them as a value (Chart), and values are layered as Helm layers them.
+
+// Chart is a chart as Helm loads it.
+type Chart = chart.Chart
+
+// Capabilities are what a render knows of the cluster (.Capabilities).
+type Capabilities = chartutil.Capabilities
+
+// LoadChart loads the chart at path (a directory or an archive).
+func LoadChart(path string) (*Chart, error) { return loader.Load(path) }
+
+// CopyChart is a private copy of ch, loaded anew from the files it was loaded from: Helm's
+// actions modify the chart they are given.
+func CopyChart(ch *Chart) (*Chart, error) {
+	files := make([]*loader.BufferedFile, 0, len(ch.Raw))
+	for _, f := range ch.Raw {
+		files = append(files, &loader.BufferedFile{Name: f.Name, Data: f.Data})
+	}
+	return loader.LoadFiles(files)
+}
+
+// NewCapabilities are Helm's default capabilities with kubeVersion ("": Helm's default) and
+// apiVersions added.
+func NewCapabilities(kubeVersion string, apiVersions ...string) (*Capabilities, error) {
+	caps := chartutil.DefaultCapabilities.Copy()
+	if kubeVersion != "" {
+		kv, err := chartutil.ParseKubeVersion(kubeVersion)
+		if err != nil {
+			return nil, err
+		}
+		caps.KubeVersion = *kv
+	}
+	caps.APIVersions = append(caps.APIVersions, apiVersions...)
+	return caps, nil
+}
+
+// MergeValues merges src into dst, dst winning, as Helm merges tables (chartutil.MergeTables),
+// and returns dst.
+func MergeValues(dst, src map[string]any) map[string]any { return chartutil.MergeTables(dst, src) }
+
+// CoalesceValues is dst over src as Helm layers a user's values over a chart's defaults
+// (chartutil.CoalesceTables: a null in dst removes the key).
+func CoalesceValues(dst, src map[string]any) map[string]any {
+	return chartutil.CoalesceTables(dst, src)
+}
+
+// ParseSet sets one `--set` expression ("a.b=c") into dest.
+func ParseSet(expr string, dest map[string]any) error { return strvals.ParseInto(expr, dest) }
+
+// ParseSetString sets one `--set-string` expression into dest.
+func ParseSetString(expr string, dest map[string]any) error {
+	return strvals.ParseIntoString(expr, dest)
+}
+
+// ValueOptions are helm's --values, --set and --set-string.
+type ValueOptions struct {
+	ValueFiles, Values, StringValues []string
+}
+
+// Merge is the values the options give, as `helm template` merges them (local files only).
+func (o ValueOptions) Merge() (map[string]any, error) {
+	v := values.Options{ValueFiles: o.ValueFiles, Values: o.Values, StringValues: o.StringValues}
+	return v.MergeValues(getter.Providers{})
+}
+
+// LintMessage is one finding of Helm's lint.
+type LintMessage struct {
+	// Severity is "error" (strict: Helm's warnings are errors too) or "info" (a severity Helm
+	// did not name).
+	Severity string
+	// File is the file it is about: the chart's path, or a file in it.
+	File string
+	Err  error
+}
+
+// Lint is Helm's strict lint of the chart at path (`helm lint --strict`), with check on top of
+// its defaults.
+func Lint(path string, check map[string]any) []LintMessage {
+	l := action.NewLint()
+	l.Strict = true
+	res := l.Run([]string{path}, check)
+	var out []LintMessage
+	for _, m := range res.Messages {
+		sev := "info"
+		switch m.Severity {
+		case support.ErrorSev, support.WarningSev: // strict
+			sev = "error"
+		case support.InfoSev:
+			continue
+		}
+		file := path
+		if m.Path != "" {
+			file = filepath.Join(path, m.Path)
+		}
+		out = append(out, LintMessage{Severity: sev, File: file, Err: m.Err})
+	}
+	if res.TotalChartsLinted == 0 && len(res.Messages) == 0 {
+		for _, err := range res.Errors {
+			out = append(out, LintMessage{Severity: "error", File: path, Err: err})
+		}
+	}
+	return out
+}
