@@ -336,7 +336,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem := func(name string) float64 { return crtest.SeriesSum(body, name, "") }
+	mem := func(name string) float64 { return crtest.SeriesSum(body, name, nil) }
 	r.heap = mem("go_memstats_heap_alloc_bytes")
 	r.runtimeMem.heapInuse = mem("go_memstats_heap_inuse_bytes")
 	r.runtimeMem.heapRetained = mem("go_memstats_heap_idle_bytes") - mem("go_memstats_heap_released_bytes")
@@ -377,7 +377,7 @@ func apiserverLists(b *testing.B, c *testcluster.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return crtest.SeriesSum(string(raw), "apiserver_request_total", `verb="LIST"`)
+	return crtest.SeriesSum(string(raw), "apiserver_request_total", map[string]string{"verb": "LIST"})
 }
 
 // publishScaleChart publishes the scale kind's chart: the web chart, or, edited, the web
@@ -750,7 +750,7 @@ func (p *rudderProcess) metric(b *testing.B, name string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return crtest.SeriesSum(body, name, "")
+	return crtest.SeriesSum(body, name, nil)
 }
 
 // writeScalePlot draws the two curves of a run as an SVG line chart.

@@ -5,11 +5,14 @@ package crtest
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -137,20 +140,15 @@ func eventMatches(e corev1.Event, object, reason string, contains []string) bool
 	return true
 }
 
-// SeriesSum sums the series of metric name in a Prometheus text exposition (another process's
-// /metrics), those whose line holds label (a `key="value"` pair) when label is not "".
-func SeriesSum(body, name, label string) float64 {
-	sum := 0.0
-	for _, l := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") || !strings.Contains(l, label) {
-			continue
-		}
-		v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
+// SeriesSum sums the samples of metric name in a Prometheus text exposition (another
+// process's /metrics), parsed by Prometheus' own parser, those whose labels include every one of
+// labels (nil: all): a counter's or gauge's value, a histogram's sample count.
+func SeriesSum(body, name string, labels map[string]string) float64 {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	// What parsed before an error is kept: a line another exporter writes oddly spoils no
+	// other family.
+	mfs, _ := parser.TextToMetricFamilies(strings.NewReader(body))
+	return sumSamples(mfs[name], labels)
 }
 
 // Metric sums, over controller-runtime's registry, the samples of a counter or gauge (or the sample
@@ -164,32 +162,25 @@ func Metric(t testing.TB, name string, labels map[string]string) float64 {
 	}
 	total := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+		if mf.GetName() == name {
+			total += sumSamples(mf, labels)
 		}
-	samples:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == k && l.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue samples
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				total += c.GetValue()
-			}
-			if g := m.GetGauge(); g != nil {
-				total += g.GetValue()
-			}
-			if h := m.GetHistogram(); h != nil {
-				total += float64(h.GetSampleCount())
+	}
+	return total
+}
+
+// sumSamples sums the samples of mf (nil: none) whose labels include every one of labels.
+func sumSamples(mf *dto.MetricFamily, labels map[string]string) float64 {
+	total := 0.0
+samples:
+	for _, m := range mf.GetMetric() {
+		for k, v := range labels {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == k && l.GetValue() == v }) {
+				continue samples
 			}
 		}
+		total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue() +
+			float64(m.GetHistogram().GetSampleCount())
 	}
 	return total
 }

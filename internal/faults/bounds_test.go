@@ -111,7 +111,7 @@ func sample(t *testing.T, r *replica, metrics string) usage {
 	if resp, err := http.Get(metrics); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		u.goroutines = int(crtest.SeriesSum(string(b), "go_goroutines", ""))
+		u.goroutines = int(crtest.SeriesSum(string(b), "go_goroutines", nil))
 	}
 	return u
 }

@@ -71,7 +71,7 @@ func scrapeGauges(t *testing.T, r *replica, url string, names ...string) []float
 	}
 	out := make([]float64, len(names))
 	for i, n := range names {
-		out[i] = crtest.SeriesSum(string(body), n, "")
+		out[i] = crtest.SeriesSum(string(body), n, nil)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -26,13 +27,15 @@ const (
 	retryCap  = 5 * time.Minute
 )
 
-// retryBackoff is how long after its failures-th failure a pair is tried again.
+// retryBackoff is how long after its failures-th failure a pair is tried again: the
+// failures-th step of apimachinery's back-off from retryBase, doubling, capped at retryCap.
 func retryBackoff(failures int) time.Duration {
-	d := retryBase
-	for i := 1; i < failures && d < retryCap; i++ {
-		d *= 2
+	b := wait.Backoff{Duration: retryBase, Factor: 2, Steps: max(failures, 1), Cap: retryCap}
+	var d time.Duration
+	for range max(failures, 1) {
+		d = b.Step()
 	}
-	return min(d, retryCap)
+	return d
 }
 
 // retriable reports whether a failure of reason is retried: an install's or an upgrade's. A
