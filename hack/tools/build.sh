@@ -20,7 +20,10 @@ mkdir -p "$BIN/.stamps" "$CACHE"
 K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.7.3
 KWOK_VERSION=v0.8.0
-HELM_VERSION=v3.22.0
+# bin/helm is the Helm CLI users run today (Helm 4); bin/helm3 is the last Helm 3, for the tests
+# that hold rudder's releases to both CLIs.
+HELM_VERSION=v4.3.2
+HELM3_VERSION=v3.21.4
 CONTROLLER_TOOLS_VERSION=v0.23.0
 GOLANGCI_LINT_VERSION=v2.15.0
 
@@ -47,7 +50,9 @@ spec() {
     kwok)
       echo "kwok|sigs.k8s.io/kwok/cmd/kwok|$KWOK_VERSION|-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" ;;
     helm)
-      echo "helm|helm.sh/helm/v3/cmd/helm|$HELM_VERSION|-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+      echo "helm|helm.sh/helm/v4/cmd/helm|$HELM_VERSION|-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean" ;;
+    helm3)
+      echo "helm3|helm.sh/helm/v3/cmd/helm|$HELM3_VERSION|-s -w -X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
     controller-gen)
       echo "controller-gen|sigs.k8s.io/controller-tools/cmd/controller-gen|$CONTROLLER_TOOLS_VERSION|-s -w -X sigs.k8s.io/controller-tools/pkg/version.version=$CONTROLLER_TOOLS_VERSION" ;;
     golangci-lint)
@@ -56,7 +61,7 @@ spec() {
   esac
 }
 
-ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm controller-gen golangci-lint)
+ALL=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok helm helm3 controller-gen golangci-lint)
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=("${ALL[@]}")
 
