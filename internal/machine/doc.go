@@ -93,6 +93,28 @@
 //     Rollout object's status: passes never write it, and the coordinator never acts on a
 //     release.
 //
+// # What the pass reads besides the caches
+//
+// Four views sit under the decisions; each answers a question the others cannot, and a reader
+// of a pass should know which one a read sees:
+//   - records.Written (internal/records/written.go): the release records this process wrote,
+//     as the API server answered, until the cache of records shows them. The pass reads the
+//     newest revision from that cache (Releases.Head), which lags the writes of the pass
+//     before it; Written is client-go's mutation-cache idea over the metadata cache of
+//     records, so that the decision is storage's, not an older view's.
+//   - statuses (controllers/statuses.go): the same idea over the cache of CRs, for the status
+//     and finalizers a pass wrote: the CR's own fields a pass reads (the status it reports
+//     from, the finalizer it must not add twice) and no record holds. Both keep one entry per
+//     object with a TTL and compare resourceVersions as integers; they stay two because one
+//     holds label sets of Secrets seen as metadata and the other a CR's status as JSON, per
+//     incarnation (UID) of the CR.
+//   - records.Memo (internal/records/memo.go): not a view of earlier writes but the reads of
+//     one pass, so that Helm's repeated queries of the same records within an action cost one
+//     request each; it ends with the pass.
+//   - Memory (memory.go): what passes derive and keep between them (which CRs need a drift
+//     check, the identities of each release's objects, the phase each pass ended in); it
+//     holds nothing storage or the API server must confirm.
+//
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is
 // rendered, confined and stored belongs to internal/helm, what a watch makes of a CR to
