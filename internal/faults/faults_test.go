@@ -44,7 +44,9 @@ var (
 	// volumes TestSIGKILLMidWave and TestRolloutPerShard edit.
 	rolloutChart, shardedChart string
 	root                       string // the repository
-	webGVK                     = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
+	// suiteDir is the suite's own directory, removed when it ends.
+	suiteDir string
+	webGVK   = schema.GroupVersionKind{Group: "bench.rudder.dev", Version: "v1", Kind: "Web"}
 )
 
 func TestMain(m *testing.M) {
@@ -68,6 +70,7 @@ func setup(e *crtest.Env) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
+	suiteDir = tmp
 	if binary, err = crtest.BuildRudder(e.Root, tmp); err != nil {
 		return nil, err
 	}

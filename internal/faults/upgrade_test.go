@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,11 +34,34 @@ import (
 // observedGeneration, and the same history: no new revision, no test run again.
 func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 	crtest.NeedsCluster(t)
-	prev := previousRudder(t)
+	takeoverKeepsEveryState(t, "faults-upgrade-",
+		rudderVersion{"rudder-previous", previousRudder(t), previousWatches}, rudderVersion{"rudder-new", binary, watches})
+}
+
+// TestDowngradeOfRudderKeepsEveryState: the same the other way: what this checkout's rudder
+// leaves, the previous version takes over as it is, so that a rollout of this version can be
+// undone (kubectl rollout undo) without a new revision, a test run again or a condition
+// changed.
+func TestDowngradeOfRudderKeepsEveryState(t *testing.T) {
+	crtest.NeedsCluster(t)
+	takeoverKeepsEveryState(t, "faults-downgrade-",
+		rudderVersion{"rudder-new", binary, watches}, rudderVersion{"rudder-previous", previousRudder(t), previousWatches})
+}
+
+// rudderVersion is a rudder binary and the watches it runs with.
+type rudderVersion struct {
+	name, binary, watches string
+}
+
+// takeoverKeepsEveryState: first brings CRs into each state of the decision table and stops;
+// then takes every CR over with the same conditions, status.release, observedGeneration and
+// history.
+func takeoverKeepsEveryState(t *testing.T, prefix string, first, then rudderVersion) {
+	t.Helper()
 	ctx := context.Background()
-	ns := crtest.NewNamespace(t, k8s, "faults-upgrade-")
-	// Both serve this namespace alone: every pass the new one counts is one of these CRs.
-	old := startBinary(t, "rudder-previous", prev, "--watch-namespace", ns, "--watches-file", previousWatches)
+	ns := crtest.NewNamespace(t, k8s, prefix)
+	// Both serve this namespace alone: every pass the second one counts is one of these CRs.
+	old := startBinary(t, first.name, first.binary, "--watch-namespace", ns, "--watches-file", first.watches)
 
 	type cr struct {
 		gvk  schema.GroupVersionKind
@@ -103,12 +127,12 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 			paused != nil && paused.ObservedGeneration == p.GetGeneration(), nil
 	})
 
-	// What the previous version leaves, once its passes are over: SIGTERM, as a rollout sends.
+	// What the first version leaves, once its passes are over: SIGTERM, as a rollout sends.
 	_ = old.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-old.done:
 	case <-time.After(time.Minute):
-		t.Fatal("the previous rudder did not stop within a minute of SIGTERM")
+		t.Fatalf("%s did not stop within a minute of SIGTERM", first.name)
 	}
 	before := map[string]takeover{}
 	for _, c := range crs {
@@ -116,10 +140,11 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 	}
 
 	metrics := "127.0.0.1:" + freePort(t)
-	start(t, "rudder-new", "--watch-namespace", ns, "--metrics-bind-address", metrics, "--metrics-secure=false")
-	// Every CR passed by the new process (its state gauge names it), and then a reconcile period
-	// of passes over all of them (--reconcile-period 10s: three rounds of the six).
-	crtest.Eventually(t, "the new rudder's passes over every CR", 2*timeout, func(ctx context.Context) (bool, error) {
+	startBinary(t, then.name, then.binary, "--watch-namespace", ns, "--watches-file", then.watches,
+		"--metrics-bind-address", metrics, "--metrics-secure=false")
+	// Every CR passed by the second process (its state gauge names it), and then a reconcile
+	// period of passes over all of them (--reconcile-period 10s: three rounds of the six).
+	crtest.Eventually(t, then.name+"'s passes over every CR", 2*timeout, func(ctx context.Context) (bool, error) {
 		seen, passes, err := passesOf(metrics, ns)
 		if err != nil {
 			return false, nil // not serving yet
@@ -134,7 +159,7 @@ func TestUpgradeOfRudderKeepsEveryState(t *testing.T) {
 	for _, c := range crs {
 		after := takeoverOf(t, c.gvk, ns, c.name)
 		if !reflect.DeepEqual(after, before[c.name]) {
-			t.Errorf("%s: taken over as\n  %+v\nthe previous rudder left\n  %+v", c.name, after, before[c.name])
+			t.Errorf("%s: %s took it over as\n  %+v\n%s left\n  %+v", c.name, then.name, after, first.name, before[c.name])
 		}
 	}
 }
@@ -195,13 +220,34 @@ func passesOf(addr, ns string) (map[string]bool, float64, error) {
 	return seen, passes, sc.Err()
 }
 
-// previousRudder builds the rudder of the commit hack/previous-version names, from a worktree
-// of this repository. A clone without that commit (a shallow one) cannot run the test.
+// previousRudder is the rudder of the commit hack/previous-version names, built once for the
+// suite from a worktree of this repository. A clone without that commit (a shallow one) cannot
+// run the tests that need it.
 func previousRudder(t *testing.T) string {
 	t.Helper()
+	previous.once.Do(func() { previous.bin, previous.skip, previous.err = buildPrevious() })
+	switch {
+	case previous.skip != "":
+		t.Skip(previous.skip)
+	case previous.err != nil:
+		t.Fatal(previous.err)
+	}
+	return previous.bin
+}
+
+// previous is the suite's build of the previous version.
+var previous struct {
+	once      sync.Once
+	bin, skip string
+	err       error
+}
+
+// buildPrevious builds the previous version into the suite's directory; skip says why it
+// cannot be built in this clone.
+func buildPrevious() (bin, skip string, err error) {
 	raw, err := os.ReadFile(filepath.Join(root, "hack", "previous-version"))
 	if err != nil {
-		t.Fatal(err)
+		return "", "", err
 	}
 	commit := ""
 	for _, line := range strings.Split(string(raw), "\n") {
@@ -211,17 +257,14 @@ func previousRudder(t *testing.T) string {
 		}
 	}
 	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		t.Skipf("the previous version %s is not in this clone (a shallow one?): %v %s", commit, err, out)
+		return "", fmt.Sprintf("the previous version %s is not in this clone (a shallow one?): %v %s", commit, err, out), nil
 	}
-	dir := t.TempDir()
+	dir := filepath.Join(suiteDir, "previous")
 	tree := filepath.Join(dir, "src")
 	if out, err := exec.Command("git", "-C", root, "worktree", "add", "--detach", tree, commit).CombinedOutput(); err != nil {
-		t.Fatalf("git worktree add %s: %v\n%s", commit, err, out)
+		return "", "", fmt.Errorf("git worktree add %s: %w\n%s", commit, err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", tree).Run() })
-	bin, err := crtest.BuildRudder(tree, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	defer func() { _ = exec.Command("git", "-C", root, "worktree", "remove", "--force", tree).Run() }()
+	bin, err = crtest.BuildRudder(tree, dir)
+	return bin, "", err
 }
