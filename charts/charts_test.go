@@ -11,10 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
 	"sigs.k8s.io/yaml"
 )
 
@@ -88,10 +89,10 @@ func render(t *testing.T, chartName, release string, values map[string]any) []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chartutil.ValidateAgainstSchema(ch, mustCoalesce(t, ch, values)); err != nil {
+	if err := commonutil.ValidateAgainstSchema(ch, mustCoalesce(t, ch, values)); err != nil {
 		t.Fatalf("values rejected by values.schema.json: %v", err)
 	}
-	vals, err := chartutil.ToRenderValues(ch, values, chartutil.ReleaseOptions{Name: release, Namespace: "default", IsInstall: true}, chartutil.DefaultCapabilities)
+	vals, err := commonutil.ToRenderValues(ch, values, common.ReleaseOptions{Name: release, Namespace: "default", IsInstall: true}, common.DefaultCapabilities)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func render(t *testing.T, chartName, release string, values map[string]any) []by
 
 func mustCoalesce(t *testing.T, ch *chart.Chart, values map[string]any) map[string]any {
 	t.Helper()
-	c, err := chartutil.CoalesceValues(ch, values)
+	c, err := commonutil.CoalesceValues(ch, values)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -258,7 +258,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	// Revision 2: revision 1 plus a ConfigMap in the victim namespace and a pre-delete hook
 	// there, as an older, laxer rudder could have stored it.
 	cfg := crtest.HelmConfig(t, cluster, ns)
-	last, err := cfg.Releases.Last("legacy")
+	last, err := records.V1Of(cfg.Releases.Last("legacy"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	rev2.Hooks = []*release.Hook{{Name: "cleanup", Kind: "ConfigMap", Path: "legacy/templates/hook.yaml",
 		Manifest: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hook-ran, namespace: " + victim + "}\n",
 		Events:   []release.HookEvent{release.HookPreDelete}}}
-	last.Info.Status = release.StatusSuperseded
+	last.Info.Status = common.StatusSuperseded
 	if err := cfg.Releases.Update(last); err != nil {
 		t.Fatal(err)
 	}

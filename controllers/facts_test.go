@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -28,7 +28,7 @@ import (
 func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 	boom := errors.New("quota exceeded")
 	upgradeFails := func(h *harness) {
-		h.seed(release.StatusDeployed, false, 0, unitUID)
+		h.seed(common.StatusDeployed, false, 0, unitUID)
 		h.helm.upgradeErr, h.helm.stores = boom, true
 	}
 	for _, tc := range []struct {
@@ -49,8 +49,8 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 			h.annotate(machine.AnnotationResetAt, "a")
 		}},
 		{name: "rollback-to done", before: func(h *harness) {
-			h.seed(release.StatusSuperseded, false, 0, unitUID)
-			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.seed(common.StatusSuperseded, false, 0, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
 			h.passOnce()
 			h.annotate(machine.AnnotationRollbackTo, "1")
 		}},
@@ -116,7 +116,7 @@ func factsReported(u *unstructured.Unstructured) []string {
 func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	t.Parallel()
 	clean := newHarness(t, harnessOpts{})
-	clean.seed(release.StatusDeployed, false, 0, unitUID)
+	clean.seed(common.StatusDeployed, false, 0, unitUID)
 	clean.passOnce()
 	if hist := clean.helm.History("ns", "w"); len(hist) != 2 || clean.helm.factWrites != 0 {
 		t.Fatalf("an upgrade: %d revisions, %d writes of the facts after it", len(hist), clean.helm.factWrites)
@@ -125,7 +125,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	}
 
 	h := newHarness(t, harnessOpts{})
-	h.seed(release.StatusDeployed, false, 0, unitUID)
+	h.seed(common.StatusDeployed, false, 0, unitUID)
 	h.helm.upgradeErr, h.helm.stores = errors.New("quota exceeded"), true
 	h.passOnce()
 	hist := h.helm.History("ns", "w")
@@ -155,7 +155,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 func TestFactsNotWrittenAreRetried(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	h.seed(release.StatusDeployed, false, 0, unitUID)
+	h.seed(common.StatusDeployed, false, 0, unitUID)
 	h.helm.upgradeErr, h.helm.stores = errors.New("quota exceeded"), true
 	h.helm.factsErr = errors.New("etcdserver: leader changed")
 	if got := outcomeOf(h.pass()); got != "retry" {
@@ -178,7 +178,7 @@ func TestFactsNotWrittenAreRetried(t *testing.T) {
 func TestFactsTakenOverFromAStatusAreLabelValues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	h.seed(release.StatusDeployed, false, 0, unitUID) // an older rudder's record: no facts
+	h.seed(common.StatusDeployed, false, 0, unitUID) // an older rudder's record: no facts
 	h.failedBefore("Not a label: value", 1, time.Minute)
 	h.passOnce()
 	hist := h.helm.History("ns", "w")

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
 )
@@ -66,7 +66,7 @@ func TestBothHelmCLIsServeRuddersReleases(t *testing.T) {
 	waitRevision(t, ns, "cli", 5, 0)
 	h := crtest.History(t, cluster, ns, "cli")
 	if len(h) != 5 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Description != "Rollback to 2" ||
-		h[4].Info.Status != release.StatusDeployed || !strings.HasPrefix(h[4].Info.Description, "rudder upgrade") {
+		h[4].Info.Status != common.StatusDeployed || !strings.HasPrefix(h[4].Info.Description, "rudder upgrade") {
 		t.Fatalf("history: %s", describe(h))
 	}
 	if got := configMapMessage(t, ns, "cli"); got != "three" {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	helmtime "helm.sh/helm/v3/pkg/time"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -163,7 +163,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // seed stores a revision of the release as it would be found. current: made from the CR's
 // spec and chart (else from older values); madeAs: the revision whose labels it carries (0:
 // its own, as rudder's installs and upgrades).
-func (h *harness) seed(status release.Status, current bool, madeAs int, owner types.UID) *release.Release {
+func (h *harness) seed(status common.Status, current bool, madeAs int, owner types.UID) *release.Release {
 	version := len(h.helm.History("ns", "w")) + 1
 	if madeAs == 0 {
 		madeAs = version
@@ -176,7 +176,7 @@ func (h *harness) seed(status release.Status, current bool, madeAs int, owner ty
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "widget", Version: "0.1.0"}},
 		Labels: map[string]string{records.LabelOwnerUID: string(owner), records.LabelOwnerKind: records.KindLabel(unitGVK.GroupKind()),
 			records.LabelChartDigest: h.chartDigest, records.LabelValuesDigest: vd, records.LabelRevision: strconv.Itoa(madeAs)},
-		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: helmtime.Time{Time: h.clock.Now()}}}
+		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: h.clock.Now()}}
 	h.helm.Seed(rel)
 	return rel
 }
@@ -263,15 +263,15 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "in sync in the cache: only the manifest read, once per process",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, true, 0, unitUID) },
 		calls:  []string{"Last"},
 		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
 		result: "requeue",
 	}, {
 		name: "in sync, an older revision still deployed (a lost update): superseded",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
-			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
 		},
 		calls:  []string{"Supersede", "Last"},
 		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
@@ -279,13 +279,13 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "objects not there yet: progressing",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID); h.deleteObject() },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, true, 0, unitUID); h.deleteObject() },
 		calls:  []string{"Last"},
 		conds:  []string{"Released=True/UpToDate", "Ready=False/Progressing", "Reconciling=True/Progressing", "Stalled=False/UpToDate"},
 		result: "requeue",
 	}, {
 		name:   "out of sync: upgrade",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, false, 0, unitUID) },
 		calls:  []string{"Last", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
 		events: []string{"Normal UpgradeSucceeded"},
@@ -299,7 +299,7 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "upgrade, its objects known from Helm's client: manifest not read",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID); h.knownObjects() },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, false, 0, unitUID); h.knownObjects() },
 		calls:  []string{"Last", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
 		events: []string{"Normal UpgradeSucceeded"},
@@ -307,7 +307,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade fails: rolled back, held back",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = boom, true
 		},
 		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
@@ -317,7 +317,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade fails, then reading the history fails: retried (the next pass rolls back)",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = boom, true
 			h.helm.failNth, h.helm.nthErr = map[string]int{"Last": 2}, errors.New("etcdserver: leader changed")
 		},
@@ -328,7 +328,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade fails as the API server became unavailable: retried, not rolled back",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = &helm.UnavailableError{Err: errors.New(`cannot patch "w" with kind ConfigMap: rpc error: code = Unavailable`)}, true
 		},
 		calls:  []string{"Last", "Upgrade"},
@@ -338,7 +338,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "upgrade fails, rollback off",
 		opts: harnessOpts{watch: "  rollbackOnFailure: false\n"},
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = boom, true
 		},
 		calls:  []string{"Last", "Upgrade", "Last"},
@@ -389,7 +389,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade refused by confinement: chart invalid, nothing to roll back",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr = &guard.ConfinementError{Violations: []guard.Violation{{Kind: "ConfigMap"}}}
 		},
 		calls:  []string{"Last", "Upgrade", "Last"},
@@ -399,7 +399,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade forbidden after its revision was stored: rolled back, retried",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = unauthorized("services", "w"), true
 		},
 		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
@@ -409,7 +409,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "upgrade fails, then its rollback fails: retried (the next pass rolls back)",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores, h.helm.rollbackErr = boom, true, boom
 		},
 		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1"},
@@ -429,8 +429,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "left pending, and unlocking it fails: retried",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
-			h.seed(release.StatusPendingUpgrade, true, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusPendingUpgrade, true, 0, unitUID)
 			h.helm.failNth, h.helm.nthErr = map[string]int{"Unlock": 1}, errors.New("etcdserver: leader changed")
 		},
 		calls:  []string{"Last", "Unlock 2"},
@@ -439,8 +439,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "left pending by rudder: unlocked, then upgraded",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
-			h.seed(release.StatusPendingUpgrade, true, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusPendingUpgrade, true, 0, unitUID)
 		},
 		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
@@ -449,8 +449,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "someone else's pending rollback: waited for",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, true, 0, unitUID)
-			h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
+			h.seed(common.StatusPendingRollback, true, 1, unitUID)
 		},
 		calls:  []string{"Last"},
 		waits:  true,
@@ -459,8 +459,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "rudder's own pending rollback (its label, its number): unlocked at once",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, true, 0, unitUID)
-			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
+			rb := h.seed(common.StatusPendingRollback, true, 1, unitUID)
 			rb.Labels[records.LabelRollbackRevision] = strconv.Itoa(rb.Version)
 			rb.Info.Description = "a description rudder does not read"
 		},
@@ -471,8 +471,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "a pending copy of rudder's rollback (helm rollback to it: another number): waited for",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, true, 0, unitUID)
-			rb := h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
+			rb := h.seed(common.StatusPendingRollback, true, 1, unitUID)
 			rb.Labels[records.LabelRollbackRevision] = "1"
 		},
 		calls:  []string{"Last"},
@@ -482,8 +482,8 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name: "someone else's pending rollback, older than the grace: unlocked",
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, true, 0, unitUID)
-			h.seed(release.StatusPendingRollback, true, 1, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
+			h.seed(common.StatusPendingRollback, true, 1, unitUID)
 			h.clock.Step(machine.ForeignPendingGrace)
 		},
 		calls:  []string{"Last", "Unlock 2", "LastDeployed", "Upgrade"},
@@ -492,21 +492,21 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "requeue",
 	}, {
 		name:   "failed install left by a dead pass: removed, installed",
-		setup:  func(h *harness) { h.seed(release.StatusFailed, true, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusFailed, true, 0, unitUID) },
 		calls:  []string{"Last", "LastDeployed", "Uninstall", "Install"},
 		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
 		events: []string{"Normal InstallSucceeded"},
 		result: "requeue",
 	}, {
 		name:   "uninstall that died: finished, installed",
-		setup:  func(h *harness) { h.seed(release.StatusUninstalling, true, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusUninstalling, true, 0, unitUID) },
 		calls:  []string{"Last", "Uninstall", "Install"},
 		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
 		events: []string{"Normal InstallSucceeded"},
 		result: "requeue",
 	}, {
 		name:   "another owner's release: conflict",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, "someone-else") },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, true, 0, "someone-else") },
 		calls:  []string{"Last"},
 		conds:  []string{"Released=False/ReleaseNameConflict", "Ready=False/ReleaseNameConflict", "Reconciling=False/ReleaseNameConflict", "Stalled=True/ReleaseNameConflict"},
 		result: "terminal",
@@ -515,9 +515,9 @@ func TestPassDecisionTable(t *testing.T) {
 		opts: harnessOpts{status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
 			"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
-			h.seed(release.StatusSuperseded, false, 0, unitUID)
-			h.seed(release.StatusSuperseded, true, 0, unitUID)
-			h.seed(release.StatusDeployed, false, 1, unitUID)
+			h.seed(common.StatusSuperseded, false, 0, unitUID)
+			h.seed(common.StatusSuperseded, true, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 1, unitUID)
 		},
 		calls:  []string{"Last"},
 		conds:  []string{"Released=True/ManualRollback", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/ManualRollback"},
@@ -529,8 +529,8 @@ func TestPassDecisionTable(t *testing.T) {
 			status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
 				"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
-			h.seed(release.StatusSuperseded, false, 0, unitUID)
-			h.seed(release.StatusDeployed, true, 0, unitUID)
+			h.seed(common.StatusSuperseded, false, 0, unitUID)
+			h.seed(common.StatusDeployed, true, 0, unitUID)
 		},
 		calls:  []string{"Revision 1", "Rollback 1", "Last"},
 		conds:  []string{"Released=True/ManualRollback", "RollbackRequest=True/RolledBack", "Ready=True/ObjectsReady", "Stalled=False/ManualRollback"},
@@ -539,7 +539,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name:   "rollback-to a revision the history lacks: rejected",
 		opts:   harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}},
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, true, 0, unitUID) },
 		calls:  []string{"Revision 9", "Last"},
 		conds:  []string{"Released=True/UpToDate", "RollbackRequest=False/RollbackRejected", "Ready=True/ObjectsReady", "Stalled=False/UpToDate"},
 		events: []string{"Warning RollbackRejected"},
@@ -556,7 +556,7 @@ func TestPassDecisionTable(t *testing.T) {
 		opts: harnessOpts{pre: hook.PreReleaseFunc(func(context.Context, *unstructured.Unstructured, map[string]any) (hook.Decision, error) {
 			return hook.Decision{Hold: true, Reason: "Done"}, nil
 		})},
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, false, 0, unitUID) },
 		calls:  []string{"Last"},
 		conds:  []string{"Released=False/Done", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/Done"},
 		result: "requeue",
@@ -574,7 +574,7 @@ func TestPassDecisionTable(t *testing.T) {
 			status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(1),
 				"applied": map[string]any{"revision": int64(1), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, true, 0, unitUID).Labels["rudder.dev/shard"] = "a"
+			h.seed(common.StatusDeployed, true, 0, unitUID).Labels["rudder.dev/shard"] = "a"
 			h.helm.hidden = true // this shard's cache does not select the old shard's records
 		},
 		calls:  []string{"Last", "Relabel rudder.dev/shard=b", "Writer"},
@@ -600,7 +600,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "upgrade, tests fail, onFailure rollback: rolled back, held back",
 		opts: harnessOpts{chart: "tested", watch: "  test: {enable: true, onFailure: rollback}\n"},
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.testErr = errors.New("pod w-checks failed")
 		},
 		calls:  []string{"Last", "Upgrade", "Test", "LastDeployed", "Rollback 1", "Last"},
@@ -633,7 +633,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "valuesFrom, a source's content changed: upgrade",
 		opts: harnessOpts{watch: "  valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]\n",
 			sources: map[string]string{"w-db": "message: the spec wins\nextra: from-the-source\n"}},
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, true, 0, unitUID) },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, true, 0, unitUID) },
 		calls:  []string{"Last", "Upgrade"},
 		conds:  []string{"Released=True/UpgradeSucceeded", "Ready=True/ObjectsReady", "Stalled=False/UpgradeSucceeded"},
 		events: []string{"Normal UpgradeSucceeded"},
@@ -691,7 +691,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "upgrade fails with retries left: rolled back, tried again after the back-off",
 		opts: harnessOpts{watch: "  remediation: {retries: 1}\n"},
 		setup: func(h *harness) {
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = boom, true
 		},
 		calls:  []string{"Last", "Upgrade", "Last", "LastDeployed", "Rollback 1", "Last"},
@@ -706,7 +706,7 @@ func TestPassDecisionTable(t *testing.T) {
 		result: "done",
 	}, {
 		name:   "storage unreadable: retried",
-		setup:  func(h *harness) { h.seed(release.StatusDeployed, false, 0, unitUID); h.helm.lastErr = boom },
+		setup:  func(h *harness) { h.seed(common.StatusDeployed, false, 0, unitUID); h.helm.lastErr = boom },
 		calls:  []string{"Last"},
 		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError"},
 		result: "retry",
@@ -811,7 +811,7 @@ func TestPassRollsBackAfterATransientHistoryError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOpts{})
-			h.seed(release.StatusDeployed, false, 0, unitUID)
+			h.seed(common.StatusDeployed, false, 0, unitUID)
 			h.helm.upgradeErr, h.helm.stores = errors.New("boom"), true
 			tc.broken(h)
 			res, err := h.pass()

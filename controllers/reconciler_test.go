@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -212,7 +213,7 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		t.Fatalf("Released condition = %+v", rel)
 	}
 	h := crtest.History(t, cluster, ns, "bad")
-	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || h[2].Info.Status != release.StatusDeployed {
+	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || h[2].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// No retry loop: the same broken (chart, values) is not tried again.
@@ -278,7 +279,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
 	cfg := crtest.HelmConfig(t, cluster, ns)
-	last, err := cfg.Releases.Last("locked")
+	last, err := records.V1Of(cfg.Releases.Last("locked"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +287,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	info := *last.Info
 	pending.Info = &info
 	pending.Version++
-	pending.Info.Status = release.StatusPendingUpgrade
+	pending.Info.Status = common.StatusPendingUpgrade
 	pending.Info.Description = "killed mid-upgrade"
 	// As rudder's own upgrade stores it (see records.LabelRevision).
 	pending.Labels = maps.Clone(last.Labels)
@@ -300,8 +301,8 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
 	h := crtest.History(t, cluster, ns, "locked")
-	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
-		h[2].Info.Status != release.StatusDeployed {
+	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
+		h[2].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 }
@@ -322,10 +323,10 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 	})
 	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
 		h := crtest.History(t, cluster, ns, "twice")
-		return len(h) == 2 && h[1].Info.Status == release.StatusDeployed, nil
+		return len(h) == 2 && h[1].Info.Status == common.StatusDeployed, nil
 	})
 	// The record of revision 1 as the lost update left it.
-	setRecordStatus(t, ns, "twice", 1, release.StatusDeployed)
+	setRecordStatus(t, ns, "twice", 1, common.StatusDeployed)
 	// A lost update changes no record, so nothing wakes the CR: its next pass (here, after an
 	// annotation change) finds the history in the cache.
 	crtest.Update(t, k8s, widgetGVK, ns, "twice", func(u *unstructured.Unstructured) {
@@ -333,17 +334,17 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 	})
 	crtest.WaitEvent(t, k8s, ns, "twice", "Superseded", "revisions [1] were still marked deployed next to revision 2")
 	h := crtest.History(t, cluster, ns, "twice")
-	if len(h) != 2 || h[0].Info.Status != release.StatusSuperseded || h[1].Info.Status != release.StatusDeployed {
+	if len(h) != 2 || h[0].Info.Status != common.StatusSuperseded || h[1].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 }
 
 // setRecordStatus rewrites the status in the stored record of a release's revision, as an
 // action that died or lost a write leaves it.
-func setRecordStatus(t *testing.T, ns, name string, version int, st release.Status) {
+func setRecordStatus(t *testing.T, ns, name string, version int, st common.Status) {
 	t.Helper()
 	cfg := crtest.HelmConfig(t, cluster, ns)
-	rel, err := cfg.Releases.Get(name, version)
+	rel, err := records.V1Of(cfg.Releases.Get(name, version))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 		_, err := crtest.Get(ctx, k8s, gadgetGVK, ns, "same")
 		return apierrors.IsNotFound(err), nil
 	})
-	if h := crtest.History(t, cluster, ns, "same"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "same"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("widget release changed: %s", describe(h))
 	}
 }
@@ -499,14 +500,14 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Paused", metav1.ConditionTrue, "", timeout)
-	setRecordStatus(t, ns, "halfgone", 1, release.StatusUninstalling)
+	setRecordStatus(t, ns, "halfgone", 1, common.StatusUninstalling)
 	crtest.Update(t, k8s, widgetGVK, ns, "halfgone", func(u *unstructured.Unstructured) {
 		u.SetAnnotations(nil)
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
 	h := crtest.History(t, cluster, ns, "halfgone")
-	if len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Config["message"] != "b" {
+	if len(h) != 1 || h[0].Info.Status != common.StatusDeployed || h[0].Config["message"] != "b" {
 		t.Fatalf("history: %s", describe(h))
 	}
 }

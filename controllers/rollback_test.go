@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	helmtime "helm.sh/helm/v3/pkg/time"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/machine"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // widgetAt creates a Widget and upgrades it once: revision 1 says "one", revision 2 "two".
@@ -118,7 +118,7 @@ func TestManualRollbackSticks(t *testing.T) {
 		}
 		return true, nil
 	})
-	if h := crtest.History(t, cluster, ns, "rb"); len(h) != 3 || h[2].Info.Status != release.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
+	if h := crtest.History(t, cluster, ns, "rb"); len(h) != 3 || h[2].Info.Status != common.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
 		t.Fatalf("the rollback was not kept as it is: %s", describe(h))
 	}
 
@@ -129,7 +129,7 @@ func TestManualRollbackSticks(t *testing.T) {
 		t.Fatalf("Released after the spec change: %+v", c)
 	}
 	h := crtest.History(t, cluster, ns, "rb")
-	if len(h) != 4 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Status != release.StatusDeployed {
+	if len(h) != 4 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 	if got := configMapMessage(t, ns, "rb"); got != "three" {
@@ -175,7 +175,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 	// The handled value stays as a record: a spec change upgrades, and rolls nothing back.
 	setSpec(t, ns, "ann", "three")
 	waitRevision(t, ns, "ann", 4, 0)
-	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 4 || h[3].Info.Status != release.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
+	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 4 || h[3].Info.Status != common.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// A new value acts again.
@@ -202,14 +202,14 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 
 	// What `helm rollback` stores first: a copy of the target's labels, pending-rollback.
 	cfg := crtest.HelmConfig(t, cluster, ns)
-	last, err := cfg.Releases.Last("busy")
+	last, err := records.V1Of(cfg.Releases.Last("busy"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	pending := *last
 	info := *last.Info
 	pending.Info, pending.Version, pending.Labels = &info, last.Version+1, maps.Clone(last.Labels)
-	pending.Info.Status, pending.Info.Description, pending.Info.LastDeployed = release.StatusPendingRollback, "Rollback to 1", helmtime.Now()
+	pending.Info.Status, pending.Info.Description, pending.Info.LastDeployed = common.StatusPendingRollback, "Rollback to 1", time.Now()
 	if err := cfg.Releases.Create(&pending); err != nil {
 		t.Fatal(err)
 	}
@@ -221,19 +221,19 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
 		t.Fatalf("Released: %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "busy"); len(h) != 2 || h[1].Info.Status != release.StatusPendingRollback {
+	if h := crtest.History(t, cluster, ns, "busy"); len(h) != 2 || h[1].Info.Status != common.StatusPendingRollback {
 		t.Fatalf("the live operation's revision was touched: %s", describe(h))
 	}
 
 	// The same revision, started longer ago than Helm's default timeout: dead, unlocked.
-	pending.Info.LastDeployed = helmtime.Time{Time: time.Now().Add(-10 * time.Minute)}
+	pending.Info.LastDeployed = time.Now().Add(-10 * time.Minute)
 	if err := cfg.Releases.Update(&pending); err != nil {
 		t.Fatal(err)
 	}
 	annotate(t, ns, "busy", "test.rudder.dev/nudge", "1")
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
 	h := crtest.History(t, cluster, ns, "busy")
-	if len(h) != 3 || h[1].Info.Status != release.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") {
+	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") {
 		t.Fatalf("history: %s", describe(h))
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,7 +80,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("after the first pass: %s", describe(h))
 	}
 
@@ -94,7 +94,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed {
+	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("the existing release was changed: %s", describe(h))
 	}
 	var cm corev1.ConfigMap
@@ -141,7 +141,7 @@ func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
 		t.Errorf("conflict message: %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != release.StatusDeployed || h[0].Labels[records.LabelOwnerUID] != "" {
+	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed || h[0].Labels[records.LabelOwnerUID] != "" {
 		t.Fatalf("helm's release was touched: %s", describe(h))
 	}
 	var cm corev1.ConfigMap

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,8 +57,8 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 			}},
 		{name: "rollback-to done",
 			before: func(h *harness) {
-				h.seed(release.StatusSuperseded, false, 0, unitUID)
-				h.seed(release.StatusDeployed, true, 0, unitUID)
+				h.seed(common.StatusSuperseded, false, 0, unitUID)
+				h.seed(common.StatusDeployed, true, 0, unitUID)
 				h.passOnce()
 				h.annotate(machine.AnnotationRollbackTo, "1")
 			}},

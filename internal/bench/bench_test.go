@@ -40,16 +40,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rudder-operator/rudder/internal/crtest"
-	"github.com/rudder-operator/rudder/internal/wiring"
-
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,8 +60,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
+	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/watches"
+	"github.com/rudder-operator/rudder/internal/wiring"
 )
 
 const (
@@ -581,14 +581,14 @@ func renderWeb(b *testing.B, name, ns string, extra ...map[string]any) (*release
 	if err != nil {
 		b.Fatal(err)
 	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.ClientOnly, inst.DryRun, inst.ReleaseName, inst.Namespace = true, true, name, ns
-	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	inst := action.NewInstall(action.NewConfiguration())
+	inst.DryRunStrategy, inst.ReleaseName, inst.Namespace = action.DryRunClient, name, ns
+	inst.KubeVersion = &common.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	vals := map[string]any{"replicas": 1, "port": 8080}
 	for _, e := range extra {
 		maps.Copy(vals, e)
 	}
-	rel, err := inst.Run(ch, vals)
+	rel, err := records.V1Of(inst.Run(ch, vals))
 	if err != nil {
 		b.Fatal(err)
 	}

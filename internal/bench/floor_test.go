@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +45,7 @@ func prepareFloor(b *testing.B, ns string) []floorRequests {
 		name := fmt.Sprintf("web-%03d", i)
 		rel, objs := renderWeb(b, name, ns)
 		key := fmt.Sprintf("sh.helm.release.v1.%s.v1", name)
-		record := func(status release.Status, store func(string, *release.Release) error) *corev1.Secret {
+		record := func(status common.Status, store func(string, hrelease.Releaser) error) *corev1.Secret {
 			rel.Info.Status = status
 			if err := store(key, rel); err != nil {
 				b.Fatal(err)
@@ -56,8 +57,8 @@ func prepareFloor(b *testing.B, ns string) []floorRequests {
 			s.Namespace, s.ResourceVersion = ns, ""
 			return s
 		}
-		pending := record(release.StatusPendingInstall, d.Create)
-		deployed := record(release.StatusDeployed, d.Update)
+		pending := record(common.StatusPendingInstall, d.Create)
+		deployed := record(common.StatusDeployed, d.Update)
 
 		cr := newCR(plainGVK, ns, name)
 		f := floorRequests{cr: cr, pending: pending, deployed: deployed}

@@ -12,8 +12,8 @@ import (
 	"sort"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/ignore"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	"helm.sh/helm/v4/pkg/ignore"
 )
 
 // maxFiles bounds a chart tree, so that a chart root pointed at "/" fails instead of eating
@@ -30,7 +30,7 @@ func isAtomicWriterEntry(name string) bool { return strings.HasPrefix(name, ".."
 // readTree reads a chart directory into Helm's buffered files, following symlinks (volumes are
 // made of them), skipping atomic-writer entries and honouring .helmignore. It also returns
 // every real directory it visited, for the watcher.
-func readTree(root string) (files []*loader.BufferedFile, dirs []string, err error) {
+func readTree(root string) (files []*archive.BufferedFile, dirs []string, err error) {
 	t := &tree{visited: map[string]bool{}}
 	t.rules = ignore.Empty()
 	if b, err := os.ReadFile(filepath.Join(root, ignore.HelmIgnore)); err == nil {
@@ -50,7 +50,7 @@ func readTree(root string) (files []*loader.BufferedFile, dirs []string, err err
 type tree struct {
 	rules   *ignore.Rules
 	visited map[string]bool
-	files   []*loader.BufferedFile
+	files   []*archive.BufferedFile
 	dirs    []string
 	total   int
 }
@@ -106,12 +106,12 @@ func (t *tree) entry(full, relName string) error {
 	if t.total > maxTotalSize {
 		return fmt.Errorf("chart larger than %d bytes", maxTotalSize)
 	}
-	t.files = append(t.files, &loader.BufferedFile{Name: relName, Data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))})
+	t.files = append(t.files, &archive.BufferedFile{Name: relName, Data: bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))})
 	return nil
 }
 
 // digest is a content hash of a chart's files: names and bytes, order-independent of the walk.
-func digest(files []*loader.BufferedFile) string {
+func digest(files []*archive.BufferedFile) string {
 	h := sha256.New()
 	for _, f := range files {
 		fmt.Fprintf(h, "%s\x00%d\x00", f.Name, len(f.Data))
@@ -122,7 +122,7 @@ func digest(files []*loader.BufferedFile) string {
 
 // materialize writes files into a fresh directory, for Helm's lint package, which reads charts
 // from disk. The copy is exactly what was hashed: no race with further edits.
-func materialize(files []*loader.BufferedFile, name string) (string, error) {
+func materialize(files []*archive.BufferedFile, name string) (string, error) {
 	tmp, err := os.MkdirTemp("", "rudder-lint-")
 	if err != nil {
 		return "", err

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/lint"
-	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -27,7 +28,7 @@ type Snapshot struct {
 	// Digest is a content hash of the chart's files ("sha256:…").
 	Digest string
 
-	files []*loader.BufferedFile
+	files []*archive.BufferedFile
 }
 
 // Fresh is the chart for a Helm action. Helm changes the chart it is given only where it
@@ -220,7 +221,7 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 
 // load lints the exact files read (from a private copy), with check on top of the chart's
 // defaults, and loads them.
-func (s *Source) load(path string, files []*loader.BufferedFile, d string, check map[string]any) (*Snapshot, error) {
+func (s *Source) load(path string, files []*archive.BufferedFile, d string, check map[string]any) (*Snapshot, error) {
 	ch, err := loader.LoadFiles(files)
 	if err != nil {
 		return nil, fmt.Errorf("loading: %w", err)
@@ -230,7 +231,7 @@ func (s *Source) load(path string, files []*loader.BufferedFile, d string, check
 		return nil, err
 	}
 	defer os.RemoveAll(filepath.Dir(dir))
-	linter := lint.All(dir, check, lintNamespace, false)
+	linter := lint.RunAll(dir, check, lintNamespace)
 	var msgs []string
 	for _, m := range linter.Messages {
 		if m.Severity >= support.ErrorSev {

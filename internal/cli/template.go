@@ -291,7 +291,11 @@ func writeRelease(w io.Writer, cr *unstructured.Unstructured, rel *release.Relea
 		fmt.Fprintf(w, "---\n# Source: %s (crds.install: Create)\n%s\n", crd.Name, strings.TrimSpace(string(crd.Data)))
 	}
 
-	fmt.Fprint(w, rel.Manifest)
+	// Helm stores each file of the manifest under its "# Source:" line, as `helm template`
+	// prints it, the last one ending in a blank line, which is left out.
+	if m := strings.TrimRight(rel.Manifest, "\n"); m != "" {
+		fmt.Fprintln(w, m)
+	}
 	hooks := append([]*release.Hook(nil), rel.Hooks...)
 	sort.SliceStable(hooks, func(i, j int) bool { return hooks[i].Weight < hooks[j].Weight })
 	for _, h := range hooks {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,10 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/cli"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/cli"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -275,8 +277,8 @@ func HelmConfig(t testing.TB, c *testcluster.Cluster, ns string) *action.Configu
 	settings := cli.New()
 	settings.KubeConfig = c.Kubeconfig
 	settings.SetNamespace(ns)
-	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret"); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
@@ -286,7 +288,7 @@ func HelmConfig(t testing.TB, c *testcluster.Cluster, ns string) *action.Configu
 // empty).
 func History(t testing.TB, c *testcluster.Cluster, ns, name string) []*release.Release {
 	t.Helper()
-	h, err := HelmConfig(t, c, ns).Releases.History(name)
+	h, err := records.V1sOf(HelmConfig(t, c, ns).Releases.History(name))
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("history of %s: %v", name, err)
 	}

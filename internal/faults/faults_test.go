@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -213,16 +213,16 @@ func converged(t *testing.T, ns string, names []string, replicas int64) {
 			}
 			seen[r.Version] = true
 			switch r.Info.Status {
-			case release.StatusPendingInstall, release.StatusPendingUpgrade, release.StatusPendingRollback:
+			case common.StatusPendingInstall, common.StatusPendingUpgrade, common.StatusPendingRollback:
 				t.Errorf("%s: revision %d is %s", n, r.Version, r.Info.Status)
-			case release.StatusDeployed:
+			case common.StatusDeployed:
 				deployed++
 			}
 			if r.Version > newest.Version {
 				newest = r
 			}
 		}
-		if deployed != 1 || newest.Info.Status != release.StatusDeployed {
+		if deployed != 1 || newest.Info.Status != common.StatusDeployed {
 			t.Errorf("%s: %d deployed revisions; newest %d is %s", n, deployed, newest.Version, newest.Info.Status)
 		}
 		if got, _ := newest.Config["replicas"].(float64); int64(got) != replicas {
@@ -410,7 +410,7 @@ func records(t *testing.T, ns string, revision int) revisionRecords {
 		}
 	}
 	for _, s := range newestOf {
-		if s.Labels["status"] == release.StatusDeployed.String() {
+		if s.Labels["status"] == common.StatusDeployed.String() {
 			r.deployed++
 		}
 	}

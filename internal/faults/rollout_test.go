@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -106,14 +107,14 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 		crtest.WaitCondition(t, k8s, rolloutGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 		deployedOnNew, newest := 0, (*release.Release)(nil)
 		for _, rel := range crtest.History(t, cluster, ns, n) {
-			if rel.Labels[rrecords.LabelChartDigest] == ro.Spec.To && (rel.Info.Status == release.StatusDeployed || rel.Info.Status == release.StatusSuperseded) {
+			if rel.Labels[rrecords.LabelChartDigest] == ro.Spec.To && (rel.Info.Status == common.StatusDeployed || rel.Info.Status == common.StatusSuperseded) {
 				deployedOnNew++
 			}
 			if newest == nil || rel.Version > newest.Version {
 				newest = rel
 			}
 		}
-		if deployedOnNew != 1 || newest.Info.Status != release.StatusDeployed || newest.Labels[rrecords.LabelChartDigest] != ro.Spec.To {
+		if deployedOnNew != 1 || newest.Info.Status != common.StatusDeployed || newest.Labels[rrecords.LabelChartDigest] != ro.Spec.To {
 			t.Errorf("%s: %d deployed revisions of chart %s; newest %d %s of chart %s", n, deployedOnNew, ro.Spec.To, newest.Version, newest.Info.Status, newest.Labels[rrecords.LabelChartDigest])
 		}
 	}
@@ -168,7 +169,7 @@ func TestRolloutPerShard(t *testing.T) {
 	}
 	for n := range names {
 		h := crtest.History(t, cluster, ns, n)
-		if len(h) != 2 || h[1].Info.Status != release.StatusDeployed {
+		if len(h) != 2 || h[1].Info.Status != common.StatusDeployed {
 			t.Errorf("%s: %d revisions", n, len(h))
 		}
 	}

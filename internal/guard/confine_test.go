@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -8,9 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/client-go/rest"
 
 	"github.com/rudder-operator/rudder/internal/guard/guardtest"
@@ -154,15 +156,15 @@ func TestLookupConfined(t *testing.T) {
 		g := &Guard{conf: confinement(nil), mapper: guardtest.Mapper()}
 		cfg := &rest.Config{Host: srv.URL}
 		cfg.Wrap(g.Wrap)
-		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "0.1.0", APIVersion: "v2"}, Templates: []*chart.File{{
+		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "0.1.0", APIVersion: "v2"}, Templates: []*common.File{{
 			Name: "templates/cm.yaml",
 			Data: []byte(`data: {{ (lookup "v1" "Secret" .Values.ns "s").data | toJson | quote }}`),
 		}}}
-		vals, err := chartutil.ToRenderValues(ch, map[string]any{"ns": ns}, chartutil.ReleaseOptions{Name: "r", Namespace: "tenant"}, nil)
+		vals, err := commonutil.ToRenderValues(ch, map[string]any{"ns": ns}, common.ReleaseOptions{Name: "r", Namespace: "tenant"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := engine.New(cfg).Render(ch, vals)
+		out, err := engine.New(cfg).RenderWithContext(context.Background(), ch, vals)
 		return out, g, err
 	}
 

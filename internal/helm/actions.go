@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,7 +64,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true})
+	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,8 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.Description = req.Description
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
-	rel, err := in.RunWithContext(ctx, rendered, req.Values)
+	helm3(in)
+	rel, err := v1Run(in.RunWithContext(ctx, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	r.made(req, rel, err)
 	if err = InstallResult(r.result(err)); errors.Is(err, ErrNameInUse) {
@@ -132,7 +135,7 @@ func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Rele
 
 // renderFor renders the chart of an install or upgrade of run r on a worker, with the
 // cluster's capabilities and the run's lookups.
-func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts chartutil.ReleaseOptions) (*chart.Chart, error) {
+func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts common.ReleaseOptions) (*chart.Chart, error) {
 	up, lk, err := c.upstream(r)
 	if err != nil {
 		return nil, err
@@ -189,7 +192,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	if err := c.applyCRDs(r, req, mode); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
+	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +206,9 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.MaxHistory = req.MaxHistory
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
-	rel, err := up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values)
+	up.WaitStrategy, up.PostRenderStrategy = kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
+	up.ServerSideApply = "auto" // the release's recorded apply method: client-side for every record Helm 3 wrote
+	rel, err := v1Run(up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	req.Replaced = r.kube.replaced
 	r.settle(req.ReleaseName, err)
@@ -240,6 +245,7 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 	rb.Timeout = s.Limits.Timeout()
 	rb.Version = req.To
 	rb.MaxHistory = req.MaxHistory
+	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
 	err = rb.Run(req.Name)
 	req.Replaced = r.kube.replaced
 	r.settle(req.Name, err)
@@ -254,7 +260,7 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 	if err != nil {
 		return err
 	}
-	last, err := r.conf.Releases.Last(name)
+	last, err := v1Run(r.conf.Releases.Last(name))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
@@ -270,6 +276,7 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 	un := action.NewUninstall(r.conf)
 	un.Description = description
 	un.Timeout = s.Limits.Timeout()
+	un.WaitStrategy = kube.HookOnlyStrategy
 	_, err = un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
@@ -336,3 +343,19 @@ func (c *Client) httpClient(s Scope) (*http.Client, error) {
 
 // hookAnnotation is what marks a template's object as a Helm hook.
 var hookAnnotation = []byte("helm.sh/hook")
+
+// helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps: a
+// client-side apply, no wait but for hooks, and the post-renderer given the manifest alone
+// (rudder marks the hooks itself, as it stores them).
+func helm3(in *action.Install) {
+	in.ServerSideApply, in.WaitStrategy, in.PostRenderStrategy = false, kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
+}
+
+// v1Run is what an action returned, as the v1 release it is.
+func v1Run(rel hrelease.Releaser, err error) (*release.Release, error) {
+	v, verr := records.V1(rel)
+	if verr != nil && err == nil {
+		err = verr
+	}
+	return v, err
+}

@@ -3,14 +3,16 @@ package helm
 import (
 	"path/filepath"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli/values"
-	"helm.sh/helm/v3/pkg/getter"
-	"helm.sh/helm/v3/pkg/lint/support"
-	"helm.sh/helm/v3/pkg/strvals"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/cli/values"
+	"helm.sh/helm/v4/pkg/getter"
+	"helm.sh/helm/v4/pkg/strvals"
 )
 
 // Helm's charts and values language, as the packages above the Helm layer use them: a chart
@@ -20,7 +22,7 @@ import (
 type Chart = chart.Chart
 
 // Capabilities are what a render knows of the cluster (.Capabilities).
-type Capabilities = chartutil.Capabilities
+type Capabilities = common.Capabilities
 
 // LoadChart loads the chart at path (a directory or an archive).
 func LoadChart(path string) (*Chart, error) { return loader.Load(path) }
@@ -28,9 +30,9 @@ func LoadChart(path string) (*Chart, error) { return loader.Load(path) }
 // CopyChart is a private copy of ch, loaded anew from the files it was loaded from: Helm's
 // actions modify the chart they are given.
 func CopyChart(ch *Chart) (*Chart, error) {
-	files := make([]*loader.BufferedFile, 0, len(ch.Raw))
+	files := make([]*archive.BufferedFile, 0, len(ch.Raw))
 	for _, f := range ch.Raw {
-		files = append(files, &loader.BufferedFile{Name: f.Name, Data: f.Data})
+		files = append(files, &archive.BufferedFile{Name: f.Name, Data: f.Data})
 	}
 	return loader.LoadFiles(files)
 }
@@ -38,9 +40,9 @@ func CopyChart(ch *Chart) (*Chart, error) {
 // NewCapabilities are Helm's default capabilities with kubeVersion ("": Helm's default) and
 // apiVersions added.
 func NewCapabilities(kubeVersion string, apiVersions ...string) (*Capabilities, error) {
-	caps := chartutil.DefaultCapabilities.Copy()
+	caps := common.DefaultCapabilities.Copy()
 	if kubeVersion != "" {
-		kv, err := chartutil.ParseKubeVersion(kubeVersion)
+		kv, err := common.ParseKubeVersion(kubeVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -50,14 +52,14 @@ func NewCapabilities(kubeVersion string, apiVersions ...string) (*Capabilities, 
 	return caps, nil
 }
 
-// MergeValues merges src into dst, dst winning, as Helm merges tables (chartutil.MergeTables),
+// MergeValues merges src into dst, dst winning, as Helm merges tables (commonutil.MergeTables),
 // and returns dst.
-func MergeValues(dst, src map[string]any) map[string]any { return chartutil.MergeTables(dst, src) }
+func MergeValues(dst, src map[string]any) map[string]any { return commonutil.MergeTables(dst, src) }
 
 // CoalesceValues is dst over src as Helm layers a user's values over a chart's defaults
-// (chartutil.CoalesceTables: a null in dst removes the key).
+// (commonutil.CoalesceTables: a null in dst removes the key).
 func CoalesceValues(dst, src map[string]any) map[string]any {
-	return chartutil.CoalesceTables(dst, src)
+	return commonutil.CoalesceTables(dst, src)
 }
 
 // ParseSet sets one `--set` expression ("a.b=c") into dest.

@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/kube"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -76,7 +77,7 @@ type Client struct {
 	// show yet (see Head).
 	written *records.Written
 	writers map[identity]*http.Client
-	caps    *chartutil.Capabilities
+	caps    *common.Capabilities
 }
 
 // identity is who acts in a namespace: rudder ("") or one of its ServiceAccounts.
@@ -156,7 +157,8 @@ func (c *Client) driver(s Scope) (*records.Driver, error) {
 		secrets = cs
 	}
 	d := records.NewDriver(secrets.Secrets(s.Namespace))
-	d.Log, d.MemoKey = c.debug(s), s.Namespace+"/"+s.ServiceAccount
+	d.SetLogger(c.helmLog(s))
+	d.MemoKey = s.Namespace + "/" + s.ServiceAccount
 	d.Track(s.Namespace, c.written)
 	c.drivers[id] = d
 	return d, nil
@@ -171,11 +173,9 @@ func (c *Client) logger(s Scope) logr.Logger {
 	return log
 }
 
-// debug is Helm's debug log of a scope's actions.
-func (c *Client) debug(s Scope) func(string, ...any) {
-	log := c.logger(s)
-	return func(format string, v ...any) { log.V(2).Info(strings.TrimSpace(fmt.Sprintf(format, v...))) }
-}
+// helmLog is Helm's log of a scope's actions: the scope's logger, Helm's debug lines at V(4)
+// (logr's mapping of slog's levels).
+func (c *Client) helmLog(s Scope) slog.Handler { return logr.ToSlogHandler(c.logger(s)) }
 
 // run is one action's configuration, with the guard its requests go through.
 type run struct {
@@ -251,9 +251,9 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	cfg := c.restConfig(s)
 	cfg.Wrap(g.Wrap)
 	getter := &restClientGetter{cfg: cfg, namespace: s.Namespace, mapper: c.mapper, discovery: c.disc}
-	debug := c.debug(s)
+	log := c.helmLog(s)
 	kc := kube.New(getter)
-	kc.Log = debug
+	kc.SetLogger(log)
 	r := &run{scope: s, guard: g, config: cfg, log: c.logger(s)}
 	scoper := guard.NewScoper(c.mapper, CRDFiles(st.chart))
 	var marker *hookMarker
@@ -275,9 +275,10 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 		return r.checkHookOwners(ctx, c.mapper, scoper, rel)
 	}}
 	store := storage.Init(r.records)
-	store.Log = debug
+	store.SetLogger(log)
 	r.kube = &kubeClient{Client: kc, getter: getter, ctx: ctx}
-	r.conf = &action.Configuration{RESTClientGetter: getter, KubeClient: r.kube, Releases: store, Capabilities: caps, Log: debug}
+	r.conf = action.NewConfiguration(action.ConfigurationSetLogger(log))
+	r.conf.RESTClientGetter, r.conf.KubeClient, r.conf.Releases, r.conf.Capabilities = getter, r.kube, store, caps
 	return r, nil
 }
 
@@ -302,7 +303,7 @@ func (r *run) result(err error) error {
 
 // capabilities are the cluster's, read once (Helm would invalidate discovery and read them at
 // every action); installing CRDs forgets them.
-func (c *Client) capabilities() (*chartutil.Capabilities, error) {
+func (c *Client) capabilities() (*common.Capabilities, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.caps != nil {
@@ -316,10 +317,10 @@ func (c *Client) capabilities() (*chartutil.Capabilities, error) {
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, fmt.Errorf("reading the served API versions: %w", err)
 	}
-	c.caps = &chartutil.Capabilities{
+	c.caps = &common.Capabilities{
 		APIVersions: apis,
-		KubeVersion: chartutil.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
-		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+		KubeVersion: common.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
+		HelmVersion: common.DefaultCapabilities.HelmVersion,
 	}
 	return c.caps, nil
 }
@@ -336,7 +337,7 @@ func (c *Client) forgetCapabilities() {
 // mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
 // the manifest post-rendered as rudder applies it — labels, owner annotation and owner
 // references — and the hooks, all checked against the request's confinement.
-func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*view.Release, error) {
+func Render(req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*view.Release, error) {
 	pool, err := render.Default()
 	if err != nil {
 		return nil, err
@@ -344,21 +345,22 @@ func Render(req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) 
 	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps))
 }
 
-func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *chartutil.Capabilities) (*release.Release, error) {
+func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*release.Release, error) {
 	// The capabilities a client-only install renders with.
-	rc := chartutil.DefaultCapabilities.Copy()
+	rc := common.DefaultCapabilities.Copy()
 	if caps != nil {
 		rc.KubeVersion = caps.KubeVersion
 		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
 	}
 	rendered, err := renderChart(ctx, pool, mapper, req,
-		chartutil.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil)
+		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	in := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
+	helm3(in)
 	in.SkipSchemaValidation = true // validated by the render
-	in.ClientOnly, in.DryRun, in.Replace = true, true, true
+	in.DryRunStrategy, in.Replace = action.DryRunClient, true
 	in.ReleaseName = req.ReleaseName
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
@@ -370,7 +372,7 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 		in.KubeVersion = &kv
 		in.APIVersions = caps.APIVersions
 	}
-	rel, err := in.Run(rendered, req.Values)
+	rel, err := v1Run(in.Run(rendered, req.Values))
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,10 +36,12 @@ const crdServedTimeout = time.Minute
 // alone fails such an install, since it maps every object before it creates any. Each CRD is
 // created as the post-renderer marked it, with Helm's ownership marks, and the request goes
 // through the action's guard and identity; Helm's install or upgrade then adopts it into the
-// release as its own. A manifest that is not the post-renderer's, or with no such CRD, is left
-// to Helm.
-func (k *kubeClient) createOwnCRDs(manifest string) error {
-	objs := k.post.objectsOf(manifest)
+// release as its own. The objects are the post-renderer's last Run's: Helm 4 stores them again
+// in a text of its own (each document re-written, with a "# Source" line per file), which it
+// builds first in an upgrade after the current revision's manifest; a manifest with no such
+// CRD is left to Helm.
+func (k *kubeClient) createOwnCRDs() error {
+	objs := k.post.objects
 	if objs == nil || len(k.post.crds) == 0 {
 		return nil
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -16,11 +16,11 @@ func ValidateValues(ch *chart.Chart, values map[string]any) error {
 	if len(ch.Schema) == 0 {
 		return nil
 	}
-	vals, err := chartutil.CoalesceValues(ch, values)
+	vals, err := commonutil.CoalesceValues(ch, values)
 	if err != nil {
 		return err
 	}
-	return chartutil.ValidateAgainstSchema(ch, vals)
+	return commonutil.ValidateAgainstSchema(ch, vals)
 }
 
 // ChartRef is a chart as status.release.chart, Events and revision descriptions name it:

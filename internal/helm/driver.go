@@ -2,15 +2,18 @@ package helm
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
 	"sync/atomic"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -65,30 +68,41 @@ type checkedDriver struct {
 	lost   atomic.Bool
 }
 
-func (d *checkedDriver) Get(key string) (*release.Release, error) {
-	rls, err := d.Driver.Get(key)
-	d.marker.markHooks(rls)
-	return rls, err
+func (d *checkedDriver) Get(key string) (hrelease.Releaser, error) {
+	r, err := d.Driver.Get(key)
+	d.markHooks(r)
+	return r, err
 }
 
-func (d *checkedDriver) List(filter func(*release.Release) bool) ([]*release.Release, error) {
+func (d *checkedDriver) List(filter func(hrelease.Releaser) bool) ([]hrelease.Releaser, error) {
 	rls, err := d.Driver.List(filter)
 	for _, r := range rls {
-		d.marker.markHooks(r)
+		d.markHooks(r)
 	}
 	return rls, err
 }
 
-func (d *checkedDriver) Query(labels map[string]string) ([]*release.Release, error) {
+func (d *checkedDriver) Query(labels map[string]string) ([]hrelease.Releaser, error) {
 	rls, err := d.Driver.Query(labels)
 	for _, r := range rls {
-		d.marker.markHooks(r)
+		d.markHooks(r)
 	}
 	return rls, err
 }
 
-func (d *checkedDriver) Update(key string, rls *release.Release) error {
-	if d.stamp && d.failedFacts != nil && rls.Info != nil && rls.Info.Status == release.StatusFailed {
+// markHooks marks the hooks of r, a v1 release (storage holds no other).
+func (d *checkedDriver) markHooks(r hrelease.Releaser) {
+	if rls, err := records.V1(r); err == nil {
+		d.marker.markHooks(rls)
+	}
+}
+
+func (d *checkedDriver) Update(key string, r hrelease.Releaser) error {
+	rls, err := records.V1(r)
+	if err != nil {
+		return err
+	}
+	if d.stamp && d.failedFacts != nil && rls.Info != nil && rls.Info.Status == common.StatusFailed {
 		// The revision failed: its record says so among the release's facts at once, not
 		// only once the pass writes what it learned (a process killed before then).
 		labels := maps.Clone(rls.Labels)
@@ -107,14 +121,18 @@ func (d *checkedDriver) Update(key string, rls *release.Release) error {
 		labels[records.LabelTestResult] = result
 		rls.Labels = labels
 	}
-	err := d.Driver.Update(key, rls)
+	err = d.Driver.Update(key, rls)
 	if err != nil {
 		d.lost.Store(true)
 	}
 	return err
 }
 
-func (d *checkedDriver) Create(key string, rls *release.Release) error {
+func (d *checkedDriver) Create(key string, r hrelease.Releaser) error {
+	rls, err := records.V1(r)
+	if err != nil {
+		return err
+	}
 	if d.revision != 0 && rls.Version != d.revision {
 		return &UnavailableError{Err: fmt.Errorf("revision %d of %s was rendered as revision %d: its history moved on during the action",
 			rls.Version, rls.Name, d.revision)}
@@ -181,7 +199,7 @@ type Marks struct {
 // actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
 func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
 	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
-	st.Log = func(string, ...any) {}
+	st.SetLogger(slog.DiscardHandler)
 	return st
 }
 

@@ -3,7 +3,7 @@ package helm
 import (
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/rudder-operator/rudder/internal/records"
 )

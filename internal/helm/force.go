@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,8 +33,8 @@ func ImmutableField(err error) bool {
 // Update is Helm's. With force, when Helm's update failed on an immutable field, the objects
 // whose patch the API server refuses as immutable are deleted and created as the target has
 // them, and Helm's update runs once more for the rest.
-func (k *kubeClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
-	res, err := k.Client.Update(original, target, force)
+func (k *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	res, err := k.Client.Update(original, target, opts...)
 	if err == nil || !k.force || !ImmutableField(err) {
 		return res, err
 	}
@@ -46,7 +46,7 @@ func (k *kubeClient) Update(original, target kube.ResourceList, force bool) (*ku
 	case len(replaced) == 0:
 		return res, err
 	}
-	return k.Client.Update(original, target, force)
+	return k.Client.Update(original, target, opts...)
 }
 
 // replaceImmutable replaces each object of target whose update the API server refuses as

@@ -3,19 +3,23 @@ package helm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/kube"
-	corev1 "k8s.io/api/core/v1"
+	"helm.sh/helm/v4/pkg/kube"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	kjson "sigs.k8s.io/json"
 )
 
@@ -42,6 +46,9 @@ type kubeClient struct {
 	replaced []string
 	// ctx is the action's: its waits (a CRD served, an object deleted) end with it.
 	ctx context.Context
+	// serverSide: the action applies its objects server-side (else client-side, as Helm 3
+	// did; see Create).
+	serverSide bool
 }
 
 // context is the action's context (Helm's KubeClient methods take none).
@@ -62,7 +69,7 @@ func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error
 	if err != nil {
 		return nil, err
 	}
-	if err := k.createOwnCRDs(string(data)); err != nil {
+	if err := k.createOwnCRDs(); err != nil {
 		return nil, err
 	}
 	if infos, ok := k.infos(string(data)); ok {
@@ -222,30 +229,41 @@ func jsonCopy(v any) any {
 // wait returns the context's cause, and its requests, made through the action's guard, are
 // cancelled with it (see guard.bind), so Helm's own wait ends as soon as it looks again.
 
-func (k *kubeClient) Wait(resources kube.ResourceList, timeout time.Duration) error {
-	return k.untilDone("waiting for the objects to be ready", func() error { return k.Client.Wait(resources, timeout) })
+// GetWaiter is Helm's waiter of strategy ws, whose waits end with the action's context: Helm's
+// own (kube.WithWaitContext), and, whatever a wait does meanwhile, rudder's (untilDone).
+func (k *kubeClient) GetWaiter(ws kube.WaitStrategy) (kube.Waiter, error) {
+	return k.GetWaiterWithOptions(ws)
 }
 
-func (k *kubeClient) WaitWithJobs(resources kube.ResourceList, timeout time.Duration) error {
-	return k.untilDone("waiting for the objects and jobs to be ready", func() error { return k.Client.WaitWithJobs(resources, timeout) })
+// GetWaiterWithOptions is GetWaiter with Helm's wait options.
+func (k *kubeClient) GetWaiterWithOptions(ws kube.WaitStrategy, opts ...kube.WaitOption) (kube.Waiter, error) {
+	w, err := k.Client.GetWaiterWithOptions(ws, append(opts, kube.WithWaitContext(k.context()))...)
+	if err != nil {
+		return nil, err
+	}
+	return &ctxWaiter{Waiter: w, k: k}, nil
 }
 
-func (k *kubeClient) WatchUntilReady(resources kube.ResourceList, timeout time.Duration) error {
-	return k.untilDone("waiting for the hooks to complete", func() error { return k.Client.WatchUntilReady(resources, timeout) })
+// ctxWaiter is a Helm waiter whose waits end with the action's context (see untilDone).
+type ctxWaiter struct {
+	kube.Waiter
+	k *kubeClient
 }
 
-func (k *kubeClient) WaitForDelete(resources kube.ResourceList, timeout time.Duration) error {
-	return k.untilDone("waiting for the objects to be deleted", func() error { return k.Client.WaitForDelete(resources, timeout) })
+func (w *ctxWaiter) Wait(resources kube.ResourceList, timeout time.Duration) error {
+	return w.k.untilDone("waiting for the objects to be ready", func() error { return w.Waiter.Wait(resources, timeout) })
 }
 
-func (k *kubeClient) WaitAndGetCompletedPodPhase(name string, timeout time.Duration) (corev1.PodPhase, error) {
-	phase := corev1.PodUnknown
-	err := k.untilDone("waiting for pod "+name, func() error {
-		p, err := k.Client.WaitAndGetCompletedPodPhase(name, timeout)
-		phase = p
-		return err
-	})
-	return phase, err
+func (w *ctxWaiter) WaitWithJobs(resources kube.ResourceList, timeout time.Duration) error {
+	return w.k.untilDone("waiting for the objects and jobs to be ready", func() error { return w.Waiter.WaitWithJobs(resources, timeout) })
+}
+
+func (w *ctxWaiter) WatchUntilReady(resources kube.ResourceList, timeout time.Duration) error {
+	return w.k.untilDone("waiting for the hooks to complete", func() error { return w.Waiter.WatchUntilReady(resources, timeout) })
+}
+
+func (w *ctxWaiter) WaitForDelete(resources kube.ResourceList, timeout time.Duration) error {
+	return w.k.untilDone("waiting for the objects to be deleted", func() error { return w.Waiter.WaitForDelete(resources, timeout) })
 }
 
 // untilDone runs wait, and returns when it does or when the action's context ends, whichever
@@ -263,4 +281,62 @@ func (k *kubeClient) untilDone(what string, wait func() error) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%s: %w", what, context.Cause(ctx))
 	}
+}
+
+// Create is Helm's create of objects. Helm 4 makes every client-side create of the process
+// one at a time, behind one mutex (helm.sh/helm/v4 pkg/kube, createResource): for rudder,
+// which installs many releases at once, that would queue every install's creates behind every
+// other's. A client-side create here is Helm 3's, which Helm 4's repeats but for the mutex:
+// the objects of one kind at once, kind after kind in the order given, each a POST as the
+// field manager Helm names, again on a conflict. A server-side apply is Helm's own.
+func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
+	if k.serverSide {
+		return k.Client.Create(resources, opts...)
+	}
+	if len(resources) == 0 {
+		return nil, kube.ErrNoObjectsVisited
+	}
+	var errs []error
+	for start := 0; start < len(resources); {
+		kind := resources[start].Object.GetObjectKind().GroupVersionKind().Kind
+		end := start + 1
+		for end < len(resources) && resources[end].Object.GetObjectKind().GroupVersionKind().Kind == kind {
+			end++
+		}
+		batch := make([]error, end-start)
+		var wg sync.WaitGroup
+		for i, info := range resources[start:end] {
+			wg.Go(func() { batch[i] = createObject(info) })
+		}
+		wg.Wait()
+		errs = append(errs, batch...)
+		start = end
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &kube.Result{Created: resources}, nil
+}
+
+// createObject creates info's object as Helm's client-side create does.
+func createObject(info *resource.Info) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(fieldManager()).Create(info.Namespace, true, info.Object)
+		if err != nil {
+			return err
+		}
+		return info.Refresh(obj, true)
+	})
+}
+
+// fieldManager is the field manager Helm's client names its writes with: kube.ManagedFieldsManager
+// when set, else the program's name.
+func fieldManager() string {
+	if kube.ManagedFieldsManager != "" {
+		return kube.ManagedFieldsManager
+	}
+	if os.Args[0] == "" {
+		return "unknown"
+	}
+	return filepath.Base(os.Args[0])
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -89,7 +89,7 @@ func TestCreateReadsTheAnswersMetadata(t *testing.T) {
 		}
 		errs := make([]error, len(infos))
 		for i, info := range infos {
-			_, errs[i] = k.Create(kube.ResourceList{info})
+			_, errs[i] = k.Create(kube.ResourceList{info}, kube.ClientCreateOptionServerSideApply(false, false)) // as rudder creates (Helm 3's client-side apply)
 		}
 		return infos, errs, srv.bodies
 	}

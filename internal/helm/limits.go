@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/rudder-operator/rudder/internal/guard"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/guard"
 
 	"go.yaml.in/yaml/v2"
-	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

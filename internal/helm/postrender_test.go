@@ -12,10 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rudder-operator/rudder/internal/guard/guardtest"
-
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/guard/guardtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -80,8 +80,8 @@ func TestManifestOfAnUnservedKind(t *testing.T) {
 }
 
 func TestHasHooks(t *testing.T) {
-	plain := &chart.Chart{Metadata: &chart.Metadata{Name: "p"}, Templates: []*chart.File{{Name: "templates/a.yaml", Data: []byte("kind: ConfigMap")}}}
-	hooked := &chart.Chart{Metadata: &chart.Metadata{Name: "h"}, Templates: []*chart.File{{Name: "templates/h.yaml", Data: []byte(`annotations: {"helm.sh/hook": pre-install}`)}}}
+	plain := &chart.Chart{Metadata: &chart.Metadata{Name: "p"}, Templates: []*common.File{{Name: "templates/a.yaml", Data: []byte("kind: ConfigMap")}}}
+	hooked := &chart.Chart{Metadata: &chart.Metadata{Name: "h"}, Templates: []*common.File{{Name: "templates/h.yaml", Data: []byte(`annotations: {"helm.sh/hook": pre-install}`)}}}
 	parent := &chart.Chart{Metadata: &chart.Metadata{Name: "parent"}}
 	parent.SetDependencies(plain, hooked)
 	if hasHooks(plain) || !hasHooks(hooked) || !hasHooks(parent) {

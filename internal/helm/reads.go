@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/rudder-operator/rudder/internal/records"
@@ -21,7 +21,7 @@ func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, erro
 		return nil, err
 	}
 	st := storage.Init(d.WithContext(ctx))
-	st.Log = d.Log
+	st.SetLogger(d.Logger().Handler())
 	return st, nil
 }
 
@@ -40,7 +40,7 @@ func (c *Client) Last(ctx context.Context, s Scope, name string) (*view.Release,
 		}
 	}
 	st := storage.Init(d)
-	st.Log = d.Log
+	st.SetLogger(d.Logger().Handler())
 	return viewOf(records.Last(st, name))
 }
 

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -53,7 +54,7 @@ func (l Limits) renderLimits() render.Limits {
 // checks what it made (guard.Confinement.CheckRendered), and returns the chart to give Helm's
 // action. up, when set, is where the render's lookups go; without it they find nothing. refs
 // resolves what the release's objects name that it does not make (nil: nothing is).
-func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts chartutil.ReleaseOptions, caps *chartutil.Capabilities, up *render.Upstream, refs guard.ReferenceReader) (*chart.Chart, error) {
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
@@ -74,7 +75,7 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	// What Helm's action does to the chart it is given (dependencies processed, import-values
 	// merged) it does to the rendered one, which has none: do it to the chart the release
 	// record keeps.
-	if err := chartutil.ProcessDependenciesWithMerge(req.Chart, req.Values); err != nil {
+	if err := chartutil.ProcessDependencies(req.Chart, req.Values); err != nil {
 		return nil, err
 	}
 	return renderedChart(req.Chart, res), nil
@@ -110,10 +111,10 @@ func renderedChart(orig *chart.Chart, res *render.Result) *chart.Chart {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		out.Templates = append(out.Templates, &chart.File{Name: strings.TrimPrefix(k, prefix), Data: []byte(escapeTemplate(res.Files[k]))})
+		out.Templates = append(out.Templates, &common.File{Name: strings.TrimPrefix(k, prefix), Data: []byte(escapeTemplate(res.Files[k]))})
 	}
 	for i, crd := range res.CRDs {
-		out.Files = append(out.Files, &chart.File{Name: fmt.Sprintf("crds/%03d-%s", i, path.Base(crd.Name)), Data: crd.Data})
+		out.Files = append(out.Files, &common.File{Name: fmt.Sprintf("crds/%03d-%s", i, path.Base(crd.Name)), Data: crd.Data})
 	}
 	return out
 }

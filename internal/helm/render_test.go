@@ -6,13 +6,14 @@ import (
 	"reflect"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -20,11 +21,11 @@ import (
 // out-of-process render must match.
 func helmRender(t *testing.T, ch *chart.Chart, values map[string]any) *release.Release {
 	t.Helper()
-	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	in.ClientOnly, in.DryRun, in.Replace = true, true, true
+	in := action.NewInstall(action.NewConfiguration())
+	in.DryRunStrategy, in.Replace = action.DryRunClient, true
 	in.ReleaseName, in.Namespace = "fidelity", "ns"
 	in.KubeVersion = &testCaps().KubeVersion
-	rel, err := in.Run(ch, values)
+	rel, err := records.V1Of(in.Run(ch, values))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,19 +33,19 @@ func helmRender(t *testing.T, ch *chart.Chart, values map[string]any) *release.R
 }
 
 // file is a chart file.
-func file(name, data string) *chart.File { return &chart.File{Name: name, Data: []byte(data)} }
+func file(name, data string) *common.File { return &common.File{Name: name, Data: []byte(data)} }
 
 // fidelityChart exercises what Helm does around the render: a subchart under two aliases, one
 // disabled by a condition, import-values, a library chart, crds/ in a subchart, hooks, NOTES
 // and output holding template delimiters.
 func fidelityChart() *chart.Chart {
 	lib := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "lib", Version: "1.0.0", Type: "library"},
-		Templates: []*chart.File{file("templates/_names.tpl", `{{- define "lib.name" -}}{{ .Release.Name }}-{{ .Chart.Name }}{{- end -}}`)}}
+		Templates: []*common.File{file("templates/_names.tpl", `{{- define "lib.name" -}}{{ .Release.Name }}-{{ .Chart.Name }}{{- end -}}`)}}
 	sub := func() *chart.Chart {
 		return &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "sub", Version: "1.0.0"},
 			Values:    map[string]any{"port": float64(80), "exported": map[string]any{"color": "blue"}},
-			Templates: []*chart.File{file("templates/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}\nspec:\n  ports: [{port: {{ .Values.port }}}]\n")},
-			Files:     []*chart.File{file("crds/thing.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n")}}
+			Templates: []*common.File{file("templates/svc.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}\nspec:\n  ports: [{port: {{ .Values.port }}}]\n")},
+			Files:     []*common.File{file("crds/thing.yaml", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: things.example.com}\n")}}
 	}
 	top := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "top", Version: "0.1.0", Dependencies: []*chart.Dependency{
 		{Name: "lib", Version: "1.0.0"},
@@ -53,7 +54,7 @@ func fidelityChart() *chart.Chart {
 		{Name: "sub", Version: "1.0.0", Alias: "off", Condition: "off.enabled"},
 	}},
 		Values: map[string]any{"front": map[string]any{"port": float64(8080)}, "back": map[string]any{"enabled": true}, "off": map[string]any{"enabled": false}},
-		Templates: []*chart.File{
+		Templates: []*common.File{
 			file("templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"lib.name\" . }}\ndata:\n  color: {{ .Values.imported.color | default \"none\" }}\n  tmpl: '{{ \"{{ .Values.x }}\" }} }} {{ \"{{{\" }}'\n  revision: {{ .Release.Revision | quote }}\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"),
 			file("templates/hook.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations: {helm.sh/hook: pre-install}\nspec: {containers: [{name: c, image: busybox}]}\n"),
 			file("templates/_helpers.tpl", `{{ define "unused" }}x{{ end }}`),
@@ -93,7 +94,7 @@ func TestRenderMatchesHelm(t *testing.T) {
 			req := &Request{Scope: Scope{Confinement: guard.Measuring(guard.Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds()})},
 				ReleaseName: "fidelity", Chart: got, Values: values}
 			pool := testPool(t)
-			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, chartutil.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
+			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, common.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
 				testCaps(), nil, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -135,9 +136,9 @@ func testPool(t *testing.T) *render.Pool {
 	return p
 }
 
-func testCaps() *chartutil.Capabilities {
-	c := chartutil.DefaultCapabilities.Copy()
-	c.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+func testCaps() *common.Capabilities {
+	c := common.DefaultCapabilities.Copy()
+	c.KubeVersion = common.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	return c
 }
 

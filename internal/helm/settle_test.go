@@ -3,15 +3,17 @@ package helm
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v4/pkg/action"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -25,19 +27,18 @@ func settleRun(t *testing.T, cs *fake.Clientset) *run {
 	t.Helper()
 	records := &checkedDriver{Driver: records.NewDriver(cs.CoreV1().Secrets("ns")),
 		check: func(*release.Release) error { return nil }}
-	return &run{records: records, log: logr.Discard(), conf: &action.Configuration{
-		Releases: storage.Init(records), KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
-		Capabilities: chartutil.DefaultCapabilities, Log: t.Logf,
-	}}
+	conf := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	conf.Releases, conf.KubeClient, conf.Capabilities = storage.Init(records), &kubefake.PrintingKubeClient{Out: io.Discard}, chartcommon.DefaultCapabilities
+	return &run{records: records, log: logr.Discard(), conf: conf}
 }
 
-func statuses(t *testing.T, cs *fake.Clientset) map[int]release.Status {
+func statuses(t *testing.T, cs *fake.Clientset) map[int]common.Status {
 	t.Helper()
-	hist, err := storage.Init(records.NewDriver(cs.CoreV1().Secrets("ns"))).History("web")
+	hist, err := records.V1sOf(storage.Init(records.NewDriver(cs.CoreV1().Secrets("ns"))).History("web"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int]release.Status{}
+	out := map[int]common.Status{}
 	for _, r := range hist {
 		out[r.Version] = r.Info.Status
 	}
@@ -59,7 +60,7 @@ func failUpdateOnce(cs *fake.Clientset, secret string) {
 }
 
 var settleChart = &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "web", Version: "0.1.0"},
-	Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  n: {{ .Values.n | quote }}\n")}}}
+	Templates: []*chartcommon.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  n: {{ .Values.n | quote }}\n")}}}
 
 func settleInstall(t *testing.T, cs *fake.Clientset) {
 	t.Helper()
@@ -90,12 +91,12 @@ func TestSettleSupersedesWhatALostUpdateLeftDeployed(t *testing.T) {
 		upgrades int
 		fail     string
 		act      func(*run) error
-		want     map[int]release.Status
+		want     map[int]common.Status
 	}{
 		{"upgrade", 0, "sh.helm.release.v1.web.v1", settleUpgrade,
-			map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusDeployed}},
+			map[int]common.Status{1: common.StatusSuperseded, 2: common.StatusDeployed}},
 		{"rollback", 1, "sh.helm.release.v1.web.v2", rollback,
-			map[int]release.Status{1: release.StatusSuperseded, 2: release.StatusSuperseded, 3: release.StatusDeployed}},
+			map[int]common.Status{1: common.StatusSuperseded, 2: common.StatusSuperseded, 3: common.StatusDeployed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset()
@@ -114,7 +115,7 @@ func TestSettleSupersedesWhatALostUpdateLeftDeployed(t *testing.T) {
 			}
 			deployed := 0
 			for _, s := range statuses(t, cs) {
-				if s == release.StatusDeployed {
+				if s == common.StatusDeployed {
 					deployed++
 				}
 			}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/action"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
+	"github.com/rudder-operator/rudder/internal/records"
 	view "github.com/rudder-operator/rudder/internal/release"
 )
 
@@ -23,7 +24,16 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	rt := action.NewReleaseTesting(r.conf)
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
-	rel, err := rt.Run(name)
+	reli, shutdown, err := rt.Run(name)
+	// Helm 4 leaves the hooks' deletion (their delete policies) to the caller, for it to read
+	// their logs first: rudder reads none.
+	if serr := shutdown(); err == nil {
+		err = serr
+	}
+	rel, verr := records.V1(reli)
+	if err == nil {
+		err = verr
+	}
 	return View(rel), r.result(err)
 }
 

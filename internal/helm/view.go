@@ -3,10 +3,10 @@ package helm
 import (
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	view "github.com/rudder-operator/rudder/internal/release"
@@ -22,7 +22,7 @@ func View(rel *release.Release) *view.Release {
 		Labels: rel.Labels, Manifest: rel.Manifest, Source: rel}
 	if i := rel.Info; i != nil {
 		v.Status, v.Description = view.Status(i.Status), i.Description
-		v.FirstDeployed, v.LastDeployed, v.Deleted = i.FirstDeployed.Time, i.LastDeployed.Time, i.Deleted.Time
+		v.FirstDeployed, v.LastDeployed, v.Deleted = i.FirstDeployed, i.LastDeployed, i.Deleted
 	}
 	if rel.Chart != nil && rel.Chart.Metadata != nil {
 		m := rel.Chart.Metadata
@@ -30,7 +30,7 @@ func View(rel *release.Release) *view.Release {
 	}
 	for _, h := range rel.Hooks {
 		vh := &view.Hook{Name: h.Name, Kind: h.Kind, Path: h.Path, Manifest: h.Manifest, Weight: h.Weight,
-			LastRun: view.HookRun{StartedAt: h.LastRun.StartedAt.Time, CompletedAt: h.LastRun.CompletedAt.Time, Phase: string(h.LastRun.Phase)}}
+			LastRun: view.HookRun{StartedAt: h.LastRun.StartedAt, CompletedAt: h.LastRun.CompletedAt, Phase: string(h.LastRun.Phase)}}
 		for _, e := range h.Events {
 			vh.Events = append(vh.Events, string(e))
 		}
@@ -79,7 +79,7 @@ func CRDFiles(ch *chart.Chart) []guard.CRDFile {
 // sortRendered sorts a render's files as Helm's action will: the manifests, in install order,
 // and the hooks, seen as rudder's view of them (ok false: Helm cannot sort them, and its action
 // says why).
-func sortRendered(files map[string]string, caps *chartutil.Capabilities) (manifests []string, hooks []*view.Hook, ok bool) {
+func sortRendered(files map[string]string, caps *common.Capabilities) (manifests []string, hooks []*view.Hook, ok bool) {
 	in := make(map[string]string, len(files))
 	for k, v := range files {
 		if !strings.HasSuffix(k, "NOTES.txt") {

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	helmtime "helm.sh/helm/v3/pkg/time"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
 	view "github.com/rudder-operator/rudder/internal/release"
 )
@@ -14,9 +14,9 @@ import (
 // TestViewStatusesAreHelms: rudder's release statuses are the words of the Helm SDK in go.mod,
 // every one of them, so that a record's status reads the same through the view.
 func TestViewStatusesAreHelms(t *testing.T) {
-	for _, s := range []release.Status{release.StatusUnknown, release.StatusDeployed, release.StatusUninstalled,
-		release.StatusSuperseded, release.StatusFailed, release.StatusUninstalling, release.StatusPendingInstall,
-		release.StatusPendingUpgrade, release.StatusPendingRollback} {
+	for _, s := range []common.Status{common.StatusUnknown, common.StatusDeployed, common.StatusUninstalled,
+		common.StatusSuperseded, common.StatusFailed, common.StatusUninstalling, common.StatusPendingInstall,
+		common.StatusPendingUpgrade, common.StatusPendingRollback} {
 		v := View(&release.Release{Info: &release.Info{Status: s}})
 		if string(v.Status) != s.String() || v.Status.IsPending() != s.IsPending() {
 			t.Errorf("Helm's %q is rudder's %q (pending %t, Helm's %t)", s, v.Status, v.Status.IsPending(), s.IsPending())
@@ -31,10 +31,10 @@ func TestView(t *testing.T) {
 	at := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "web", Version: "1.2.0", AppVersion: "2"}}
 	rel := &release.Release{Name: "r", Namespace: "ns", Version: 3, Chart: ch, Manifest: "m", Labels: map[string]string{"k": "v"},
-		Info: &release.Info{Status: release.StatusDeployed, Description: "d", LastDeployed: helmtime.Time{Time: at}},
+		Info: &release.Info{Status: common.StatusDeployed, Description: "d", LastDeployed: at},
 		Hooks: []*release.Hook{{Name: "t", Kind: "Pod", Events: []release.HookEvent{release.HookTest},
 			DeletePolicies: []release.HookDeletePolicy{release.HookBeforeHookCreation},
-			LastRun:        release.HookExecution{Phase: release.HookPhaseFailed, CompletedAt: helmtime.Time{Time: at}}}}}
+			LastRun:        release.HookExecution{Phase: release.HookPhaseFailed, CompletedAt: at}}}}
 	v := View(rel)
 	switch {
 	case v.Name != "r" || v.Namespace != "ns" || v.Version != 3 || v.Status != view.StatusDeployed || v.Description != "d":

@@ -92,7 +92,7 @@ func sameAsYAMLv2(t *testing.T, obj map[string]any) bool {
 // Strings are made of pieces: common ones most of the time, and ones that sit on either side
 // of what a plain scalar may be.
 var (
-	common = []string{"a", "b", "Z", "k10", "k9", "k09", "-", ".", "/", ":", " ", "0", "1", "01", "3", "f", "e", "T", "y",
+	commonPieces = []string{"a", "b", "Z", "k10", "k9", "k09", "-", ".", "/", ":", " ", "0", "1", "01", "3", "f", "e", "T", "y",
 		"true", "Gi", "m", "nginx:1.27", "app.kubernetes.io/name", "3f2a9c1e-8b7d-4e6f", "echo hello world", "x"}
 	awkward = []string{"_", ": ", "  ", "#", " #", "0x", "0b", "0o", "E", "z", "yes", "no", "On", "NULL", "~", "'", "\"", "{",
 		"}", "[", ",", "*", "&", "!", "|", ">", "%", "@", "`", "é", "\t", "\n", "2024-01-01", "1e3", "1_0", "12:30", ".inf", "=",
@@ -105,7 +105,7 @@ func randomString(rnd *rand.Rand) string {
 		if rnd.IntN(10) == 0 {
 			sb.WriteString(awkward[rnd.IntN(len(awkward))])
 		} else {
-			sb.WriteString(common[rnd.IntN(len(common))])
+			sb.WriteString(commonPieces[rnd.IntN(len(commonPieces))])
 		}
 	}
 	return sb.String()

@@ -19,8 +19,8 @@ import (
 )
 
 // helmNameInUse is Helm's install refusing a name its own look at storage finds taken
-// (helm.sh/helm/v3 pkg/action/install.go, availableName); it has no typed error for it.
-const helmNameInUse = "cannot re-use a name that is still in use"
+// (helm.sh/helm/v4 pkg/action/install.go, availableName; Helm 3 spelled it "re-use"); it has no typed error for it.
+const helmNameInUse = "cannot reuse a name that is still in use"
 
 // HelmNameInUse reports whether err is Helm's install refusing a release name that is taken.
 func HelmNameInUse(err error) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,13 +13,14 @@ import (
 	"syscall"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,8 +39,9 @@ import (
 // Each test makes the library say the words libtext decides on, at the version go.mod pins.
 
 func helmConfig(kc kube.Interface) *action.Configuration {
-	return &action.Configuration{Releases: storage.Init(driver.NewMemory()), KubeClient: kc,
-		Capabilities: chartutil.DefaultCapabilities, Log: func(string, ...any) {}}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	cfg.Releases, cfg.KubeClient, cfg.Capabilities = storage.Init(driver.NewMemory()), kc, common.DefaultCapabilities
+	return cfg
 }
 
 func quietKube() *kubefake.FailingKubeClient {
@@ -47,7 +50,7 @@ func quietKube() *kubefake.FailingKubeClient {
 
 func testChart() *chart.Chart {
 	return &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "words", Version: "0.1.0"},
-		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: words\n")}}}
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: words\n")}}}
 }
 
 func install(t *testing.T, cfg *action.Configuration, name string) error {
@@ -114,10 +117,11 @@ func TestHelmRollbackTarget(t *testing.T) {
 	if err := rb.Run("back"); err != nil {
 		t.Fatal(err)
 	}
-	rel, err := cfg.Releases.Get("back", 3)
+	reli, err := cfg.Releases.Get("back", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rel := reli.(*release.Release)
 	if to, ok := libtext.HelmRollbackTarget(rel.Info.Description); !ok || to != 1 {
 		t.Fatalf("Helm's rollback to 1 describes its revision as %q: HelmRollbackTarget reads %d, %v", rel.Info.Description, to, ok)
 	}

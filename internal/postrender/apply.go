@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/releaseutil"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 

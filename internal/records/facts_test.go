@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v4/pkg/release/common"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -42,7 +42,7 @@ func TestFactsRoundTripThroughLabels(t *testing.T) {
 // The release's facts are those of the newest record that carries its own: a rollback's copy
 // of an older revision's facts is not them.
 func TestNewestHeadTakesTheNewestOwnFacts(t *testing.T) {
-	rec := func(version int, status release.Status, facts *Facts, of int) *Head {
+	rec := func(version int, status common.Status, facts *Facts, of int) *Head {
 		l := map[string]string{"version": itoa(version), "status": string(status)}
 		if facts != nil {
 			for k, v := range facts.Labels(of) {
@@ -54,14 +54,14 @@ func TestNewestHeadTakesTheNewestOwnFacts(t *testing.T) {
 	old := &Facts{RollbackTo: HandledValue("1")}
 	cur := &Facts{RollbackTo: HandledValue("2"), Applied: &Applied{Generation: 3, ChartDigest: "c"}}
 	h := NewestHead([]*Head{
-		rec(1, release.StatusSuperseded, old, 1),
-		rec(2, release.StatusSuperseded, cur, 2),
-		rec(3, release.StatusDeployed, old, 1), // helm rollback to 1: a copy of its labels
+		rec(1, common.StatusSuperseded, old, 1),
+		rec(2, common.StatusSuperseded, cur, 2),
+		rec(3, common.StatusDeployed, old, 1), // helm rollback to 1: a copy of its labels
 	})
 	if h.Revision != 3 || h.Facts == nil || !h.Facts.Equal(cur) || h.Facts.Of != 2 {
 		t.Fatalf("newest %d with facts %+v, want revision 2's", h.Revision, h.Facts)
 	}
-	if h := NewestHead([]*Head{rec(1, release.StatusDeployed, nil, 0)}); h.Facts != nil {
+	if h := NewestHead([]*Head{rec(1, common.StatusDeployed, nil, 0)}); h.Facts != nil {
 		t.Fatalf("an older rudder's record read with facts %+v", h.Facts)
 	}
 }

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 )
 
 // What a Client and a Memory read and repair of a release's history, on Helm's storage.
@@ -17,7 +18,7 @@ func Last(st *storage.Storage, name string) (*release.Release, error) {
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
-	return rel, err
+	return V1Of(rel, err)
 }
 
 func Revision(st *storage.Storage, name string, version int) (*release.Release, error) {
@@ -25,14 +26,18 @@ func Revision(st *storage.Storage, name string, version int) (*release.Release, 
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
-	return rel, err
+	return V1Of(rel, err)
 }
 
 func LastDeployed(st *storage.Storage, name string, before int) (*release.Release, error) {
-	hist, err := st.History(name)
+	rs, err := st.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	hist, err := V1s(rs)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +46,7 @@ func LastDeployed(st *storage.Storage, name string, before int) (*release.Releas
 		if r.Version >= before {
 			continue
 		}
-		if st := r.Info.Status; st != release.StatusDeployed && st != release.StatusSuperseded {
+		if st := r.Info.Status; st != common.StatusDeployed && st != common.StatusSuperseded {
 			continue
 		}
 		if best == nil || r.Version > best.Version {
@@ -63,14 +68,14 @@ func LastDeployed(st *storage.Storage, name string, before int) (*release.Releas
 // and values.) Nothing else writes the revision between the read and the write: the operation
 // that left it is gone, and a release's passes take turns.
 func Unlock(st *storage.Storage, rel *release.Release) (now *release.Release, unlocked bool, err error) {
-	now, err = st.Get(rel.Name, rel.Version)
+	now, err = V1Of(st.Get(rel.Name, rel.Version))
 	if err != nil {
 		return nil, false, err
 	}
 	if !now.Info.Status.IsPending() {
 		return now, false, nil
 	}
-	now.SetStatus(release.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", now.Info.Status))
+	now.SetStatus(common.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", now.Info.Status))
 	if err := st.Update(now); err != nil {
 		return nil, false, err
 	}
@@ -79,17 +84,21 @@ func Unlock(st *storage.Storage, rel *release.Release) (now *release.Release, un
 
 // SupersedeOlder marks every deployed revision of a release but the newest superseded.
 func SupersedeOlder(st *storage.Storage, name string) ([]int, error) {
-	deployed, err := st.DeployedAll(name)
+	all, err := st.DeployedAll(name)
 	if errors.Is(err, driver.ErrNoDeployedReleases) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	deployed, err := V1s(all)
+	if err != nil {
+		return nil, err
+	}
 	releaseutil.SortByRevision(deployed)
 	var marked []int
 	for _, rel := range deployed[:max(len(deployed)-1, 0)] {
-		rel.Info.Status = release.StatusSuperseded
+		rel.Info.Status = common.StatusSuperseded
 		if err := st.Update(rel); err != nil {
 			return marked, fmt.Errorf("marking revision %d of %s superseded: %w", rel.Version, name, err)
 		}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strconv"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -47,24 +47,24 @@ func ForeignRecords() labels.Selector {
 func (d *Driver) query(want map[string]string) ([]*release.Release, error) {
 	name := want["name"]
 	if d.mode == QueryHelm || d.own == nil || name == "" || want["owner"] != "helm" {
-		return d.Secrets.Query(want)
+		return V1sOf(d.Secrets.Query(want))
 	}
 	own, err := cachedRecords(d.own, d.namespace, name)
 	if err != nil {
-		return d.Secrets.Query(want)
+		return V1sOf(d.Secrets.Query(want))
 	}
 	if d.mode == QueryInstall {
 		if d.foreign == nil || len(own) > 0 {
-			return d.Secrets.Query(want)
+			return V1sOf(d.Secrets.Query(want))
 		}
 		foreign, err := cachedRecords(d.foreign, d.namespace, name)
 		if err != nil || len(foreign) > 0 {
-			return d.Secrets.Query(want)
+			return V1sOf(d.Secrets.Query(want))
 		}
 		return nil, driver.ErrReleaseNotFound
 	}
 	if len(own) == 0 {
-		return d.Secrets.Query(want)
+		return V1sOf(d.Secrets.Query(want))
 	}
 	return d.readThrough(name, own, want)
 }
@@ -93,7 +93,7 @@ func (d *Driver) Newest(name string) (rel *release.Release, ok bool, err error) 
 	if newest == 0 {
 		return nil, false, nil
 	}
-	rel, err = d.Get(recordName(name, newest))
+	rel, err = V1Of(d.Get(recordName(name, newest)))
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		return nil, false, nil
@@ -101,7 +101,7 @@ func (d *Driver) Newest(name string) (rel *release.Release, ok bool, err error) 
 		return nil, false, err
 	}
 	for v := newest + 1; ; v++ {
-		next, err := d.Get(recordName(name, v))
+		next, err := V1Of(d.Get(recordName(name, v)))
 		switch {
 		case errors.Is(err, driver.ErrReleaseNotFound):
 			return rel, true, nil
@@ -127,7 +127,7 @@ func (d *Driver) readThrough(name string, cached []metav1.PartialObjectMetadata,
 		if !sel.Matches(labels.Set(l)) {
 			continue
 		}
-		rel, err := d.Get(cached[i].Name)
+		rel, err := V1Of(d.Get(cached[i].Name))
 		switch {
 		case errors.Is(err, driver.ErrReleaseNotFound):
 			continue // deleted since the cache saw it
@@ -137,7 +137,7 @@ func (d *Driver) readThrough(name string, cached []metav1.PartialObjectMetadata,
 		out = append(out, rel)
 	}
 	for v := newest + 1; ; v++ {
-		rel, err := d.Get(recordName(name, v))
+		rel, err := V1Of(d.Get(recordName(name, v)))
 		if errors.Is(err, driver.ErrReleaseNotFound) {
 			break
 		}

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +45,7 @@ func records(t *testing.T, cs *fake.Clientset, seen map[string]bool, revs ...*re
 	return ownB.Build(), foreignB.Build()
 }
 
-func rev(name string, version int, st release.Status, ours bool) *release.Release {
+func rev(name string, version int, st common.Status, ours bool) *release.Release {
 	r := testRelease(version, st)
 	r.Name = name
 	if !ours {
@@ -68,11 +69,11 @@ func verbs(cs *fake.Clientset) map[string]int {
 func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	cs := fake.NewClientset()
 	seen := map[string]bool{recordName("ours", 1): true, recordName("theirs", 7): true}
-	own, foreign := records(t, cs, seen, rev("ours", 1, release.StatusDeployed, true),
-		rev("theirs", 7, release.StatusDeployed, false), rev("late", 1, release.StatusDeployed, false))
+	own, foreign := records(t, cs, seen, rev("ours", 1, common.StatusDeployed, true),
+		rev("theirs", 7, common.StatusDeployed, false), rev("late", 1, common.StatusDeployed, false))
 	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryInstall, "ns", own, foreign)
 	q := func(name string) ([]*release.Release, error) {
-		return d.Query(map[string]string{"name": name, "owner": "helm"})
+		return V1sOf(d.Query(map[string]string{"name": name, "owner": "helm"}))
 	}
 	cs.ClearActions()
 	if _, err := q("free"); !errors.Is(err, driver.ErrReleaseNotFound) {
@@ -95,7 +96,7 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	if _, err := q("late"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("late: %v", err)
 	}
-	if err := d.Create(recordName("late", 1), rev("late", 1, release.StatusPendingInstall, true)); !errors.Is(err, driver.ErrReleaseExists) {
+	if err := d.Create(recordName("late", 1), rev("late", 1, common.StatusPendingInstall, true)); !errors.Is(err, driver.ErrReleaseExists) {
 		t.Fatalf("revision 1 of a name the caches had not seen: %v, want ErrReleaseExists", err)
 	}
 	// Without a cache of the others' records, the check is Helm's.
@@ -112,16 +113,16 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 func TestUpgradeReadsHistoryByName(t *testing.T) {
 	cs := fake.NewClientset()
 	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true}
-	own, foreign := records(t, cs, seen, rev("web", 1, release.StatusSuperseded, true),
-		rev("web", 2, release.StatusSuperseded, true), rev("web", 3, release.StatusDeployed, true))
+	own, foreign := records(t, cs, seen, rev("web", 1, common.StatusSuperseded, true),
+		rev("web", 2, common.StatusSuperseded, true), rev("web", 3, common.StatusDeployed, true))
 	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryUpgrade, "ns", own, foreign)
 	st := storage.Init(d)
 	cs.ClearActions()
-	last, err := st.Last("web")
+	last, err := V1Of(st.Last("web"))
 	if err != nil || last.Version != 3 {
 		t.Fatalf("last: %v %v, want revision 3 (which the cache has not seen)", last, err)
 	}
-	deployed, err := st.Deployed("web")
+	deployed, err := V1Of(st.Deployed("web"))
 	if err != nil || deployed.Version != 3 {
 		t.Fatalf("deployed: %v %v, want revision 3", deployed, err)
 	}
@@ -137,8 +138,8 @@ func TestUpgradeReadsHistoryByName(t *testing.T) {
 func TestNewestByName(t *testing.T) {
 	cs := fake.NewClientset()
 	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true, recordName("gone", 4): true}
-	own, foreign := records(t, cs, seen, rev("web", 1, release.StatusSuperseded, true),
-		rev("web", 2, release.StatusSuperseded, true), rev("web", 3, release.StatusDeployed, true), rev("gone", 4, release.StatusDeployed, true))
+	own, foreign := records(t, cs, seen, rev("web", 1, common.StatusSuperseded, true),
+		rev("web", 2, common.StatusSuperseded, true), rev("web", 3, common.StatusDeployed, true), rev("gone", 4, common.StatusDeployed, true))
 	if err := cs.CoreV1().Secrets("ns").Delete(context.Background(), recordName("gone", 4), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,7 +90,7 @@ func (d *Driver) WithContext(ctx context.Context) *Driver {
 	bound.written, bound.writtenNS = d.written, d.writtenNS
 	nd := &Driver{Secrets: driver.NewSecrets(bound), impl: bound, namespace: d.namespace, mode: d.mode, own: d.own, foreign: d.foreign,
 		unsure: map[string]bool{}, MemoKey: d.MemoKey, written: d.written, writtenNS: d.writtenNS}
-	nd.Log = d.Log
+	nd.SetLogger(d.Logger().Handler())
 	return nd
 }
 
@@ -168,7 +169,13 @@ func (s storedRecords) List(ctx context.Context, opts metav1.ListOptions) (*core
 
 // Query finds the records with labels (see QueryMode); a failure is remembered for the
 // release name it was about.
-func (d *Driver) Query(labels map[string]string) ([]*release.Release, error) {
+func (d *Driver) Query(labels map[string]string) ([]hrelease.Releaser, error) {
+	rls, err := d.queryV1(labels)
+	return releasers(rls, err)
+}
+
+// queryV1 is Query's records, as v1 releases.
+func (d *Driver) queryV1(labels map[string]string) ([]*release.Release, error) {
 	rls, err := d.query(labels)
 	if name := labels["name"]; name != "" {
 		d.mu.Lock()
@@ -184,13 +191,17 @@ func (d *Driver) Query(labels map[string]string) ([]*release.Release, error) {
 
 // Create stores a new record; ErrReleaseExists when the Secret exists, or when it is a first
 // revision of a name that has other revisions.
-func (d *Driver) Create(key string, rls *release.Release) error {
+func (d *Driver) Create(key string, r hrelease.Releaser) error {
+	rls, err := V1(r)
+	if err != nil {
+		return err
+	}
 	if rls.Version == 1 {
 		d.mu.Lock()
 		unsure := d.unsure[rls.Name]
 		d.mu.Unlock()
 		if unsure {
-			hist, err := d.Query(map[string]string{"name": rls.Name, "owner": "helm"})
+			hist, err := d.queryV1(map[string]string{"name": rls.Name, "owner": "helm"})
 			switch {
 			case err == nil && len(hist) > 0:
 				return driver.ErrReleaseExists
@@ -213,7 +224,11 @@ func (d *Driver) Create(key string, rls *release.Release) error {
 }
 
 // Update replaces a record.
-func (d *Driver) Update(key string, rls *release.Release) error {
+func (d *Driver) Update(key string, r hrelease.Releaser) error {
+	rls, err := V1(r)
+	if err != nil {
+		return err
+	}
 	obj, err := releaseSecret(key, rls, "modifiedAt")
 	if err != nil {
 		return fmt.Errorf("update: failed to encode release %q: %w", rls.Name, err)
@@ -224,7 +239,7 @@ func (d *Driver) Update(key string, rls *release.Release) error {
 	return nil
 }
 
-// releaseSecret is the Secret Helm 3 stores a revision in: the release's own labels, a
+// releaseSecret is the Secret Helm 3 and Helm 4 store a revision in: the release's own labels, a
 // timestamp label (createdAt or modifiedAt, as Helm sets on create and update), and the labels
 // Helm queries by.
 func releaseSecret(key string, rls *release.Release, stamp string) (*corev1.Secret, error) {

@@ -11,9 +11,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,11 +23,11 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-func testRelease(version int, status release.Status) *release.Release {
+func testRelease(version int, status common.Status) *release.Release {
 	return &release.Release{
 		Name: "web", Namespace: "ns", Version: version,
 		Info:     &release.Info{Status: status, Description: "rudder install"},
-		Chart:    &chart.Chart{Metadata: &chart.Metadata{Name: "web", Version: "0.1.0"}, Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
+		Chart:    &chart.Chart{Metadata: &chart.Metadata{Name: "web", Version: "0.1.0"}, Templates: []*chartcommon.File{{Name: "templates/cm.yaml", Data: []byte("kind: ConfigMap")}}},
 		Config:   map[string]any{"replicas": 2},
 		Manifest: "---\nkind: ConfigMap\n",
 		Labels:   map[string]string{LabelOwnerUID: "uid-1", LabelValuesDigest: "abc"},
@@ -43,8 +45,8 @@ func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 	const key = "sh.helm.release.v1.web.v1"
 
 	for i, step := range []func(d driver.Driver) error{
-		func(d driver.Driver) error { return d.Create(key, testRelease(1, release.StatusPendingInstall)) },
-		func(d driver.Driver) error { return d.Update(key, testRelease(1, release.StatusDeployed)) },
+		func(d driver.Driver) error { return d.Create(key, testRelease(1, common.StatusPendingInstall)) },
+		func(d driver.Driver) error { return d.Update(key, testRelease(1, common.StatusDeployed)) },
 	} {
 		if err := step(od); err != nil {
 			t.Fatalf("step %d, rudder: %v", i, err)
@@ -81,15 +83,15 @@ func TestSecretsDriverWritesWhatHelmWrites(t *testing.T) {
 	}
 
 	// Helm reads rudder's record back.
-	got, err := driver.NewSecrets(ours.CoreV1().Secrets("ns")).Get(key)
+	got, err := V1Of(driver.NewSecrets(ours.CoreV1().Secrets("ns")).Get(key))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Info.Status != release.StatusDeployed || got.Config["replicas"] != float64(2) || got.Labels[LabelOwnerUID] != "uid-1" {
+	if got.Info.Status != common.StatusDeployed || got.Config["replicas"] != float64(2) || got.Labels[LabelOwnerUID] != "uid-1" {
 		t.Errorf("read back: status %s config %v labels %v", got.Info.Status, got.Config, got.Labels)
 	}
 	// A second create of the same revision is refused the way Helm's storage expects.
-	if err := od.Create(key, testRelease(1, release.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
+	if err := od.Create(key, testRelease(1, common.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
 		t.Errorf("second create: %v, want ErrReleaseExists", err)
 	}
 }
@@ -101,7 +103,7 @@ func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
 	cs := fake.NewClientset()
 	d := NewDriver(cs.CoreV1().Secrets("ns"))
 	for _, v := range []int{2, 3} {
-		if err := d.Create(fmt.Sprintf("sh.helm.release.v1.web.v%d", v), testRelease(v, release.StatusSuperseded)); err != nil {
+		if err := d.Create(fmt.Sprintf("sh.helm.release.v1.web.v%d", v), testRelease(v, common.StatusSuperseded)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -116,7 +118,7 @@ func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
 	if _, err := d.Query(map[string]string{"name": "web", "owner": "helm"}); err == nil {
 		t.Fatal("the first query should fail")
 	}
-	if err := d.Create("sh.helm.release.v1.web.v1", testRelease(1, release.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
+	if err := d.Create("sh.helm.release.v1.web.v1", testRelease(1, common.StatusPendingInstall)); !errors.Is(err, driver.ErrReleaseExists) {
 		t.Fatalf("create of revision 1 over revisions 2 and 3: %v, want ErrReleaseExists", err)
 	}
 	if _, err := cs.CoreV1().Secrets("ns").Get(context.Background(), "sh.helm.release.v1.web.v1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -128,7 +130,7 @@ func TestSecretsDriverLooksAgainAfterAFailedQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := lists
-	if err := d.Create("sh.helm.release.v1.api.v1", testRelease(1, release.StatusPendingInstall)); err != nil {
+	if err := d.Create("sh.helm.release.v1.api.v1", testRelease(1, common.StatusPendingInstall)); err != nil {
 		t.Fatal(err)
 	}
 	if lists != before {
@@ -170,10 +172,10 @@ func TestRecordCompression(t *testing.T) {
 		}
 		return zipped[8], len(zipped)
 	}
-	if xfl, _ := level(testRelease(1, release.StatusDeployed)); xfl != 4 {
+	if xfl, _ := level(testRelease(1, common.StatusDeployed)); xfl != 4 {
 		t.Errorf("a small record's gzip header has XFL %d, want 4 (fastest)", xfl)
 	}
-	big := testRelease(1, release.StatusDeployed)
+	big := testRelease(1, common.StatusDeployed)
 	rnd := rand.New(rand.NewPCG(1, 2))
 	text := make([]byte, 2*bigRecord)
 	for i := range text {

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/yaml"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/rudder-operator/rudder/internal/postrender"
@@ -19,12 +19,12 @@ import (
 
 func testChart(tmpl string) *Tree {
 	return &Tree{Metadata: &chart.Metadata{APIVersion: "v2", Name: "t", Version: "0.1.0"},
-		Templates: []*chart.File{{Name: "templates/t.yaml", Data: []byte(tmpl)}}}
+		Templates: []*common.File{{Name: "templates/t.yaml", Data: []byte(tmpl)}}}
 }
 
 func job(tmpl string, values map[string]any) *Job {
-	return &Job{Chart: testChart(tmpl), Values: values, Caps: chartutil.DefaultCapabilities,
-		Options: chartutil.ReleaseOptions{Name: "r", Namespace: "ns", Revision: 1, IsInstall: true}, MaxBytes: 64 << 20}
+	return &Job{Chart: testChart(tmpl), Values: values, Caps: common.DefaultCapabilities,
+		Options: common.ReleaseOptions{Name: "r", Namespace: "ns", Revision: 1, IsInstall: true}, MaxBytes: 64 << 20}
 }
 
 // TestRenderBounds: a render that recurses, loops or allocates without end is stopped at its

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/rudder-operator/rudder/internal/postrender"
 )
@@ -21,8 +21,8 @@ import (
 type Job struct {
 	Chart   *Tree
 	Values  Values
-	Options chartutil.ReleaseOptions
-	Caps    *chartutil.Capabilities
+	Options common.ReleaseOptions
+	Caps    *common.Capabilities
 	// Lookups: a template's lookup reaches the API server (through the parent); otherwise it
 	// finds nothing, as in `helm template`.
 	Lookups bool
@@ -43,7 +43,7 @@ type Job struct {
 // files of the charts that stay enabled, named by their full path.
 type Result struct {
 	Files map[string]string
-	CRDs  []*chart.File
+	CRDs  []*common.File
 	// Error is the render's own error (a template that fails), as Helm words it.
 	Error string
 	// PostRender: Error is a post-renderer's, not the chart's.
@@ -65,10 +65,10 @@ func (e *PostRenderError) Error() string { return "post-rendering: " + e.Msg }
 type Tree struct {
 	Metadata     *chart.Metadata
 	Lock         *chart.Lock
-	Templates    []*chart.File
+	Templates    []*common.File
 	Values       Values
 	Schema       []byte
-	Files        []*chart.File
+	Files        []*common.File
 	Dependencies []*Tree
 }
 
@@ -133,7 +133,7 @@ func typed(v any) any {
 			m[k] = typed(e)
 		}
 		return m
-	case chartutil.Values:
+	case common.Values:
 		return typed(map[string]any(t))
 	case []any:
 		s := make([]any, len(t))

@@ -15,9 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/client-go/rest"
 )
 
@@ -157,16 +158,16 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
+	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
-	rv, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, job.Options, job.Caps, false)
+	rv, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, job.Options, job.Caps, false)
 	if err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
 	var files map[string]string
 	if job.Lookups {
-		files, err = engine.New(lookups).Render(ch, rv)
+		files, err = engine.New(lookups).RenderWithContext(context.Background(), ch, rv)
 	} else {
 		files, err = engine.Render(ch, rv)
 	}
@@ -187,7 +188,7 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 	}
 	res := &Result{Files: files}
 	for _, crd := range ch.CRDObjects() {
-		res.CRDs = append(res.CRDs, &chart.File{Name: crd.Filename, Data: crd.File.Data})
+		res.CRDs = append(res.CRDs, &common.File{Name: crd.Filename, Data: crd.File.Data})
 	}
 	return res
 }

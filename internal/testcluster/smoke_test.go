@@ -2,23 +2,24 @@ package testcluster_test
 
 import (
 	"context"
-	"github.com/rudder-operator/rudder/internal/crtest"
 	"os"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 	"testing"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -201,8 +202,8 @@ func TestHelmSDKReleaseVisibleToCLI(t *testing.T) {
 	settings := cli.New()
 	settings.KubeConfig = cluster.Kubeconfig
 	settings.SetNamespace(ns)
-	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", t.Logf); err != nil {
+	cfg := action.NewConfiguration()
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret"); err != nil {
 		t.Fatal(err)
 	}
 	ch, err := loader.Load("testdata/smokechart")
@@ -210,7 +211,7 @@ func TestHelmSDKReleaseVisibleToCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := action.NewInstall(cfg)
-	in.ReleaseName, in.Namespace = "smoke", ns
+	in.ReleaseName, in.Namespace, in.WaitStrategy = "smoke", ns, kube.HookOnlyStrategy
 	if _, err := in.Run(ch, map[string]any{"greeting": "hi"}); err != nil {
 		t.Fatalf("install (kubeVersion >=1.23 must accept the server's version): %v", err)
 	}

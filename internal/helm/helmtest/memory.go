@@ -1,21 +1,23 @@
 package helmtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"sync"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chartutil"
-	kubefake "helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/kube"
+	kubefake "helm.sh/helm/v4/pkg/kube/fake"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,7 +43,9 @@ type Memory struct {
 	// is stored (the fake client builds no objects to create); an UpdateError fails an upgrade
 	// or a rollback the same way. Helm records either failure.
 	Kube *kubefake.FailingKubeClient
-	// Manifest, when set, is what every install and upgrade renders instead of the chart.
+	// Manifest, when set, is what every install and upgrade stores as its revision's manifest
+	// instead of the chart's (Helm 4 parses what a post-renderer returns: it cannot be
+	// unreadable there).
 	Manifest string
 	// Objects are what Install and Upgrade report of the objects they made (helm.Request.Objects).
 	Objects []*unstructured.Unstructured
@@ -57,12 +61,33 @@ func NewMemory() *Memory {
 // storage is the release storage of namespace ns, marking new revisions as st says.
 func (m *Memory) storage(ns string, marks helm.Marks) *storage.Storage {
 	m.store.SetNamespace(ns)
-	return helm.StoreMarked(m.store, marks)
+	return helm.StoreMarked(manifestStore{Memory: m.store, manifest: m.Manifest}, marks)
+}
+
+// manifestStore is a memory driver that stores manifest, when set, as every new revision's.
+type manifestStore struct {
+	*driver.Memory
+	manifest string
+}
+
+func (s manifestStore) Create(key string, r hrelease.Releaser) error {
+	if rel, err := records.V1(r); err == nil && s.manifest != "" && rel.Info != nil && rel.Info.Status.IsPending() {
+		rel.Manifest = s.manifest
+	}
+	return s.Memory.Create(key, r)
+}
+
+func (s manifestStore) Update(key string, r hrelease.Releaser) error {
+	if rel, err := records.V1(r); err == nil && s.manifest != "" && rel.Info != nil && rel.Info.Status.IsPending() {
+		rel.Manifest = s.manifest
+	}
+	return s.Memory.Update(key, r)
 }
 
 func (m *Memory) config(ns string, st helm.Marks) *action.Configuration {
-	return &action.Configuration{Releases: m.storage(ns, st), KubeClient: m.Kube, Capabilities: chartutil.DefaultCapabilities,
-		Log: func(string, ...any) {}}
+	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
+	cfg.Releases, cfg.KubeClient, cfg.Capabilities = m.storage(ns, st), m.Kube, common.DefaultCapabilities
+	return cfg
 }
 
 // Seed stores rel as the next revision, as it is (a history found in storage).
@@ -83,7 +108,7 @@ func (m *Memory) Seed(rel *release.Release) {
 func (m *Memory) History(ns, name string) []*release.Release {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hist, _ := m.storage(ns, helm.Marks{}).History(name)
+	hist, _ := records.V1sOf(m.storage(ns, helm.Marks{}).History(name))
 	releaseutil.SortByRevision(hist)
 	return hist
 }
@@ -110,7 +135,7 @@ func (m *Memory) Revision(_ context.Context, s helm.Scope, name string, version 
 func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.Head, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hist, err := m.storage(s.Namespace, helm.Marks{}).History(name)
+	hist, err := records.V1sOf(m.storage(s.Namespace, helm.Marks{}).History(name))
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, err
 	}
@@ -126,9 +151,9 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release,
 	defer m.mu.Unlock()
 	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	in.ReleaseName, in.Namespace, in.Labels, in.Description = req.ReleaseName, req.Scope.Namespace, req.Labels(), req.Description
-	in.PostRenderer = m.postRenderer()
-	in.Wait = true
-	rel, err := in.RunWithContext(ctx, req.Chart, req.Values)
+	in.ServerSideApply, in.PostRenderStrategy = false, action.PostRenderStrategyNoHooks
+	in.WaitStrategy = kube.StatusWatcherStrategy // the fake's Wait fails as Kube.WaitError says
+	rel, err := records.V1Of(in.RunWithContext(ctx, req.Chart, req.Values))
 	if err = helm.InstallResult(err); errors.Is(err, helm.ErrNameInUse) {
 		return nil, err
 	}
@@ -140,8 +165,8 @@ func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release,
 	defer m.mu.Unlock()
 	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
-	up.PostRenderer = m.postRenderer()
-	rel, err := up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values)
+	up.ServerSideApply, up.PostRenderStrategy, up.WaitStrategy = "auto", action.PostRenderStrategyNoHooks, kube.HookOnlyStrategy
+	rel, err := records.V1Of(up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values))
 	return helm.View(rel), m.made(req, err)
 }
 
@@ -158,6 +183,7 @@ func (m *Memory) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackReq
 	defer m.mu.Unlock()
 	rb := action.NewRollback(m.config(s.Namespace, helm.Marks{Description: req.Description, Rollback: true}))
 	rb.Version, rb.MaxHistory = req.To, req.MaxHistory
+	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
 	return rb.Run(req.Name)
 }
 
@@ -166,6 +192,7 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 	defer m.mu.Unlock()
 	un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
 	un.Description = description
+	un.WaitStrategy = kube.HookOnlyStrategy
 	_, err := un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
@@ -202,7 +229,7 @@ func (m *Memory) Relabel(_ context.Context, s helm.Scope, name string, keys []st
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.storage(s.Namespace, helm.Marks{})
-	hist, err := st.History(name)
+	hist, err := records.V1sOf(st.History(name))
 	if err != nil {
 		return err
 	}
@@ -228,7 +255,7 @@ func (m *Memory) WriteFacts(_ context.Context, s helm.Scope, name string, versio
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.storage(s.Namespace, helm.Marks{})
-	r, err := st.Get(name, version)
+	r, err := records.V1Of(st.Get(name, version))
 	if err != nil {
 		return err
 	}
@@ -242,20 +269,6 @@ func (m *Memory) WriteFacts(_ context.Context, s helm.Scope, name string, versio
 	return st.Update(r)
 }
 
-// postRenderer replaces what the chart renders with Manifest, when it is set.
-func (m *Memory) postRenderer() manifestOverride {
-	return manifestOverride(m.Manifest)
-}
-
-type manifestOverride string
-
-func (o manifestOverride) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
-	if o == "" {
-		return rendered, nil
-	}
-	return bytes.NewBufferString(string(o)), nil
-}
-
 // Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
 // Kube.WatchUntilReadyError fails it.
 func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*view.Release, error) {
@@ -264,7 +277,15 @@ func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time
 	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
-	return viewOf(rt.Run(name))
+	rel, shutdown, err := rt.Run(name)
+	if serr := shutdown(); err == nil {
+		err = serr
+	}
+	v, verr := records.V1(rel)
+	if err == nil {
+		err = verr
+	}
+	return helm.View(v), err
 }
 
 // viewOf is helm.View of what Helm returned.
