@@ -208,6 +208,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.DisableOpenAPIValidation = skipClientValidation
 	up.WaitStrategy, up.PostRenderStrategy = kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
 	up.ServerSideApply = "auto" // the release's recorded apply method: client-side for every record Helm 3 wrote
+	r.kube.serverSide = r.appliesServerSide(req.ReleaseName, 0)
 	rel, err := v1Run(up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	req.Replaced = r.kube.replaced
@@ -246,6 +247,7 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 	rb.Version = req.To
 	rb.MaxHistory = req.MaxHistory
 	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
+	r.kube.serverSide = r.appliesServerSide(req.Name, req.To)
 	err = rb.Run(req.Name)
 	req.Replaced = r.kube.replaced
 	r.settle(req.Name, err)

@@ -46,8 +46,9 @@ type kubeClient struct {
 	replaced []string
 	// ctx is the action's: its waits (a CRD served, an object deleted) end with it.
 	ctx context.Context
-	// serverSide: the action applies its objects server-side (else client-side, as Helm 3
-	// did; see Create).
+	// serverSide: the action applies its objects server-side, as the release's record says
+	// (run.appliesServerSide); else client-side, as Helm 3 did and every release rudder makes
+	// does (see Create).
 	serverSide bool
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	hrelease "helm.sh/helm/v4/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -78,4 +80,20 @@ func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head,
 // (`rudder diff --cluster`), with no cache of records.
 func ReadLast(secrets corev1.SecretInterface, name string) (*view.Release, error) {
 	return viewOf(records.Last(storage.Init(records.NewDriver(secrets)), name))
+}
+
+// appliesServerSide reports whether revision version of release name (0: the newest) was
+// applied server-side, as its record says (Helm 4's apply_method; none: client-side, as every
+// record Helm 3 wrote). An action that follows the release's method (an upgrade, a rollback to
+// that revision, a test) creates as it says (kubeClient.Create).
+func (r *run) appliesServerSide(name string, version int) bool {
+	var rel hrelease.Releaser
+	var err error
+	if version == 0 {
+		rel, err = r.conf.Releases.Last(name)
+	} else {
+		rel, err = r.conf.Releases.Get(name, version)
+	}
+	v, verr := records.V1(rel)
+	return err == nil && verr == nil && v != nil && v.ApplyMethod == string(release.ApplyMethodServerSideApply)
 }

@@ -24,6 +24,7 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	rt := action.NewReleaseTesting(r.conf)
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
+	r.kube.serverSide = r.appliesServerSide(name, 0)
 	reli, shutdown, err := rt.Run(name)
 	// Helm 4 leaves the hooks' deletion (their delete policies) to the caller, for it to read
 	// their logs first: rudder reads none.
