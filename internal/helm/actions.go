@@ -11,7 +11,6 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
-	hrelease "helm.sh/helm/v4/pkg/release"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/client-go/rest"
@@ -79,7 +78,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	helm3(in)
-	rel, err := v1Run(in.RunWithContext(ctx, rendered, req.Values))
+	rel, err := records.V1Of(in.RunWithContext(ctx, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	r.made(req, rel, err)
 	if err = InstallResult(r.result(err)); errors.Is(err, ErrNameInUse) {
@@ -209,7 +208,7 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.WaitStrategy, up.PostRenderStrategy = kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
 	up.ServerSideApply = "auto" // the release's recorded apply method: client-side for every record Helm 3 wrote
 	r.kube.serverSide = r.appliesServerSide(req.ReleaseName, 0)
-	rel, err := v1Run(up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values))
+	rel, err := records.V1Of(up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	req.Replaced = r.kube.replaced
 	r.settle(req.ReleaseName, err)
@@ -262,7 +261,7 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 	if err != nil {
 		return err
 	}
-	last, err := v1Run(r.conf.Releases.Last(name))
+	last, err := records.V1Of(r.conf.Releases.Last(name))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil
 	}
@@ -351,13 +350,4 @@ var hookAnnotation = []byte("helm.sh/hook")
 // (rudder marks the hooks itself, as it stores them).
 func helm3(in *action.Install) {
 	in.ServerSideApply, in.WaitStrategy, in.PostRenderStrategy = false, kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
-}
-
-// v1Run is what an action returned, as the v1 release it is.
-func v1Run(rel hrelease.Releaser, err error) (*release.Release, error) {
-	v, verr := records.V1(rel)
-	if verr != nil && err == nil {
-		err = verr
-	}
-	return v, err
 }

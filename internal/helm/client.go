@@ -372,7 +372,7 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 		in.KubeVersion = &kv
 		in.APIVersions = caps.APIVersions
 	}
-	rel, err := v1Run(in.Run(rendered, req.Values))
+	rel, err := records.V1Of(in.Run(rendered, req.Values))
 	if err != nil {
 		return nil, err
 	}

@@ -25,17 +25,19 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
 	r.kube.serverSide = r.appliesServerSide(name, 0)
-	reli, shutdown, err := rt.Run(name)
-	// Helm 4 leaves the hooks' deletion (their delete policies) to the caller, for it to read
-	// their logs first: rudder reads none.
+	rel, err := RunTests(rt, name)
+	return View(rel), r.result(err)
+}
+
+// RunTests runs Helm's test action on release name and returns the revision it ran, which says
+// how each test hook ran. Helm 4 leaves the hooks' deletion (their delete policies) to the
+// caller, for it to read their logs first: rudder reads none, and deletes them at once.
+func RunTests(rt *action.ReleaseTesting, name string) (*release.Release, error) {
+	rel, shutdown, err := rt.Run(name)
 	if serr := shutdown(); err == nil {
 		err = serr
 	}
-	rel, verr := records.V1(reli)
-	if err == nil {
-		err = verr
-	}
-	return View(rel), r.result(err)
+	return records.V1Of(rel, err)
 }
 
 // Tests names the test hooks of a revision that ran, and those that failed.

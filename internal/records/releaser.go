@@ -35,12 +35,14 @@ func V1s(rs []hrelease.Releaser) ([]*release.Release, error) {
 	return out, nil
 }
 
-// V1Of is V1 of what a read returned.
+// V1Of is V1 of what a read or an action returned, with its error: an action that fails
+// returns the revision it stored (failed) beside the error.
 func V1Of(r hrelease.Releaser, err error) (*release.Release, error) {
-	if err != nil {
-		return nil, err
+	v, verr := V1(r)
+	if err == nil {
+		err = verr
 	}
-	return V1(r)
+	return v, err
 }
 
 // V1sOf is V1s of what a query returned.

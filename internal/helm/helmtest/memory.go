@@ -71,17 +71,20 @@ type manifestStore struct {
 }
 
 func (s manifestStore) Create(key string, r hrelease.Releaser) error {
-	if rel, err := records.V1(r); err == nil && s.manifest != "" && rel.Info != nil && rel.Info.Status.IsPending() {
-		rel.Manifest = s.manifest
-	}
+	s.override(r)
 	return s.Memory.Create(key, r)
 }
 
 func (s manifestStore) Update(key string, r hrelease.Releaser) error {
+	s.override(r)
+	return s.Memory.Update(key, r)
+}
+
+// override gives r, a revision its action is still writing, the manifest, when one is set.
+func (s manifestStore) override(r hrelease.Releaser) {
 	if rel, err := records.V1(r); err == nil && s.manifest != "" && rel.Info != nil && rel.Info.Status.IsPending() {
 		rel.Manifest = s.manifest
 	}
-	return s.Memory.Update(key, r)
 }
 
 func (m *Memory) config(ns string, st helm.Marks) *action.Configuration {
@@ -277,15 +280,7 @@ func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time
 	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
-	rel, shutdown, err := rt.Run(name)
-	if serr := shutdown(); err == nil {
-		err = serr
-	}
-	v, verr := records.V1(rel)
-	if err == nil {
-		err = verr
-	}
-	return helm.View(v), err
+	return viewOf(helm.RunTests(rt, name))
 }
 
 // viewOf is helm.View of what Helm returned.
