@@ -151,6 +151,15 @@ const testWatches = `
   chart: day2
   driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
 - {group: test.rudder.dev, version: v1, kind: DriftWarn, chart: day2, driftDetection: {mode: warn}}
+- group: test.rudder.dev
+  version: v1
+  kind: SSAProbe
+  chart: day2
+  install: {serverSideApply: true}
+  driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
+- {group: test.rudder.dev, version: v1, kind: SSAMove, chart: day2, upgrade: {serverSideApply: true}}
+- {group: test.rudder.dev, version: v1, kind: SSAConflict, chart: day2, install: {serverSideApply: true}, driftDetection: {mode: disabled}}
+- {group: test.rudder.dev, version: v1, kind: SSAForce, chart: day2, install: {serverSideApply: true}, upgrade: {forceConflicts: true}, driftDetection: {mode: disabled}}
 - {group: test.rudder.dev, version: v1, kind: ForceProbe, chart: day2, upgrade: {force: true}}
 - {group: test.rudder.dev, version: v1, kind: Day2Probe, chart: day2}
 - {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: day2, remediation: {retries: 3}}

@@ -23,10 +23,10 @@ import (
 // objects made outside rudder do not carry it.
 //
 // The rule is enforced on requests, so that it holds whatever path of Helm's makes them: the
-// guard lets an update, patch or delete of a named object through only after it has read the
-// object (as the release's identity) and found it marked as the owner's, and it sends a delete
-// with the UID it read as a precondition, so that the API server deletes that object or
-// nothing. Before an action's first write, internal/helm refuses hooks whose kind and name
+// guard lets an update, patch (a server-side apply is one, and may create) or delete of a
+// named object through only after it has read the object (as the release's identity) and
+// found it marked as the owner's, and it sends a delete with the UID it read as a
+// precondition, so that the API server deletes that object or nothing. Before an action's first write, internal/helm refuses hooks whose kind and name
 // exist and are not the release's (NotMadeBy): Helm's default before-hook-creation policy
 // would otherwise delete another's object and put the hook in its place.
 

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -111,23 +112,28 @@ func TestGuardOwnership(t *testing.T) {
 	defer srv.Close()
 	g := &Guard{conf: Confinement{Namespace: "ns"}, mapper: guardtest.Mapper(), owner: mine}
 	rt := g.Wrap(http.DefaultTransport)
+	// A server-side apply is a PATCH too (of its own content type), and creates what is missing.
+	const apply = "application/apply-patch+yaml"
 	for _, tt := range []struct {
 		method, name string
 		refused      bool
+		contentType  string
 	}{
-		{http.MethodPatch, "mine", false}, {http.MethodPut, "mine", false}, {http.MethodDelete, "mine", false},
-		{http.MethodPatch, "theirs", true}, {http.MethodDelete, "theirs", true}, {http.MethodPatch, "unmarked", true},
-		{http.MethodDelete, "missing", false}, {http.MethodGet, "theirs", false},
+		{http.MethodPatch, "mine", false, ""}, {http.MethodPut, "mine", false, ""}, {http.MethodDelete, "mine", false, ""},
+		{http.MethodPatch, "theirs", true, ""}, {http.MethodDelete, "theirs", true, ""}, {http.MethodPatch, "unmarked", true, ""},
+		{http.MethodDelete, "missing", false, ""}, {http.MethodGet, "theirs", false, ""},
+		{http.MethodPatch, "mine", false, apply}, {http.MethodPatch, "theirs", true, apply}, {http.MethodPatch, "unmarked", true, apply},
+		{http.MethodPatch, "missing", false, apply},
 	} {
 		req, _ := http.NewRequest(tt.method, srv.URL+"/api/v1/namespaces/ns/configmaps/"+tt.name, strings.NewReader(`{"propagationPolicy":"Background"}`))
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", cmp.Or(tt.contentType, "application/json"))
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		if refused := resp.StatusCode == http.StatusForbidden; refused != tt.refused {
-			t.Errorf("%s %s: status %d, want refused=%v", tt.method, tt.name, resp.StatusCode, tt.refused)
+			t.Errorf("%s %s (%s): status %d, want refused=%v", tt.method, tt.name, tt.contentType, resp.StatusCode, tt.refused)
 		}
 		if tt.method == http.MethodDelete && tt.name == "mine" &&
 			(!strings.Contains(deleted, `"uid":"uid-mine"`) || !strings.Contains(deleted, `"propagationPolicy":"Background"`)) {

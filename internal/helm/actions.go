@@ -78,6 +78,10 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	helm3(in)
+	if req.Scope.Apply.Install {
+		in.ServerSideApply, in.ForceConflicts = true, req.Scope.Apply.ForceConflicts
+		r.kube.serverSide = true
+	}
 	rel, err := records.V1Of(in.RunWithContext(ctx, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	r.made(req, rel, err)
@@ -206,8 +210,12 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
 	up.WaitStrategy, up.PostRenderStrategy = kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
-	up.ServerSideApply = "auto" // the release's recorded apply method: client-side for every record Helm 3 wrote
-	r.kube.serverSide = r.appliesServerSide(req.ReleaseName, 0)
+	// The release's recorded apply method (client-side for every record Helm 3 wrote), unless
+	// the watch moves it: Helm migrates the fields of a client-side release it moves to
+	// server-side apply.
+	up.ServerSideApply = req.Scope.Apply.upgrade()
+	r.kube.serverSide = req.Scope.Apply.upgradesServerSide(r.appliesServerSide(req.ReleaseName, 0))
+	up.ForceConflicts = r.kube.serverSide && req.Scope.Apply.ForceConflicts
 	rel, err := records.V1Of(up.RunWithContext(ctx, req.ReleaseName, rendered, req.Values))
 	err = r.heldBy(ctx, c.mapper, err)
 	req.Replaced = r.kube.replaced
@@ -247,6 +255,7 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 	rb.MaxHistory = req.MaxHistory
 	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
 	r.kube.serverSide = r.appliesServerSide(req.Name, req.To)
+	rb.ForceConflicts = r.kube.serverSide && s.Apply.ForceConflicts
 	err = rb.Run(req.Name)
 	req.Replaced = r.kube.replaced
 	r.settle(req.Name, err)

@@ -19,6 +19,10 @@ type Drift struct {
 	// Ignored are, per object, the JSON pointers that are neither restored nor reported
 	// (nil: none): fields another writer owns, such as an HPA's /spec/replicas.
 	Ignored func(*unstructured.Unstructured) []string
+	// ServerSide: the release applies server-side, and drift is seen and restored by
+	// server-side apply (see applydrift.go) as Release of Namespace; else by a three-way merge.
+	ServerSide         bool
+	Release, Namespace string
 }
 
 // Drifted is the drift of one object: the fields of the manifest that differ on the live
@@ -107,6 +111,64 @@ func removePointer(obj map[string]any, p string) {
 				return
 			}
 			parent = node[n]
+		default:
+			return
+		}
+	}
+}
+
+// pointerValue is the value of the field p points to in obj (ok false: none).
+func pointerValue(obj map[string]any, p string) (v any, ok bool) {
+	var node any = obj
+	for _, t := range pointerTokens(p) {
+		switch n := node.(type) {
+		case map[string]any:
+			if node, ok = n[t]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(t)
+			if err != nil || i < 0 || i >= len(n) {
+				return nil, false
+			}
+			node = n[i]
+		default:
+			return nil, false
+		}
+	}
+	return node, true
+}
+
+// setPointer sets the field p points to in obj to v, making the objects on the way; a pointer
+// through a list element that does not exist, or through a value that is not an object or a
+// list, sets nothing.
+func setPointer(obj map[string]any, p string, v any) {
+	var node any = obj
+	tokens := pointerTokens(p)
+	for i, t := range tokens {
+		last := i == len(tokens)-1
+		switch n := node.(type) {
+		case map[string]any:
+			if last {
+				n[t] = v
+				return
+			}
+			next, ok := n[t]
+			if !ok || next == nil {
+				next = map[string]any{}
+				n[t] = next
+			}
+			node = next
+		case []any:
+			k, err := strconv.Atoi(t)
+			if err != nil || k < 0 || k >= len(n) {
+				return
+			}
+			if last {
+				n[k] = v
+				return
+			}
+			node = n[k]
 		default:
 			return
 		}

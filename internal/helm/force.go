@@ -9,6 +9,9 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -59,7 +62,7 @@ func (k *kubeClient) replaceImmutable(original, target kube.ResourceList) ([]str
 			continue
 		}
 		h := resource.NewHelper(info.Client, info.Mapping)
-		immutable, err := refusedAsImmutable(h, orig, info)
+		immutable, err := refusedAsImmutable(h, orig, info, k.serverSide)
 		if err != nil {
 			return replaced, err
 		}
@@ -80,8 +83,13 @@ func (k *kubeClient) replaceImmutable(original, target kube.ResourceList) ([]str
 }
 
 // refusedAsImmutable reports whether the API server refuses the patch Helm makes from orig to
-// info (against the live object) as changing an immutable field, asking with a dry run.
-func refusedAsImmutable(h *resource.Helper, orig, info *resource.Info) (bool, error) {
+// info (against the live object) as changing an immutable field, asking with a dry run: of
+// the apply itself when the action applies server-side.
+func refusedAsImmutable(h *resource.Helper, orig, info *resource.Info, serverSide bool) (bool, error) {
+	if serverSide {
+		_, err := applyObject(info, true)
+		return isImmutableStatus(err), nil
+	}
 	current, err := h.Get(info.Namespace, info.Name)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -141,7 +149,13 @@ func (k *kubeClient) recreate(h *resource.Helper, info *resource.Info) error {
 		return fmt.Errorf("%s still exists %s after its deletion: %w", describeInfo(info), k.timeout, err)
 	}
 	// What the create answers is not kept: Helm's update that follows reads the object again.
-	if _, err := h.Create(info.Namespace, true, info.Object.DeepCopyObject()); err != nil {
+	// A server-side release creates it by applying it, so that FieldManager's apply holds its
+	// fields as before.
+	create := func() error { _, err := h.Create(info.Namespace, true, info.Object.DeepCopyObject()); return err }
+	if k.serverSide {
+		create = func() error { _, err := applyObject(info, false); return err }
+	}
+	if err := create(); err != nil {
 		return fmt.Errorf("creating %s again: %w", describeInfo(info), err)
 	}
 	return nil
@@ -154,4 +168,16 @@ func describeInfo(info *resource.Info) string {
 		return k + "/" + info.Name
 	}
 	return k + "/" + info.Namespace + "/" + info.Name
+}
+
+// applyObject applies info's object server-side as FieldManager, taking every field it sets
+// (the object is being replaced, or asked about), as a dry run when dryRun.
+func applyObject(info *resource.Info, dryRun bool) (runtime.Object, error) {
+	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, info.Object)
+	if err != nil {
+		return nil, err
+	}
+	force := true
+	return resource.NewHelper(info.Client, info.Mapping).DryRun(dryRun).WithFieldManager(FieldManager).
+		Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: &force})
 }

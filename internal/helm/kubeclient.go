@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -289,7 +287,7 @@ func (k *kubeClient) untilDone(what string, wait func() error) error {
 // which installs many releases at once, that would queue every install's creates behind every
 // other's. A client-side create here is Helm 3's, which Helm 4's repeats but for the mutex:
 // the objects of one kind at once, kind after kind in the order given, each a POST as the
-// field manager Helm names, again on a conflict. A server-side apply is Helm's own.
+// field manager Helm names (FieldManager), again on a conflict. A server-side apply is Helm's own.
 func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
 	if k.serverSide {
 		return k.Client.Create(resources, opts...)
@@ -322,22 +320,10 @@ func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCrea
 // createObject creates info's object as Helm's client-side create does.
 func createObject(info *resource.Info) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		obj, err := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(fieldManager()).Create(info.Namespace, true, info.Object)
+		obj, err := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(FieldManager).Create(info.Namespace, true, info.Object)
 		if err != nil {
 			return err
 		}
 		return info.Refresh(obj, true)
 	})
-}
-
-// fieldManager is the field manager Helm's client names its writes with: kube.ManagedFieldsManager
-// when set, else the program's name.
-func fieldManager() string {
-	if kube.ManagedFieldsManager != "" {
-		return kube.ManagedFieldsManager
-	}
-	if os.Args[0] == "" {
-		return "unknown"
-	}
-	return filepath.Base(os.Args[0])
 }

@@ -164,7 +164,8 @@ func Describe(obj client.Object) string {
 // Reapply restores the objects of a release from its manifest without a new revision: a
 // missing object is created; fields the manifest sets that someone changed are patched back with
 // a three-way merge (as kubectl apply does; the manifest is both the last-applied and the
-// desired state); fields others added are left alone, and so are the fields d ignores. With
+// desired state), or for a release that applies server-side by server-side apply (see
+// applydrift.go); fields others added are left alone, and so are the fields d ignores. With
 // d.Warn nothing is written: the drift is only returned. live is read first; it must hold
 // whole objects (a stale read costs one no-op patch or an AlreadyExists). It returns the
 // objects it restored, and the drift it found.
@@ -173,52 +174,85 @@ func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client
 	var drifted []Drifted
 	var errs []error
 	for _, want := range objs {
-		cur := &unstructured.Unstructured{}
-		cur.SetGroupVersionKind(want.GroupVersionKind())
-		err := live.Get(ctx, client.ObjectKeyFromObject(want), cur)
+		r, drift, err := d.reapply(ctx, want, live, w)
 		switch {
-		case apierrors.IsNotFound(err) && d.Warn:
-			drifted = append(drifted, Drifted{Object: Describe(want), Missing: true})
-			continue
-		case apierrors.IsNotFound(err):
-			if err := w.Create(ctx, want.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
-				errs = append(errs, fmt.Errorf("recreating %s: %w", Describe(want), err))
-			} else if err == nil {
-				restored = append(restored, Describe(want)+" (recreated)")
-			}
-			continue
 		case err != nil:
-			errs = append(errs, fmt.Errorf("reading %s: %w", Describe(want), err))
-			continue
-		case cur.GetDeletionTimestamp() != nil:
-			// Being deleted (by someone else or garbage collection): the next event recreates it.
-			continue
+			errs = append(errs, err)
+		case drift != nil:
+			drifted = append(drifted, *drift)
+		case r != "":
+			restored = append(restored, r)
 		}
-		desired := d.desired(want)
-		patch, pt, err := threeWayPatch(desired, desired, cur)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
-			continue
-		}
-		if patch == nil {
-			continue
-		}
-		if d.Warn {
-			paths, err := driftPaths(desired, cur)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("diffing %s: %w", Describe(want), err))
-				continue
-			}
-			drifted = append(drifted, Drifted{Object: Describe(want), Paths: paths})
-			continue
-		}
-		if err := w.Patch(ctx, cur, client.RawPatch(pt, patch)); err != nil {
-			errs = append(errs, fmt.Errorf("restoring %s: %w", Describe(want), err))
-			continue
-		}
-		restored = append(restored, Describe(want)+" (reverted)")
 	}
 	return restored, drifted, errors.Join(errs...)
+}
+
+// reapply restores one object of the manifest as Reapply does, and names what it restored
+// ("": nothing); with d.Warn it only returns the drift.
+func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, live client.Reader, w client.Writer) (string, *Drifted, error) {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(want.GroupVersionKind())
+	err := live.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	switch {
+	case apierrors.IsNotFound(err) && d.Warn:
+		return "", &Drifted{Object: Describe(want), Missing: true}, nil
+	case apierrors.IsNotFound(err):
+		create := func() error { return w.Create(ctx, want.DeepCopy()) }
+		if d.ServerSide {
+			create = func() error { return applyObjectAs(ctx, w, d.applied(want, nil)) }
+		}
+		switch err := create(); {
+		case apierrors.IsAlreadyExists(err):
+			return "", nil, nil
+		case err != nil:
+			return "", nil, fmt.Errorf("recreating %s: %w", Describe(want), err)
+		}
+		return Describe(want) + " (recreated)", nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("reading %s: %w", Describe(want), err)
+	case cur.GetDeletionTimestamp() != nil:
+		// Being deleted (by someone else or garbage collection): the next event recreates it.
+		return "", nil, nil
+	case d.ServerSide:
+		return d.reapplyServerSide(ctx, w, want, cur)
+	}
+	desired := d.desired(want)
+	patch, pt, err := threeWayPatch(desired, desired, cur)
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("diffing %s: %w", Describe(want), err)
+	case patch == nil:
+		return "", nil, nil
+	case d.Warn:
+		paths, err := driftPaths(desired, cur)
+		if err != nil {
+			return "", nil, fmt.Errorf("diffing %s: %w", Describe(want), err)
+		}
+		return "", &Drifted{Object: Describe(want), Paths: paths}, nil
+	}
+	if err := w.Patch(ctx, cur, client.RawPatch(pt, patch)); err != nil {
+		return "", nil, fmt.Errorf("restoring %s: %w", Describe(want), err)
+	}
+	return Describe(want) + " (reverted)", nil, nil
+}
+
+// reapplyServerSide restores what an apply of want changes on cur, and names it ("": there
+// was nothing to restore); with d.Warn it only returns the drift.
+func (d Drift) reapplyServerSide(ctx context.Context, w client.Writer, want, cur *unstructured.Unstructured) (string, *Drifted, error) {
+	desired := d.applied(want, cur)
+	paths, err := applyDrift(ctx, w, desired, cur)
+	switch {
+	case err != nil:
+		return "", nil, fmt.Errorf("diffing %s by a dry-run apply: %w", Describe(want), err)
+	case len(paths) == 0:
+		return "", nil, nil
+	case d.Warn:
+		return "", &Drifted{Object: Describe(want), Paths: paths}, nil
+	}
+	if err := applyObjectAs(ctx, w, desired); err != nil {
+		return "", nil, fmt.Errorf("restoring %s: %w", Describe(want), err)
+	}
+	return Describe(want) + " (reverted)", nil, nil
 }
 
 // threeWayPatch is the patch that takes cur to desired, given orig as what was applied last,

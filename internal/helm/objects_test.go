@@ -125,6 +125,36 @@ func TestReapplyDriftPolicy(t *testing.T) {
 	}
 }
 
+// What a server-side restore applies: the manifest with Helm's ownership metadata (dropping it
+// would let the apply remove it), an ignored field as it is live (dropping it would let the
+// apply reset it), and an ignored field the live object lacks left out. (The fake client
+// cannot dry-run an apply: the restore itself is tested on the control plane,
+// controllers.TestServerSideApplyWatch.)
+func TestServerSideRestoreKeepsIgnoredFieldsLive(t *testing.T) {
+	d := Drift{ServerSide: true, Release: "web", Namespace: "ns",
+		Ignored: func(*unstructured.Unstructured) []string { return []string{"/spec/replicas", "/spec/paused"} }}
+	want := driftDeployment(1, "nginx:1")
+	want.Object["spec"].(map[string]any)["paused"] = true
+	live := driftDeployment(5, "nginx:2")
+	got := d.applied(want, live)
+	if r, _, _ := unstructured.NestedInt64(got.Object, "spec", "replicas"); r != 5 {
+		t.Errorf("replicas %d, want the live 5", r)
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "paused"); ok {
+		t.Error("an ignored field the live object lacks is applied")
+	}
+	if c, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers"); c[0].(map[string]any)["image"] != "nginx:1" {
+		t.Errorf("the image is not the manifest's: %v", c)
+	}
+	if got.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" || got.GetAnnotations()["meta.helm.sh/release-name"] != "web" ||
+		got.GetAnnotations()["meta.helm.sh/release-namespace"] != "ns" {
+		t.Errorf("Helm's ownership metadata is missing: %v %v", got.GetLabels(), got.GetAnnotations())
+	}
+	if r, _, _ := unstructured.NestedInt64(want.Object, "spec", "replicas"); r != 1 || want.GetLabels() != nil {
+		t.Error("the manifest's object was changed")
+	}
+}
+
 func TestCheckPointer(t *testing.T) {
 	for p, ok := range map[string]bool{"/spec/replicas": true, "/metadata/annotations/a~1b": true, "spec": false, "/": false, "/a~2": false, "/a~": false} {
 		if err := CheckPointer(p); (err == nil) != ok {

@@ -33,6 +33,9 @@ type Scope struct {
 	// Post is what the watch layers on the chart's output (post-renderers, common metadata),
 	// applied in the render worker before every check and mark; nil: nothing.
 	Post *postrender.Spec
+	// Apply is how the release's objects are applied: client-side, as Helm 3 did, unless the
+	// watch opts in to server-side apply (see apply.go).
+	Apply ApplyPolicy
 }
 
 // Request is everything an install or upgrade needs.

@@ -19,7 +19,8 @@ func View(rel *release.Release) *view.Release {
 		return nil
 	}
 	v := &view.Release{Name: rel.Name, Namespace: rel.Namespace, Version: rel.Version,
-		Labels: rel.Labels, Manifest: rel.Manifest, Source: rel}
+		Labels: rel.Labels, Manifest: rel.Manifest, Source: rel,
+		ServerSideApply: rel.ApplyMethod == string(release.ApplyMethodServerSideApply)}
 	if i := rel.Info; i != nil {
 		v.Status, v.Description = view.Status(i.Status), i.Description
 		v.FirstDeployed, v.LastDeployed, v.Deleted = i.FirstDeployed, i.LastDeployed, i.Deleted

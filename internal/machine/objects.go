@@ -113,6 +113,7 @@ func (p *pass) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (obj
 		if objs, err = p.w.Memory.manifestObjects(p.key, rel, wantWhole, p.w.Mapper); err != nil {
 			return nil, false, err
 		}
+		o.serverSide = rel.ServerSideApply
 	}
 	for _, obj := range objs {
 		if err := p.w.Watches.EnsureWatch(ctx, obj.GroupVersionKind()); err != nil {
@@ -162,9 +163,11 @@ func (p *pass) allCached(ctx context.Context, objs []*unstructured.Unstructured)
 // reapply re-applies what the head revision's manifest sets on objects someone changed or
 // deleted, without a new revision: the action on drift.
 type reapply struct {
-	// objects are the revision's objects, whole or their identities.
-	objects []*unstructured.Unstructured
-	whole   bool
+	// objects are the revision's objects, whole or their identities; serverSide, when they
+	// are whole: the revision applies server-side.
+	objects    []*unstructured.Unstructured
+	whole      bool
+	serverSide bool
 }
 
 func (reapply) name() plan.Action { return plan.Reapply }
@@ -183,7 +186,7 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, err := e.wholeObjects(ctx, a, obs)
+	objs, serverSide, err := e.wholeObjects(ctx, a, obs)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
@@ -197,7 +200,8 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if e.scope.ServiceAccount == "" {
 		live = e.live
 	}
-	d := helm.Drift{Warn: e.watch.DriftMode() == watches.DriftWarn, Ignored: e.watch.DriftIgnored}
+	d := helm.Drift{Warn: e.watch.DriftMode() == watches.DriftWarn, Ignored: e.watch.DriftIgnored,
+		ServerSide: serverSide, Release: e.release, Namespace: e.scope.Namespace}
 	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
 	res := result{verdict: succeeded}
 	if d.Warn && err == nil {
@@ -232,22 +236,24 @@ func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 		revision, strings.Join(parts, "; "))}
 }
 
-// wholeObjects are the head revision's objects as its manifest has them.
-func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, error) {
+// wholeObjects are the head revision's objects as its manifest has them, and whether the
+// revision applies server-side.
+func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, bool, error) {
 	if a.whole {
-		return a.objects, nil
+		return a.objects, a.serverSide, nil
 	}
 	rel := obs.rel
 	if rel == nil || rel.Version != obs.head.Revision {
 		var err error
 		if rel, err = e.helm.Revision(ctx, e.scope, e.release, obs.head.Revision); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if rel == nil {
-			return nil, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, e.release)
+			return nil, false, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, e.release)
 		}
 	}
-	return helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
+	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
+	return objs, rel.ServerSideApply, err
 }
 
 // readiness is kstatus's view of the live objects. A held release (a hook said "not now") is

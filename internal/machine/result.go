@@ -194,7 +194,9 @@ type outcome struct {
 	// look).
 	objects []*unstructured.Unstructured
 	whole   bool
-	ready   *readiness
+	// serverSide: head applies server-side, when the pass parsed its objects whole.
+	serverSide bool
+	ready      *readiness
 }
 
 // readiness is kstatus's view of a revision's live objects.

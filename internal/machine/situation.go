@@ -96,7 +96,7 @@ func (p *pass) runner(c plan.Choice, o *outcome) (action, bool) {
 	case plan.RemoveFailed:
 		a = removeFailedInstall{}
 	case plan.Reapply:
-		a = reapply{objects: o.objects, whole: o.whole}
+		a = reapply{objects: o.objects, whole: o.whole, serverSide: o.serverSide}
 	case plan.Uninstall:
 		a = uninstall{}
 	}

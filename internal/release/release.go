@@ -54,6 +54,9 @@ type Release struct {
 	Manifest string
 	// Hooks are the chart's hooks as the revision rendered them, and how they last ran.
 	Hooks []*Hook
+	// ServerSideApply: the revision's objects were applied server-side (Helm 4's apply_method
+	// "ssa"); else client-side, as every revision Helm 3 wrote. Drift is restored the same way.
+	ServerSideApply bool
 	// Source is the Helm release this view was made of, for the Helm layer alone (a
 	// rollout's pinned chart, an unlock): nothing else may look inside. nil: none.
 	Source any

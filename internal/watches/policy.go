@@ -2,10 +2,12 @@ package watches
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,11 +70,42 @@ type DriftTarget struct {
 	labels, annotations labels.Selector
 }
 
+// Install is a watch's install field.
+type Install struct {
+	// ServerSideApply: new releases are applied server-side, as rudder's field manager
+	// (default false: client-side, as Helm 3 applied).
+	ServerSideApply bool `json:"serverSideApply,omitempty"`
+}
+
 // Upgrade is a watch's upgrade field.
 type Upgrade struct {
 	// Force replaces (deletes and creates) the objects whose update the API server refuses
 	// because it changes an immutable field, within the one upgrade: one new revision.
 	Force bool `json:"force,omitempty"`
+	// ServerSideApply is auto (default: the method each release recorded), true (client-side
+	// releases move to server-side apply on their next upgrade) or false.
+	ServerSideApply ApplyMode `json:"serverSideApply,omitempty"`
+	// ForceConflicts: a server-side apply (an upgrade, a rollback) takes the fields another
+	// manager holds; else it fails with the conflict.
+	ForceConflicts bool `json:"forceConflicts,omitempty"`
+}
+
+// ApplyMode is upgrade.serverSideApply: auto, true or false, as a string or a YAML boolean.
+type ApplyMode string
+
+// UnmarshalJSON takes a string or a boolean.
+func (m *ApplyMode) UnmarshalJSON(b []byte) error {
+	var on bool
+	if err := json.Unmarshal(b, &on); err == nil {
+		*m = ApplyMode(strconv.FormatBool(on))
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("upgrade.serverSideApply: %s must be auto, true or false", b)
+	}
+	*m = ApplyMode(s)
+	return nil
 }
 
 // Remediation is a watch's remediation field.
@@ -87,7 +120,7 @@ type Remediation struct {
 const MaxRetries = 10
 
 func (w *Watch) checkPolicies() error {
-	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkRemediation, w.checkRollout} {
+	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkApply, w.checkRemediation, w.checkRollout} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -229,6 +262,29 @@ func (w *Watch) DriftIgnored(obj *unstructured.Unstructured) []string {
 
 // Forces reports whether an upgrade replaces the objects it cannot update.
 func (w *Watch) Forces() bool { return w.Upgrade != nil && w.Upgrade.Force }
+
+func (w *Watch) checkApply() error {
+	if w.Upgrade == nil {
+		return nil
+	}
+	if err := helm.CheckUpgrade(string(w.Upgrade.ServerSideApply)); err != nil {
+		return fmt.Errorf("upgrade.serverSideApply: %w", err)
+	}
+	return nil
+}
+
+// ApplyPolicy is how the watch's releases are applied: install.serverSideApply,
+// upgrade.serverSideApply and upgrade.forceConflicts.
+func (w *Watch) ApplyPolicy() helm.ApplyPolicy {
+	var p helm.ApplyPolicy
+	if w.Install != nil {
+		p.Install = w.Install.ServerSideApply
+	}
+	if w.Upgrade != nil {
+		p.Upgrade, p.ForceConflicts = string(w.Upgrade.ServerSideApply), w.Upgrade.ForceConflicts
+	}
+	return p
+}
 
 func (w *Watch) checkRemediation() error {
 	if r := w.Remediation; r != nil && (r.Retries < 0 || r.Retries > MaxRetries) {

@@ -34,6 +34,8 @@ func TestPoliciesInvalid(t *testing.T) {
 		"remediation: {retries: -1}":                                                     "remediation.retries: -1 must be between 0 and 10",
 		"remediation: {retries: 11}":                                                     "remediation.retries: 11 must be between 0 and 10",
 		"upgrade: {force: maybe}":                                                        "upgrade.force",
+		"upgrade: {serverSideApply: always}":                                             `upgrade.serverSideApply: "always" must be auto, true or false`,
+		"upgrade: {serverSideApply: [true]}":                                             "upgrade.serverSideApply: [true] must be auto, true or false",
 		"rollout: {}":                                                                    "rollout.waves: at least one wave",
 		"rollout: {waves: [{count: 1, percent: 5}]}":                                     "rollout.waves[0]: exactly one of count, percent and selector",
 		"rollout: {waves: [{percent: 101}]}":                                             "rollout.waves[0].percent: 101 must be between 1 and 100",
@@ -63,6 +65,23 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 	}
 	if w.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}) || w.DriftMode() != DriftEnabled || w.Forces() || w.Retries() != 0 {
 		t.Fatalf("defaults: %+v %s %v %d", w.CRDPolicy(), w.DriftMode(), w.Forces(), w.Retries())
+	}
+	if w.ApplyPolicy() != (helm.ApplyPolicy{}) {
+		t.Fatalf("apply policy by default: %+v, want client-side as recorded", w.ApplyPolicy())
+	}
+	// upgrade.serverSideApply takes YAML's boolean as Helm's word for it.
+	for entry, want := range map[string]helm.ApplyPolicy{
+		"install: {serverSideApply: true}":                                   {Install: true},
+		"upgrade: {serverSideApply: true, forceConflicts: true}":             {Upgrade: helm.ApplyServer, ForceConflicts: true},
+		"upgrade: {serverSideApply: 'false'}":                                {Upgrade: helm.ApplyClient},
+		"install: {serverSideApply: true}, upgrade: {serverSideApply: auto}": {Install: true, Upgrade: helm.ApplyAuto},
+	} {
+		w, err := parseOne(t, entry)
+		if err != nil {
+			t.Errorf("%s: %v", entry, err)
+		} else if w.ApplyPolicy() != want {
+			t.Errorf("%s: %+v, want %+v", entry, w.ApplyPolicy(), want)
+		}
 	}
 	w, err = parseOne(t, `allowClusterScoped: [CustomResourceDefinition], crds: {install: Skip, upgrade: CreateReplace}, upgrade: {force: true}, remediation: {retries: 3},
   driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas], target: {kind: Deployment, name: 'web-.*', labelSelector: 'tier=front'}}, {paths: [/metadata/annotations/x]}]}`)

@@ -76,6 +76,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		Owner:          guard.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
 		Post:           w.PostRender(),
+		Apply:          w.ApplyPolicy(),
 	}
 }
 

@@ -96,8 +96,10 @@ type Watch struct {
 	// ValuesFrom are Secrets and ConfigMaps of each CR's namespace whose values go under the
 	// spec's (see ValuesFrom).
 	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
-	// CRDs, DriftDetection, Upgrade and Remediation are the day-2 policies (see policy.go).
+	// CRDs, DriftDetection, Install, Upgrade and Remediation are the day-2 policies (see
+	// policy.go).
 	CRDs           *CRDs           `json:"crds,omitempty"`
+	Install        *Install        `json:"install,omitempty"`
 	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
 	Upgrade        *Upgrade        `json:"upgrade,omitempty"`
 	Remediation    *Remediation    `json:"remediation,omitempty"`

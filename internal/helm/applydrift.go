@@ -1,0 +1,101 @@
+package helm
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Drift of a release that applies server-side is seen and restored by server-side apply, as
+// its upgrades apply it: a dry run of the apply shows what the apply would change on the live
+// object (nothing: no drift), and the apply restores it. What the apply sends is the whole of
+// what FieldManager holds on the object, so nothing the release set is dropped by omission:
+// the manifest, the ownership metadata Helm adds as it applies, and — where the watch ignores
+// a field — the field as it is live, so that an ignored field keeps its value (an HPA's
+// replicas) rather than being let go and reset. Fields only other managers set are not in the
+// apply and stay as they are. The restore takes the fields another manager changed back
+// (ForceOwnership): they are the drift.
+
+// Helm's ownership metadata (helm.sh/helm/v4 pkg/action, setMetadataVisitor), which every
+// apply of a release's object carries.
+const (
+	managedByLabel             = "app.kubernetes.io/managed-by"
+	managedByHelm              = "Helm"
+	releaseNameAnnotation      = "meta.helm.sh/release-name"
+	releaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+)
+
+// applied is what an apply of want restores on cur: want with Helm's ownership metadata of
+// release name in namespace, and each field d ignores on it as cur has it (absent when cur has
+// none).
+func (d Drift) applied(want, cur *unstructured.Unstructured) *unstructured.Unstructured {
+	out := want.DeepCopy()
+	labels := out.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[managedByLabel] = managedByHelm
+	out.SetLabels(labels)
+	annotations := maps.Clone(out.GetAnnotations())
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[releaseNameAnnotation], annotations[releaseNamespaceAnnotation] = d.Release, d.Namespace
+	out.SetAnnotations(annotations)
+	if d.Ignored == nil || cur == nil {
+		return out
+	}
+	for _, p := range d.Ignored(want) {
+		if v, ok := pointerValue(cur.Object, p); ok {
+			setPointer(out.Object, p, jsonCopy(v))
+		} else {
+			removePointer(out.Object, p)
+		}
+	}
+	return out
+}
+
+// applyDrift is the drift a server-side apply of desired would restore on cur, as JSON pointers
+// (nil: none), asked of the API server with a dry run.
+func applyDrift(ctx context.Context, w client.Writer, desired, cur *unstructured.Unstructured) ([]string, error) {
+	after := desired.DeepCopy()
+	if err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), client.FieldOwner(FieldManager),
+		client.ForceOwnership, client.DryRunAll); err != nil {
+		return nil, err
+	}
+	a, c := comparable(after), comparable(cur)
+	changed, err := driftPaths(a, c)
+	if err != nil {
+		return nil, err
+	}
+	removed, err := driftPaths(c, a) // what the apply would take away
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range removed {
+		if !slices.Contains(changed, p) {
+			changed = append(changed, p)
+		}
+	}
+	return changed, nil
+}
+
+// comparable is obj without what an apply changes whether or not anything drifted (its
+// managed fields, resourceVersion and generation) and without its status, which an apply does
+// not write and the live read may hold older.
+func comparable(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	delete(out.Object, "status")
+	unstructured.RemoveNestedField(out.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(out.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(out.Object, "metadata", "generation")
+	return out
+}
+
+// applyObjectAs applies obj server-side as FieldManager, taking the fields it sets.
+func applyObjectAs(ctx context.Context, w client.Writer, obj *unstructured.Unstructured) error {
+	return w.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership)
+}
