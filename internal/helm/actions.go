@@ -78,6 +78,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	helm3(in)
+	in.WaitStrategy, in.WaitForJobs = req.Scope.Wait.strategy(), req.Scope.Wait.Jobs
 	if req.Scope.Apply.Install {
 		in.ServerSideApply, in.ForceConflicts = true, req.Scope.Apply.ForceConflicts
 		r.kube.serverSide = true
@@ -209,7 +210,8 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.MaxHistory = req.MaxHistory
 	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
-	up.WaitStrategy, up.PostRenderStrategy = kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
+	up.WaitStrategy, up.PostRenderStrategy = req.Scope.Wait.strategy(), action.PostRenderStrategyNoHooks
+	up.WaitForJobs = req.Scope.Wait.Jobs
 	// The release's recorded apply method (client-side for every record Helm 3 wrote), unless
 	// the watch moves it: Helm migrates the fields of a client-side release it moves to
 	// server-side apply.
@@ -253,7 +255,7 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 	rb.Timeout = s.Limits.Timeout()
 	rb.Version = req.To
 	rb.MaxHistory = req.MaxHistory
-	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
+	rb.WaitStrategy, rb.WaitForJobs, rb.ServerSideApply = s.Wait.strategy(), s.Wait.Jobs, ApplyAuto
 	r.kube.serverSide = r.appliesServerSide(req.Name, req.To)
 	rb.ForceConflicts = r.kube.serverSide && s.Apply.ForceConflicts
 	err = rb.Run(req.Name)
@@ -354,9 +356,9 @@ func (c *Client) httpClient(s Scope) (*http.Client, error) {
 // hookAnnotation is what marks a template's object as a Helm hook.
 var hookAnnotation = []byte("helm.sh/hook")
 
-// helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps: a
-// client-side apply, no wait but for hooks, and the post-renderer given the manifest alone
-// (rudder marks the hooks itself, as it stores them).
+// helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps unless its
+// watch says otherwise (apply.go, wait.go): a client-side apply, no wait but for hooks, and the
+// post-renderer given the manifest alone (rudder marks the hooks itself, as it stores them).
 func helm3(in *action.Install) {
 	in.ServerSideApply, in.WaitStrategy, in.PostRenderStrategy = false, kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
 }

@@ -276,7 +276,7 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	}}
 	store := storage.Init(r.records)
 	store.SetLogger(log)
-	r.kube = &kubeClient{Client: kc, getter: getter, ctx: ctx}
+	r.kube = &kubeClient{Client: kc, getter: getter, ctx: ctx, wait: s.Wait}
 	r.conf = action.NewConfiguration(action.ConfigurationSetLogger(log))
 	r.conf.RESTClientGetter, r.conf.KubeClient, r.conf.Releases, r.conf.Capabilities = getter, r.kube, store, caps
 	return r, nil

@@ -48,6 +48,8 @@ type kubeClient struct {
 	// (run.appliesServerSide); else client-side, as Helm 3 did and every release rudder makes
 	// does (see Create).
 	serverSide bool
+	// wait scopes what the action's waits for readiness look at (see wait.go).
+	wait WaitPolicy
 }
 
 // context is the action's context (Helm's KubeClient methods take none).
@@ -249,11 +251,15 @@ type ctxWaiter struct {
 	k *kubeClient
 }
 
+// Wait waits for the objects the watch's wait policy scopes it to.
 func (w *ctxWaiter) Wait(resources kube.ResourceList, timeout time.Duration) error {
+	resources = w.k.wait.scoped(resources)
 	return w.k.untilDone("waiting for the objects to be ready", func() error { return w.Waiter.Wait(resources, timeout) })
 }
 
+// WaitWithJobs is Wait, Jobs until complete included.
 func (w *ctxWaiter) WaitWithJobs(resources kube.ResourceList, timeout time.Duration) error {
+	resources = w.k.wait.scoped(resources)
 	return w.k.untilDone("waiting for the objects and jobs to be ready", func() error { return w.Waiter.WaitWithJobs(resources, timeout) })
 }
 

@@ -207,3 +207,27 @@ func (c *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*
 	c.calls++
 	return c.RESTMapper.RESTMapping(gk, versions...)
 }
+
+// A wait scoped to kinds waits for those alone: `Kind` of any group, `Kind.group` of that one,
+// `Kind.` of the core group; unscoped, for every object.
+func TestWaitScope(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	dep := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	cr := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Deployment"}
+	for _, tc := range []struct {
+		kinds []string
+		want  []bool // cm, dep, cr
+	}{
+		{nil, []bool{true, true, true}},
+		{[]string{"Deployment"}, []bool{false, true, true}},
+		{[]string{"Deployment.apps"}, []bool{false, true, false}},
+		{[]string{"ConfigMap.", "Deployment.example.com"}, []bool{true, false, true}},
+	} {
+		p := WaitPolicy{Enable: true, Kinds: tc.kinds}
+		for i, gvk := range []schema.GroupVersionKind{cm, dep, cr} {
+			if got := p.waits(gvk); got != tc.want[i] {
+				t.Errorf("kinds %v: waits for %s: %v, want %v", tc.kinds, gvk, got, tc.want[i])
+			}
+		}
+	}
+}

@@ -36,6 +36,8 @@ type Scope struct {
 	// Apply is how the release's objects are applied: client-side, as Helm 3 did, unless the
 	// watch opts in to server-side apply (see apply.go).
 	Apply ApplyPolicy
+	// Wait is what its actions wait for besides their hooks (see wait.go).
+	Wait WaitPolicy
 }
 
 // Request is everything an install or upgrade needs.

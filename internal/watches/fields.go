@@ -65,6 +65,7 @@ var Fields = []Field{
 	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` (see \"Day-2 operations\")"},
 	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` (see \"Day-2 operations\")"},
 	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `rudder` (see \"Helm 4 and Helm 3\")"},
+	{"wait", "hooks only", "`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready (see \"Day-2 operations\")"},
 	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\"); `serverSideApply: auto|true|false`, `forceConflicts` (see \"Helm 4 and Helm 3\")"},
 	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off (see \"Day-2 operations\")"},
 	{"rollout", "every CR at once", "`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},

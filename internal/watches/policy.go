@@ -77,6 +77,18 @@ type Install struct {
 	ServerSideApply bool `json:"serverSideApply,omitempty"`
 }
 
+// Wait is a watch's wait field: what an install, upgrade or rollback waits for besides its
+// hooks (helm.WaitPolicy).
+type Wait struct {
+	// Enable: the action waits until the release's objects are ready (kstatus), failing at
+	// limits.actionTimeout.
+	Enable bool `json:"enable,omitempty"`
+	// Jobs: it waits for the release's Jobs to complete, too.
+	Jobs bool `json:"jobs,omitempty"`
+	// Kinds, when set, are the only kinds it waits for: Kind, or Kind.group.
+	Kinds []string `json:"kinds,omitempty"`
+}
+
 // Upgrade is a watch's upgrade field.
 type Upgrade struct {
 	// Force replaces (deletes and creates) the objects whose update the API server refuses
@@ -120,7 +132,7 @@ type Remediation struct {
 const MaxRetries = 10
 
 func (w *Watch) checkPolicies() error {
-	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkApply, w.checkRemediation, w.checkRollout} {
+	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkApply, w.checkWait, w.checkRemediation, w.checkRollout} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -271,6 +283,21 @@ func (w *Watch) checkApply() error {
 		return fmt.Errorf("upgrade.serverSideApply: %w", err)
 	}
 	return nil
+}
+
+func (w *Watch) checkWait() error {
+	if err := helm.CheckWait(w.WaitPolicy()); err != nil {
+		return fmt.Errorf("wait.%w", err)
+	}
+	return nil
+}
+
+// WaitPolicy is what the watch's actions wait for besides their hooks.
+func (w *Watch) WaitPolicy() helm.WaitPolicy {
+	if w.Wait == nil {
+		return helm.WaitPolicy{}
+	}
+	return helm.WaitPolicy{Enable: w.Wait.Enable, Jobs: w.Wait.Jobs, Kinds: w.Wait.Kinds}
 }
 
 // ApplyPolicy is how the watch's releases are applied: install.serverSideApply,

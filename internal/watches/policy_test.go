@@ -34,6 +34,8 @@ func TestPoliciesInvalid(t *testing.T) {
 		"remediation: {retries: -1}":                                                     "remediation.retries: -1 must be between 0 and 10",
 		"remediation: {retries: 11}":                                                     "remediation.retries: 11 must be between 0 and 10",
 		"upgrade: {force: maybe}":                                                        "upgrade.force",
+		"wait: {kinds: [Deployment]}":                                                    "wait.enable: jobs and kinds scope a wait, which needs enable: true",
+		"wait: {enable: true, kinds: [apps/Deployment]}":                                 `wait.kinds[0]: "apps/Deployment" is not Kind or Kind.group`,
 		"upgrade: {serverSideApply: always}":                                             `upgrade.serverSideApply: "always" must be auto, true or false`,
 		"upgrade: {serverSideApply: [true]}":                                             "upgrade.serverSideApply: [true] must be auto, true or false",
 		"rollout: {}":                                                                    "rollout.waves: at least one wave",

@@ -77,6 +77,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		Limits:         w.Limits.helm(),
 		Post:           w.PostRender(),
 		Apply:          w.ApplyPolicy(),
+		Wait:           w.WaitPolicy(),
 	}
 }
 

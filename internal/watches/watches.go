@@ -96,10 +96,11 @@ type Watch struct {
 	// ValuesFrom are Secrets and ConfigMaps of each CR's namespace whose values go under the
 	// spec's (see ValuesFrom).
 	ValuesFrom []ValuesFrom `json:"valuesFrom,omitempty"`
-	// CRDs, DriftDetection, Install, Upgrade and Remediation are the day-2 policies (see
-	// policy.go).
+	// CRDs, DriftDetection, Install, Wait, Upgrade and Remediation are the day-2 policies
+	// (see policy.go).
 	CRDs           *CRDs           `json:"crds,omitempty"`
 	Install        *Install        `json:"install,omitempty"`
+	Wait           *Wait           `json:"wait,omitempty"`
 	DriftDetection *DriftDetection `json:"driftDetection,omitempty"`
 	Upgrade        *Upgrade        `json:"upgrade,omitempty"`
 	Remediation    *Remediation    `json:"remediation,omitempty"`
