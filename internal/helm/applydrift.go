@@ -19,17 +19,8 @@ import (
 // apply and stay as they are. The restore takes the fields another manager changed back
 // (ForceOwnership): they are the drift.
 
-// Helm's ownership metadata (helm.sh/helm/v4 pkg/action, setMetadataVisitor), which every
-// apply of a release's object carries.
-const (
-	managedByLabel             = "app.kubernetes.io/managed-by"
-	managedByHelm              = "Helm"
-	releaseNameAnnotation      = "meta.helm.sh/release-name"
-	releaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
-)
-
 // applied is what an apply of want restores on cur: want with Helm's ownership metadata of
-// release name in namespace, and each field d ignores on it as cur has it (absent when cur has
+// the release (helm.sh/helm/v4 pkg/action, setMetadataVisitor), and each field d ignores on it as cur has it (absent when cur has
 // none).
 func (d Drift) applied(want, cur *unstructured.Unstructured) *unstructured.Unstructured {
 	out := want.DeepCopy()
@@ -37,13 +28,13 @@ func (d Drift) applied(want, cur *unstructured.Unstructured) *unstructured.Unstr
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[managedByLabel] = managedByHelm
+	labels[helmManagedBy] = "Helm"
 	out.SetLabels(labels)
 	annotations := maps.Clone(out.GetAnnotations())
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[releaseNameAnnotation], annotations[releaseNamespaceAnnotation] = d.Release, d.Namespace
+	annotations[helmReleaseName], annotations[helmReleaseNamespace] = d.Release, d.Namespace
 	out.SetAnnotations(annotations)
 	if d.Ignored == nil || cur == nil {
 		return out

@@ -202,7 +202,7 @@ func (r *run) postRenderer(req *Request, mapper meta.RESTMapper) *postRenderer {
 func (r *run) made(req *Request, rel *release.Release, err error) {
 	req.Objects = nil
 	if err == nil {
-		req.Objects = r.kube.post.identitiesOf(rel.Manifest)
+		req.Objects = r.kube.post.made()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/rest"
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -109,7 +110,14 @@ func (k *kubeClient) crdHelper() (*resource.Helper, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := k.restClient(guard.CRDKind.GroupVersion())
+	cfg, err := k.getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	gv := guard.CRDKind.GroupVersion()
+	cfg.ContentConfig = resource.UnstructuredPlusDefaultContentConfig()
+	cfg.GroupVersion, cfg.APIPath = &gv, "/apis"
+	client, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -101,21 +101,16 @@ func (p *postRenderer) identity(obj *unstructured.Unstructured, namespaced bool)
 	return id
 }
 
-// identitiesOf are the identities of the objects of manifest (as ParseIdentities finds them)
-// when manifest is what the last Run wrote.
-func (p *postRenderer) identitiesOf(manifest string) []*unstructured.Unstructured {
-	if p == nil || p.identities == nil || manifest != p.manifest {
+// made are the identities of the objects the last Run wrote, as ParseIdentities finds them in
+// its output: those of the revision an action stores after its one render. Helm 4 parses and
+// re-writes the post-rendered manifest before it stores it (kyaml: the same objects in other
+// text), so the stored manifest is not compared with the output; the action's own render is
+// the only Run of the action's post-renderer.
+func (p *postRenderer) made() []*unstructured.Unstructured {
+	if p == nil {
 		return nil
 	}
 	return p.identities
-}
-
-// objectsOf are the objects of manifest when manifest is what the last Run wrote.
-func (p *postRenderer) objectsOf(manifest string) []map[string]any {
-	if p == nil || p.objects == nil || manifest != p.manifest {
-		return nil
-	}
-	return p.objects
 }
 
 // mark labels an object as rudder's operand, annotates its owner, and, in the owner's
