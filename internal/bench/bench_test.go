@@ -169,15 +169,21 @@ func benchWatches() ([]*watches.Watch, error) {
 			return nil, err
 		}
 	}
+	// RUDDER_BENCH_SSA=1: the Web kind installs server-side (install.serverSideApply), for the
+	// comparison with client-side apply in docs/bench.md.
+	ssa := ""
+	if os.Getenv("RUDDER_BENCH_SSA") != "" {
+		ssa = ", install: {serverSideApply: true}"
+	}
 	wf := filepath.Join(chartDir, "watches.yaml")
 	if err := os.WriteFile(wf, []byte(fmt.Sprintf(`
-- {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s}
+- {group: bench.rudder.dev, version: v1, kind: Web, chart: web, reconcilePeriod: %s%s}
 - {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
 - {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
 - {group: bench.rudder.dev, version: v1, kind: Crowd, chart: crowd}
 - {group: bench.rudder.dev, version: v1, kind: Wave100, chart: wave100, rollout: {waves: [{count: 1}, {percent: 25}]}}
 - {group: bench.rudder.dev, version: v1, kind: Shared100, chart: shared100, reconcilePeriod: %s, valuesFrom: [{kind: ConfigMap, name: shared}]}
-`, resyncPeriod, resyncPeriod)), 0o644); err != nil {
+`, resyncPeriod, ssa, resyncPeriod)), 0o644); err != nil {
 		return nil, err
 	}
 	return watches.Load(wf)
