@@ -552,7 +552,11 @@ func startRudder(b *testing.B, c *testcluster.Cluster, nss []string) *rudderProc
 		b.Fatal(err)
 	}
 	wf := filepath.Join(chartDir, "scale-watches.yaml")
-	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: scale-web}\n"), 0o644); err != nil {
+	ssa := "" // RUDDER_BENCH_SSA=1: installed server-side, as in BenchmarkConverge300
+	if os.Getenv("RUDDER_BENCH_SSA") != "" {
+		ssa = ", install: {serverSideApply: true}"
+	}
+	if err := os.WriteFile(wf, []byte("- {group: bench.rudder.dev, version: v1, kind: Scale, chart: scale-web"+ssa+"}\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	addr := freeAddr(b)
