@@ -287,7 +287,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
 	cpu0, plane0, workers0 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
-	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.metric(b, "rudder_status_writes_total")
+	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds"), p.metric(b, "rudder_status_writes_total")
 	lists0 := apiserverLists(b, c)
 	start := time.Now()
 	go func() {
@@ -309,7 +309,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.workersRSS, r.workersPSS = p.workersMemory(b)
 	r.apiserverCPU = childCPU(b)["kube-apiserver"] - plane0
 	r.rate = float64(n) / r.converge.Seconds()
-	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds_count") - passes0) / float64(n)
+	r.passes = (p.metric(b, "rudder_reconcile_pass_seconds") - passes0) / float64(n)
 	r.statusWrites = (p.metric(b, "rudder_status_writes_total") - writes0) / float64(n)
 	r.installLists = apiserverLists(b, c) - lists0
 
@@ -321,9 +321,9 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	idleProfile := p.profile(b, "profile", "idle", idle)
 	idleAllocs := p.profile(b, "allocs", "idle-allocs", idle)
 	all1 := p.cpuWithWorkers(b)
-	passes1, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds_count"), p.cpu(b)
+	passes1, cpu1 := p.metric(b, "rudder_reconcile_pass_seconds"), p.cpu(b)
 	time.Sleep(idle)
-	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds_count")-passes1
+	r.idleCPU, r.idlePasses = p.cpu(b)-cpu1, p.metric(b, "rudder_reconcile_pass_seconds")-passes1
 	r.idleWindowCPU = p.cpuWithWorkers(b) - all1
 	r.rss = p.resident(b)
 	if pss, ok := pssOf(b, p.cmd.Process.Pid); ok {

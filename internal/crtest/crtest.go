@@ -142,13 +142,22 @@ func eventMatches(e corev1.Event, object, reason string, contains []string) bool
 
 // SeriesSum sums the samples of metric name in a Prometheus text exposition (another
 // process's /metrics), parsed by Prometheus' own parser, those whose labels include every one of
-// labels (nil: all): a counter's or gauge's value, a histogram's sample count.
+// labels (nil: all): a counter's or gauge's value, a histogram's sample count (named by its
+// family or by its _count series).
 func SeriesSum(body, name string, labels map[string]string) float64 {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	// What parsed before an error is kept: a line another exporter writes oddly spoils no
 	// other family.
 	mfs, _ := parser.TextToMetricFamilies(strings.NewReader(body))
-	return sumSamples(mfs[name], labels)
+	if mf, ok := mfs[name]; ok {
+		return sumSamples(mf, labels)
+	}
+	// A histogram's count as the exposition spells its series: the parser keeps it under its
+	// family's name.
+	if family, ok := strings.CutSuffix(name, "_count"); ok && mfs[family].GetType() == dto.MetricType_HISTOGRAM {
+		return sumSamples(mfs[family], labels)
+	}
+	return 0
 }
 
 // Metric sums, over controller-runtime's registry, the samples of a counter or gauge (or the sample

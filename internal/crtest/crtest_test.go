@@ -27,6 +27,8 @@ plain_untyped 2.5
 		{"apiserver_request_total", map[string]string{"verb": "DELETE"}, 0},
 		{"go_goroutines", nil, 42},
 		{"apiserver_request_duration_seconds", map[string]string{"verb": "LIST"}, 7},
+		{"apiserver_request_duration_seconds_count", map[string]string{"verb": "LIST"}, 7},
+		{"apiserver_request_duration_seconds_sum", nil, 0},
 		{"plain_untyped", nil, 2.5},
 		{"absent", nil, 0},
 	} {
