@@ -31,6 +31,7 @@ var (
 	ssaMoveGVK     = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "SSAMove"}
 	ssaConflictGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "SSAConflict"}
 	ssaForceGVK    = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "SSAForce"}
+	ssaReplaceGVK  = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "SSAReplace"}
 )
 
 // managerEntries are the operations of obj's managedFields entries of manager (the main
@@ -184,5 +185,30 @@ func TestServerSideConflicts(t *testing.T) {
 	}
 	if dep := deployment(t, ns, "ssaforce"); dep.Spec.Template.Spec.Containers[0].Image != "nginx:1" || *dep.Spec.Replicas != 2 {
 		t.Errorf("with forceConflicts: image %s, replicas %d; want nginx:1 and 2", dep.Spec.Template.Spec.Containers[0].Image, *dep.Spec.Replicas)
+	}
+}
+
+// TestServerSideForcedReplace: upgrade.force on a release that applies server-side replaces
+// the Deployment whose selector an upgrade changes (asked with a dry-run apply, created again
+// by an apply) in one new revision, and the new Deployment's fields are rudder's apply.
+func TestServerSideForcedReplace(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "ssa-replace-")
+	create(t, crtest.NewCR(ssaReplaceGVK, ns, "r", map[string]any{}))
+	crtest.WaitCondition(t, k8s, ssaReplaceGVK, ns, "r", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	oldUID := deployment(t, ns, "r").UID
+	patch(t, ssaReplaceGVK, ns, "r", `{"spec":{"tier":"b"}}`)
+	crtest.WaitEvent(t, k8s, ns, "r", rstatus.ReasonReplaced, "Deployment/"+ns+"/r")
+	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "r")
+		return len(h) == 2 && h[1].Info.Status == "deployed" && h[1].ApplyMethod == "ssa", nil
+	})
+	dep := deployment(t, ns, "r")
+	if dep.UID == oldUID || dep.Spec.Selector.MatchLabels["tier"] != "b" {
+		t.Fatalf("Deployment not replaced: uid %s (was %s), selector %v", dep.UID, oldUID, dep.Spec.Selector.MatchLabels)
+	}
+	if ops := managerEntries(dep, helm.FieldManager); len(ops) != 1 || ops[0] != metav1.ManagedFieldsOperationApply {
+		t.Fatalf("rudder's managedFields entries of the new Deployment are %v, want one Apply", ops)
 	}
 }

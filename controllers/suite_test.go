@@ -159,6 +159,7 @@ const testWatches = `
   driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
 - {group: test.rudder.dev, version: v1, kind: WaitAll, chart: waited, wait: {enable: true}, limits: {actionTimeout: 10m}}
 - {group: test.rudder.dev, version: v1, kind: WaitScoped, chart: waited, wait: {enable: true, kinds: [ConfigMap]}, limits: {actionTimeout: 10m}}
+- {group: test.rudder.dev, version: v1, kind: SSAReplace, chart: day2, install: {serverSideApply: true}, upgrade: {force: true}}
 - {group: test.rudder.dev, version: v1, kind: SSAMove, chart: day2, upgrade: {serverSideApply: true}}
 - {group: test.rudder.dev, version: v1, kind: SSAConflict, chart: day2, install: {serverSideApply: true}, driftDetection: {mode: disabled}}
 - {group: test.rudder.dev, version: v1, kind: SSAForce, chart: day2, install: {serverSideApply: true}, upgrade: {forceConflicts: true}, driftDetection: {mode: disabled}}

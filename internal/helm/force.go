@@ -37,9 +37,21 @@ func ImmutableField(err error) bool {
 // whose patch the API server refuses as immutable are deleted and created as the target has
 // them, and Helm's update runs once more for the rest.
 func (k *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	var manifest []runtime.Object
+	if k.force && k.serverSide {
+		// Helm's apply refreshes each target it applied with the API server's answer, which an
+		// apply may not send again (its managedFields): the second update applies the manifest.
+		manifest = make([]runtime.Object, len(target))
+		for i, info := range target {
+			manifest[i] = info.Object.DeepCopyObject()
+		}
+	}
 	res, err := k.Client.Update(original, target, opts...)
 	if err == nil || !k.force || !ImmutableField(err) {
 		return res, err
+	}
+	for i, obj := range manifest {
+		target[i].Object = obj
 	}
 	replaced, rerr := k.replaceImmutable(original, target)
 	k.replaced = append(k.replaced, replaced...)
