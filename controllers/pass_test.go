@@ -447,6 +447,16 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning Unlocked", "Normal UpgradeSucceeded"},
 		result: "requeue",
 	}, {
+		name: "an upgrade left pending although it completed (the revision it replaced superseded): marked deployed, no upgrade",
+		setup: func(h *harness) {
+			h.seed(common.StatusSuperseded, false, 0, unitUID)
+			h.seed(common.StatusPendingUpgrade, true, 0, unitUID)
+		},
+		calls:  []string{"Last", "Unlock 2", "Last"},
+		conds:  []string{"Released=True/UpToDate", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/UpToDate"},
+		events: []string{"Normal Unlocked"},
+		result: "requeue",
+	}, {
 		name: "someone else's pending rollback: waited for",
 		setup: func(h *harness) {
 			h.seed(common.StatusDeployed, true, 0, unitUID)

@@ -17,7 +17,8 @@ import (
 
 // The actions that repair a release's records: no new revision.
 
-// unlock marks a pending revision that a dead operation left as failed (records.StateLocked).
+// unlock marks a pending revision that a dead operation left as failed, or deployed when it was
+// an upgrade that completed but for its last write (records.StateLocked, records.Unlock).
 type unlock struct{}
 
 func (unlock) name() plan.Action { return plan.Unlock }
@@ -33,6 +34,14 @@ func (unlock) run(ctx context.Context, e *env, obs observed) result {
 	if !unlocked {
 		// Storage had completed the revision: the view that found it pending was behind, and
 		// the pass goes on from storage's.
+		return res
+	}
+	if rel.Status == release.StatusDeployed {
+		// The upgrade had completed but for its last write (records.Unlock): the pass goes on
+		// from the deployed revision, as after the upgrade itself.
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonUnlocked, "Unlock", fmt.Sprintf(
+			"revision %d was left %s, although its upgrade had completed (the revision it replaced was marked superseded; the last write was lost); marked deployed",
+			rel.Version, prev)}}
 		return res
 	}
 	msg := fmt.Sprintf("revision %d was left %s by an operation that is gone; marked failed", rel.Version, prev)

@@ -56,17 +56,23 @@ func LastDeployed(st *storage.Storage, name string, before int) (*release.Releas
 	return best, nil
 }
 
-// Unlock marks failed a revision left pending by an operation that is gone (StateLocked).
+// Unlock marks failed a revision left pending by an operation that is gone (StateLocked), or
+// completes it: an upgrade whose last write was lost.
 //
 // rel is the revision as a pass saw it pending, which may be older than storage: the cache of
 // records behind, or this process's memory of a write whose answer was lost while the API
 // server went away although the write was made. Unlock reads the revision again (a GET) and
-// marks it only if it is still pending; one whose operation did complete is returned as
+// writes it only if it is still pending; one whose operation did complete is returned as
 // storage holds it, unchanged, with unlocked false. (Marking that one failed from the older
 // view would undo its operation's last write; the next upgrade would then take the failed
 // revision for the release's current one, and mark it superseded: two revisions of one chart
 // and values.) Nothing else writes the revision between the read and the write: the operation
 // that left it is gone, and a release's passes take turns.
+//
+// An upgrade that is still pending although it completed (see upgradeCompleted) is marked
+// deployed, with its own description: its objects, its wait and its hooks are done, and only
+// its last write was lost. Marking it failed would have the next upgrade make another revision
+// of the same chart and values, and mark this one superseded.
 func Unlock(st *storage.Storage, rel *release.Release) (now *release.Release, unlocked bool, err error) {
 	now, err = V1Of(st.Get(rel.Name, rel.Version))
 	if err != nil {
@@ -75,11 +81,45 @@ func Unlock(st *storage.Storage, rel *release.Release) (now *release.Release, un
 	if !now.Info.Status.IsPending() {
 		return now, false, nil
 	}
-	now.SetStatus(common.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", now.Info.Status))
+	done, err := upgradeCompleted(st, now)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case done:
+		now.Info.Status = common.StatusDeployed
+	default:
+		now.SetStatus(common.StatusFailed, fmt.Sprintf("unlocked by rudder: the %s operation that started it is gone", now.Info.Status))
+	}
 	if err := st.Update(now); err != nil {
 		return nil, false, err
 	}
 	return now, true, nil
+}
+
+// upgradeCompleted reports whether rel, a revision left pending-upgrade, completed all but its
+// last write. Helm's upgrade (3 and 4 alike) marks the revision it replaces superseded only
+// once the objects are applied, waited for and its post-upgrade hooks have run, and then marks
+// the new one deployed; every failure before that leaves the replaced revision as it was. The
+// replaced revision is the newest deployed one, else the newest if it failed: so an upgrade
+// completed when the revision before rel is superseded and none is deployed. (Helm's rollback
+// marks the revision it replaces superseded on failure too: a pending rollback is never
+// completed here.)
+func upgradeCompleted(st *storage.Storage, rel *release.Release) (bool, error) {
+	if rel.Info.Status != common.StatusPendingUpgrade {
+		return false, nil
+	}
+	prev, err := Revision(st, rel.Name, rel.Version-1)
+	if err != nil || prev == nil || prev.Info.Status != common.StatusSuperseded {
+		return false, err
+	}
+	_, err = st.Deployed(rel.Name)
+	switch {
+	case errors.Is(err, driver.ErrNoDeployedReleases):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
 }
 
 // SupersedeOlder marks every deployed revision of a release but the newest superseded.

@@ -54,3 +54,47 @@ func TestUnlockReadsStorageFirst(t *testing.T) {
 		t.Error("a revision storage does not hold: no error")
 	}
 }
+
+// TestUnlockCompletesAnUpgradeWhoseLastWriteWasLost: a pending upgrade whose replaced revision
+// is superseded, with no revision deployed, had its objects, wait and hooks done (Helm marks
+// the replaced one superseded only then): Unlock marks it deployed, description kept. Every
+// other pending revision is marked failed.
+func TestUnlockCompletesAnUpgradeWhoseLastWriteWasLost(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		history []common.Status // revisions 1.., the last one pending
+		want    common.Status
+	}{
+		{"upgrade completed", []common.Status{common.StatusSuperseded, common.StatusPendingUpgrade}, common.StatusDeployed},
+		{"upgrade of a failed revision completed", []common.Status{common.StatusSuperseded, common.StatusSuperseded, common.StatusPendingUpgrade}, common.StatusDeployed},
+		{"upgrade not completed", []common.Status{common.StatusDeployed, common.StatusPendingUpgrade}, common.StatusFailed},
+		{"upgrade of a failed revision not completed", []common.Status{common.StatusDeployed, common.StatusFailed, common.StatusPendingUpgrade}, common.StatusFailed},
+		{"the revision before failed", []common.Status{common.StatusSuperseded, common.StatusFailed, common.StatusPendingUpgrade}, common.StatusFailed},
+		{"another revision deployed", []common.Status{common.StatusDeployed, common.StatusSuperseded, common.StatusPendingUpgrade}, common.StatusFailed},
+		{"a first revision", []common.Status{common.StatusPendingUpgrade}, common.StatusFailed},
+		{"a rollback", []common.Status{common.StatusSuperseded, common.StatusSuperseded, common.StatusPendingRollback}, common.StatusFailed},
+		{"an install", []common.Status{common.StatusPendingInstall}, common.StatusFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := storage.Init(driver.NewMemory())
+			var last *release.Release
+			for i, s := range c.history {
+				last = &release.Release{Name: "r", Namespace: "ns", Version: i + 1, Info: &release.Info{Status: s, Description: "rudder upgrade"}}
+				if err := st.Create(last); err != nil {
+					t.Fatal(err)
+				}
+			}
+			now, unlocked, err := Unlock(st, last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored, _ := V1Of(st.Get("r", last.Version))
+			if !unlocked || now.Info.Status != c.want || stored.Info.Status != c.want {
+				t.Errorf("unlocked %v, returned %s, stored %s; want true, %s", unlocked, now.Info.Status, stored.Info.Status, c.want)
+			}
+			if c.want == common.StatusDeployed && stored.Info.Description != "rudder upgrade" {
+				t.Errorf("completed revision described %q; want its own description kept", stored.Info.Description)
+			}
+		})
+	}
+}
