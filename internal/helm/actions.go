@@ -75,7 +75,6 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
-	in.PostRenderer = r.postRenderer(req, c.mapper)
 	in.DisableOpenAPIValidation = skipClientValidation
 	helm3(in)
 	in.WaitStrategy, in.WaitForJobs = req.Scope.Wait.strategy(), req.Scope.Wait.Jobs
@@ -144,7 +143,7 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts commo
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper))
+	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper), r.postRenderer(req, c.mapper))
 	over, withheld := lk.Outcome()
 	req.Withheld = withheld
 	if over {
@@ -208,9 +207,8 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	up.Labels = req.Labels()
 	up.Description = req.Description
 	up.MaxHistory = req.MaxHistory
-	up.PostRenderer = r.postRenderer(req, c.mapper)
 	up.DisableOpenAPIValidation = skipClientValidation
-	up.WaitStrategy, up.PostRenderStrategy = req.Scope.Wait.strategy(), action.PostRenderStrategyNoHooks
+	up.WaitStrategy = req.Scope.Wait.strategy()
 	up.WaitForJobs = req.Scope.Wait.Jobs
 	// The release's recorded apply method (client-side for every record Helm 3 wrote), unless
 	// the watch moves it: Helm migrates the fields of a client-side release it moves to
@@ -357,8 +355,9 @@ func (c *Client) httpClient(s Scope) (*http.Client, error) {
 var hookAnnotation = []byte("helm.sh/hook")
 
 // helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps unless its
-// watch says otherwise (apply.go, wait.go): a client-side apply, no wait but for hooks, and the
-// post-renderer given the manifest alone (rudder marks the hooks itself, as it stores them).
+// watch says otherwise (apply.go, wait.go): a client-side apply and no wait but for hooks. (Helm
+// is given no post-renderer: rudder post-renders the manifest alone before the action, see
+// postRenderer, and marks the hooks itself as it stores them.)
 func helm3(in *action.Install) {
-	in.ServerSideApply, in.WaitStrategy, in.PostRenderStrategy = false, kube.HookOnlyStrategy, action.PostRenderStrategyNoHooks
+	in.ServerSideApply, in.WaitStrategy = false, kube.HookOnlyStrategy
 }

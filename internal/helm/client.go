@@ -353,7 +353,7 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
 	}
 	rendered, err := renderChart(ctx, pool, mapper, req,
-		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil)
+		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil, req.postRenderer(mapper))
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,6 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
-	in.PostRenderer = req.postRenderer(mapper)
 	in.DisableOpenAPIValidation = true
 	if caps != nil {
 		kv := caps.KubeVersion

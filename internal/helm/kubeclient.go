@@ -1,16 +1,24 @@
 package helm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"helm.sh/helm/v4/pkg/kube"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	kjson "sigs.k8s.io/json"
 )
 
 // kubeClient is Helm's kube client with these changes; every other method, and every optional
@@ -18,7 +26,10 @@ import (
 //   - No reachability probe before every action (a GET /version each time): rudder's watches
 //     depend on the API server anyway, and an unreachable one fails the action's first request
 //     with an error that says so.
-//   - Build of the action's own manifest creates the chart's templates/ CRDs first (crds.go).
+//   - Build of the action's own manifest creates the chart's templates/ CRDs first (crds.go),
+//     and takes the post-renderer's objects instead of parsing the text again (see infos);
+//     Helm's creates of those objects read only the metadata of the API server's answer (see
+//     createClient).
 //   - Client-side creates do not take Helm 4's process-wide lock (Create).
 //   - upgrade.force replaces what an update cannot change (force.go).
 //   - Waits end with the action's context and are scoped by the watch (the end of this file).
@@ -27,6 +38,8 @@ type kubeClient struct {
 	getter *restClientGetter
 	// post is the action's post-renderer, if it has one.
 	post *postRenderer
+	// clients are the REST clients infos made, per group version.
+	clients map[schema.GroupVersion]createClient
 	// force replaces the objects an upgrade cannot update (see Update), waiting up to timeout
 	// for each deletion; replaced names those it replaced.
 	force    bool
@@ -52,13 +65,144 @@ func (k *kubeClient) context() context.Context {
 func (*kubeClient) IsReachable() error { return nil }
 
 func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error) {
-	if k.post != nil && !validate {
-		// The manifest of the action's own render: the chart's templates/ CRDs first.
-		if err := k.createOwnCRDs(); err != nil {
-			return nil, err
-		}
+	if k.post == nil || validate {
+		return k.Client.Build(r, validate)
 	}
-	return k.Client.Build(r, validate)
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	// The manifest of the action's own render: the chart's templates/ CRDs first.
+	if err := k.createOwnCRDs(); err != nil {
+		return nil, err
+	}
+	if infos, ok := k.infos(string(data)); ok {
+		return infos, nil
+	}
+	return k.Client.Build(bytes.NewReader(data), validate)
+}
+
+// infos are the objects of manifest as Helm's Build (cli-runtime's builder, without
+// validation) finds them, when each document of manifest is one the post-renderer wrote (see
+// postRenderer.written; Helm stores each after a "# Source" comment): Infos of copies of the
+// post-renderer's objects, each with its REST mapping and a client for its group version,
+// placed in the release's namespace when namespaced and without one. The builder would decode
+// the text again, YAML to JSON to objects, and decode every object's JSON twice more on the
+// way. ok is false when a document is not one the post-renderer wrote, or an object is one the
+// builder refuses (its kind unknown, its metadata malformed): Helm's Build then says why.
+func (k *kubeClient) infos(manifest string) (list kube.ResourceList, ok bool) {
+	objs := k.post.objectsOf(manifest)
+	if objs == nil {
+		return nil, false
+	}
+	for _, o := range objs {
+		obj := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
+		gvk := obj.GroupVersionKind()
+		mapping, err := k.getter.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil || !wellFormedMetadata(obj) {
+			return nil, false
+		}
+		client, err := k.restClient(gvk.GroupVersion())
+		if err != nil {
+			return nil, false
+		}
+		info := &resource.Info{Client: client, Mapping: mapping, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			ResourceVersion: obj.GetResourceVersion(), Object: obj}
+		if info.Namespaced() && info.Namespace == "" {
+			info.Namespace = k.getter.namespace
+			obj.SetNamespace(info.Namespace)
+		}
+		list = append(list, info)
+	}
+	return list, true
+}
+
+// wellFormedMetadata reports whether obj's metadata decodes as ObjectMeta, which cli-runtime's
+// builder requires of every object it reads.
+func wellFormedMetadata(obj *unstructured.Unstructured) bool {
+	md, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		return obj.Object["metadata"] == nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(md, &metav1.ObjectMeta{}) == nil
+}
+
+// restClient is the client cli-runtime's builder makes for unstructured objects of gv, with
+// its creates answered as createClient says; made once per group version.
+func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, error) {
+	if c, ok := k.clients[gv]; ok {
+		return c, nil
+	}
+	cfg, err := k.getter.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ContentConfig = resource.UnstructuredPlusDefaultContentConfig()
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	c, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.NegotiatedSerializer = metadataAnswers(cfg.NegotiatedSerializer)
+	post, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if k.clients == nil {
+		k.clients = map[schema.GroupVersion]createClient{}
+	}
+	k.clients[gv] = createClient{RESTClient: c, post: post}
+	return k.clients[gv], nil
+}
+
+// createClient is the REST client of the objects infos builds: cli-runtime's, except that the
+// answer to a POST is read for its type and metadata only. cli-runtime's Helper POSTs only
+// to create, and Helm reads of the created object only what Info.Refresh keeps (its name,
+// namespace and resourceVersion); decoding the whole answer, the object as stored with its
+// managedFields, into maps was most of what a create cost rudder. Every other verb (the GETs
+// of an upgrade's three-way merge need the whole live object) is cli-runtime's.
+type createClient struct {
+	*rest.RESTClient
+	post *rest.RESTClient
+}
+
+func (c createClient) Post() *rest.Request { return c.post.Post() }
+
+// metadataAnswers is ns with its JSON decoder replaced by metadataCodec.
+func metadataAnswers(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	info.Serializer = metadataCodec{Encoder: info.Serializer}
+	info.PrettySerializer, info.StrictSerializer = nil, nil
+	return runtime.NewSimpleNegotiatedSerializer(info)
+}
+
+// metadataCodec encodes as the encoder it wraps, and decodes an object as its
+// PartialObjectMetadata; a Status (the body of an error) as a Status. Which is which, and what
+// is refused (a body without a kind), is as in cli-runtime's unstructured codec, so that
+// errors keep their reason and code.
+type metadataCodec struct{ runtime.Encoder }
+
+func (metadataCodec) Decode(data []byte, _ *schema.GroupVersionKind, _ runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		return nil, nil, err
+	}
+	gvk := obj.GroupVersionKind()
+	switch {
+	case gvk.Kind == "":
+		return nil, &gvk, runtime.NewMissingKindErr(string(data))
+	case !strings.EqualFold(gvk.Kind, "status") || gvk.Version != "v1" || (gvk.Group != "" && gvk.Group != "meta.k8s.io"):
+		return obj, &gvk, nil
+	}
+	st := &metav1.Status{}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, st); err != nil {
+		return nil, nil, err
+	}
+	return st, &gvk, nil
 }
 
 // jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -16,11 +17,14 @@ import (
 	"github.com/rudder-operator/rudder/internal/guard"
 
 	"go.yaml.in/yaml/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -284,6 +288,76 @@ func TestParseIdentities(t *testing.T) {
 	}
 	if _, err := ParseIdentities("apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n", "scale", guardtest.Mapper()); err == nil {
 		t.Error("a kind the mapper does not know was accepted")
+	}
+}
+
+// awkwardPostRendered is a post-renderer that may render a ClusterRole, and the manifest Helm
+// stores of what it made of awkwardManifest and one: each document after a "# Source" line.
+func awkwardPostRendered(t *testing.T) (*postRenderer, string) {
+	pr := benchRenderer()
+	pr.conf.AllowClusterScoped = []string{"ClusterRole"}
+	out, err := pr.Run(bytes.NewBufferString(awkwardManifest +
+		"---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest strings.Builder
+	for doc := range strings.SplitSeq(strings.TrimPrefix(out.String(), "---\n"), "---\n") {
+		fmt.Fprintf(&manifest, "---\n# Source: web/templates/all.yaml\n%s\n", doc)
+	}
+	return pr, manifest.String()
+}
+
+// Helm's Build of the manifest Helm assembles from what the post-renderer wrote takes the
+// post-renderer's objects, and finds exactly what Helm's own Build finds in the text: the same
+// objects, names, namespaces, mappings and request URLs; any other manifest is read as it is.
+func TestBuildTakesThePostRenderedObjects(t *testing.T) {
+	t.Parallel()
+	pr, manifest := awkwardPostRendered(t)
+	getter := &restClientGetter{cfg: &rest.Config{Host: "https://127.0.0.1:1"}, namespace: "scale", mapper: StaticMapper()}
+	kc := kube.New(getter)
+	k := &kubeClient{Client: kc, getter: getter, post: pr}
+	if _, ok := k.infos(manifest); !ok {
+		t.Fatal("the post-rendered manifest is parsed again")
+	}
+	for _, in := range []string{manifest, manifest, manifest + "---\napiVersion: v1\nkind: Secret\nmetadata: {name: extra}\n"} {
+		want, err := kc.Build(strings.NewReader(in), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := k.Build(strings.NewReader(in), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(want) < 4 {
+			t.Fatalf("%d objects, want %d", len(got), len(want))
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Name != w.Name || g.Namespace != w.Namespace || g.ResourceVersion != w.ResourceVersion ||
+				!reflect.DeepEqual(g.Mapping, w.Mapping) || !equality.Semantic.DeepEqual(g.Object, w.Object) {
+				t.Errorf("object %d: %s/%s %v\n%#v\nwant %s/%s %v\n%#v", i, g.Namespace, g.Name, g.Mapping.Resource, g.Object,
+					w.Namespace, w.Name, w.Mapping.Resource, w.Object)
+			}
+			gu := g.Client.Get().NamespaceIfScoped(g.Namespace, g.Namespaced()).Resource(g.Mapping.Resource.Resource).Name(g.Name).URL()
+			wu := w.Client.Get().NamespaceIfScoped(w.Namespace, w.Namespaced()).Resource(w.Mapping.Resource.Resource).Name(w.Name).URL()
+			if gu.String() != wu.String() {
+				t.Errorf("object %d is read at %s, want %s", i, gu, wu)
+			}
+		}
+		// What Helm does to the objects it was given (its labels and annotations) does not
+		// reach the post-renderer's: the next Build finds them as they were.
+		for _, g := range got {
+			g.Object.(*unstructured.Unstructured).SetLabels(map[string]string{"changed": "yes"})
+		}
+	}
+	for _, other := range []string{
+		strings.Replace(manifest, "name: r\n", "name: r2\n", 1), // a document it did not write
+		manifest + "---\n# only a comment\n",
+	} {
+		if _, ok := k.infos(other); ok {
+			t.Errorf("objects given for a manifest the post-renderer did not write:\n%s", other)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -23,8 +24,8 @@ import (
 // memory: a template is the CR author's to steer, and a recursion, an endless loop or a huge
 // allocation in rudder's process would stop it for everyone. Helm's action is then given a
 // chart whose templates are the worker's output, escaped: Helm's own render in rudder's
-// process only copies that text, and everything after it (hooks sorted from manifests, NOTES,
-// the post-renderer, the checks, the release record) is as before. The record stores the
+// process only copies that text (rudder's post-render done: see postRenderer), and everything
+// after it (hooks sorted from manifests, NOTES, the checks, the release record) is as before. The record stores the
 // chart as it was given, not the rendered one.
 
 // The defaults of the render limits.
@@ -51,10 +52,10 @@ func (l Limits) renderLimits() render.Limits {
 }
 
 // renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
-// checks what it made (guard.Confinement.CheckRendered), and returns the chart to give Helm's
-// action. up, when set, is where the render's lookups go; without it they find nothing. refs
+// checks what it made (guard.Confinement.CheckRendered), post-renders its manifests (post;
+// see postRenderer.renderFiles), and returns the chart to give Helm's action. up, when set, is where the render's lookups go; without it they find nothing. refs
 // resolves what the release's objects name that it does not make (nil: nothing is).
-func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader) (*chart.Chart, error) {
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, post *postRenderer) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
@@ -68,7 +69,14 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 	}
 	// What Helm's action cannot sort it refuses in its own words: it is left to it.
 	if manifests, hooks, ok := sortRendered(res.Files, caps); ok {
-		if err := req.scope().CheckRendered(mapper, CRDFiles(req.Chart), manifests, hooks, refs); err != nil {
+		contents := make([]string, len(manifests))
+		for i, m := range manifests {
+			contents[i] = m.Content
+		}
+		if err := req.scope().CheckRendered(mapper, CRDFiles(req.Chart), contents, View(&release.Release{Hooks: hooks}).Hooks, refs); err != nil {
+			return nil, err
+		}
+		if res.Files, err = post.renderFiles(res.Files, manifests, hooks); err != nil {
 			return nil, err
 		}
 	}

@@ -1,9 +1,14 @@
 package helm
 
 import (
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -11,6 +16,10 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
@@ -36,8 +45,8 @@ func helmRender(t *testing.T, ch *chart.Chart, values map[string]any) *release.R
 func file(name, data string) *common.File { return &common.File{Name: name, Data: []byte(data)} }
 
 // fidelityChart exercises what Helm does around the render: a subchart under two aliases, one
-// disabled by a condition, import-values, a library chart, crds/ in a subchart, hooks, NOTES
-// and output holding template delimiters.
+// disabled by a condition, import-values, a library chart, crds/ in a subchart, hooks (one in a
+// file with a manifest), NOTES and output holding template delimiters.
 func fidelityChart() *chart.Chart {
 	lib := &chart.Chart{Metadata: &chart.Metadata{APIVersion: "v2", Name: "lib", Version: "1.0.0", Type: "library"},
 		Templates: []*common.File{file("templates/_names.tpl", `{{- define "lib.name" -}}{{ .Release.Name }}-{{ .Chart.Name }}{{- end -}}`)}}
@@ -57,6 +66,7 @@ func fidelityChart() *chart.Chart {
 		Templates: []*common.File{
 			file("templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ include \"lib.name\" . }}\ndata:\n  color: {{ .Values.imported.color | default \"none\" }}\n  tmpl: '{{ \"{{ .Values.x }}\" }} }} {{ \"{{{\" }}'\n  revision: {{ .Release.Revision | quote }}\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"),
 			file("templates/hook.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ .Release.Name }}-hook\n  annotations: {helm.sh/hook: pre-install}\nspec: {containers: [{name: c, image: busybox}]}\n"),
+			file("templates/mixed.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-pre\n  annotations: {helm.sh/hook: pre-install}\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-s\nstringData: {k: v}\n"),
 			file("templates/_helpers.tpl", `{{ define "unused" }}x{{ end }}`),
 			file("templates/NOTES.txt", "Installed {{ .Release.Name }} {{ \"{{\" }}literal{{ \"}}\" }}"),
 			file("templates/empty.yaml", "{{- if false }}x{{ end }}"),
@@ -95,7 +105,7 @@ func TestRenderMatchesHelm(t *testing.T) {
 				ReleaseName: "fidelity", Chart: got, Values: values}
 			pool := testPool(t)
 			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, common.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
-				testCaps(), nil, nil)
+				testCaps(), nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +127,67 @@ func TestRenderMatchesHelm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPostRenderBeforeTheAction: the chart renderChart gives Helm's action, post-rendered by
+// rudder, makes the release Helm's own post-render of the manifest alone (its "nohooks"
+// strategy, Helm 3's way) makes: the same objects under the same "# Source" lines in the same
+// order, and the same hooks, untouched; and the post-renderer knows the objects by the text
+// Helm stores, document by document.
+func TestPostRenderBeforeTheAction(t *testing.T) {
+	owner := guard.Owner{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, Key: types.NamespacedName{Namespace: "ns", Name: "w"}, UID: "u-1"}
+	req := &Request{Scope: Scope{Owner: owner, Confinement: guard.Measuring(guard.Confinement{Namespace: "ns", AllowClusterScoped: ClusterScopedKinds()})},
+		ReleaseName: "fidelity", Chart: fidelityChart(), Values: map[string]any{}}
+	in := action.NewInstall(action.NewConfiguration())
+	in.DryRunStrategy, in.Replace = action.DryRunClient, true
+	in.ReleaseName, in.Namespace = "fidelity", "ns"
+	in.KubeVersion = &testCaps().KubeVersion
+	in.PostRenderer, in.PostRenderStrategy = req.postRenderer(StaticMapper()), action.PostRenderStrategyNoHooks
+	base, err := records.V1Of(in.Run(fidelityChart(), req.Values))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := req.postRenderer(StaticMapper())
+	rendered, err := renderChart(t.Context(), testPool(t), StaticMapper(), req, common.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
+		testCaps(), nil, nil, post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := helmRender(t, rendered, req.Values)
+	got, want := sourcedObjects(t, out.Manifest), sourcedObjects(t, base.Manifest)
+	if len(want) != 4 || !reflect.DeepEqual(got, want) {
+		t.Errorf("manifest's objects:\n%v\nHelm's post-render:\n%v", got, want)
+	}
+	if !reflect.DeepEqual(hookTexts(out.Hooks), hookTexts(base.Hooks)) {
+		t.Errorf("hooks differ:\n%v\n%v", hookTexts(out.Hooks), hookTexts(base.Hooks))
+	}
+	for _, d := range releaseutil.SplitManifests(out.Manifest) {
+		_, text, _ := strings.Cut(d, "\n") // the "# Source" line
+		if post.written[strings.TrimSpace(text)] == nil {
+			t.Errorf("the post-renderer does not know the document Helm stores:\n%s", d)
+		}
+	}
+	if len(post.written) != len(want) || len(post.made()) != len(want) {
+		t.Errorf("the post-renderer wrote %d documents, %d identities; the manifest has %d", len(post.written), len(post.made()), len(want))
+	}
+}
+
+// sourcedObjects are a manifest's documents as their "# Source" line and object, in order.
+func sourcedObjects(t *testing.T, manifest string) []string {
+	t.Helper()
+	var out []string
+	docs := releaseutil.SplitManifests(manifest)
+	keys := slices.Collect(maps.Keys(docs))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	for _, k := range keys {
+		source, text, _ := strings.Cut(docs[k], "\n")
+		var obj map[string]any
+		if err := sigsyaml.Unmarshal([]byte(text), &obj); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %v", source, obj))
+	}
+	return out
 }
 
 func hookTexts(hs []*release.Hook) []string {

@@ -78,21 +78,17 @@ func CRDFiles(ch *chart.Chart) []guard.CRDFile {
 }
 
 // sortRendered sorts a render's files as Helm's action will: the manifests, in install order,
-// and the hooks, seen as rudder's view of them (ok false: Helm cannot sort them, and its action
-// says why).
-func sortRendered(files map[string]string, caps *common.Capabilities) (manifests []string, hooks []*view.Hook, ok bool) {
+// and the hooks (ok false: Helm cannot sort them, and its action says why).
+func sortRendered(files map[string]string, caps *common.Capabilities) (manifests []releaseutil.Manifest, hooks []*release.Hook, ok bool) {
 	in := make(map[string]string, len(files))
 	for k, v := range files {
 		if !strings.HasSuffix(k, "NOTES.txt") {
 			in[k] = v
 		}
 	}
-	hs, sorted, err := releaseutil.SortManifests(in, caps.APIVersions, releaseutil.InstallOrder)
+	hooks, manifests, err := releaseutil.SortManifests(in, caps.APIVersions, releaseutil.InstallOrder)
 	if err != nil {
 		return nil, nil, false
 	}
-	for _, m := range sorted {
-		manifests = append(manifests, m.Content)
-	}
-	return manifests, View(&release.Release{Hooks: hs}).Hooks, true
+	return manifests, hooks, true
 }
