@@ -73,8 +73,12 @@ func CheckPointer(p string) error {
 	return nil
 }
 
-// pointerTokens are the reference tokens of a checked JSON pointer, unescaped.
+// pointerTokens are the reference tokens of a checked JSON pointer, unescaped; none for "",
+// the whole document.
 func pointerTokens(p string) []string {
+	if p == "" {
+		return nil
+	}
 	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	for i, t := range parts {
 		parts[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
@@ -88,32 +92,20 @@ func escapeToken(t string) string {
 }
 
 // removePointer removes the field p points to from obj; a pointer to nothing changes nothing.
+// A list element is removed by setting its parent's list without it.
 func removePointer(obj map[string]any, p string) {
-	var parent any = obj
-	tokens := pointerTokens(p)
-	for i, t := range tokens {
-		last := i == len(tokens)-1
-		switch node := parent.(type) {
-		case map[string]any:
-			if last {
-				delete(node, t)
-				return
-			}
-			parent = node[t]
-		case []any:
-			n, err := strconv.Atoi(t)
-			if err != nil || n < 0 || n >= len(node) {
-				return
-			}
-			if last {
-				// A list element is removed by setting its parent's list without it.
-				removeListElement(obj, tokens[:i], n)
-				return
-			}
-			parent = node[n]
-		default:
+	i := strings.LastIndex(p, "/") // an escaped token holds no "/"
+	parentPointer, last := p[:i], pointerTokens(p[i:])[0]
+	parent, _ := pointerValue(obj, parentPointer)
+	switch node := parent.(type) {
+	case map[string]any:
+		delete(node, last)
+	case []any:
+		n, err := strconv.Atoi(last)
+		if err != nil || n < 0 || n >= len(node) {
 			return
 		}
+		setPointer(obj, parentPointer, append(node[:n:n], node[n+1:]...))
 	}
 }
 
@@ -171,31 +163,6 @@ func setPointer(obj map[string]any, p string, v any) {
 			node = n[k]
 		default:
 			return
-		}
-	}
-}
-
-// removeListElement removes element n of the list at tokens in obj.
-func removeListElement(obj map[string]any, tokens []string, n int) {
-	var parent any = obj
-	for i, t := range tokens {
-		last := i == len(tokens)-1
-		switch node := parent.(type) {
-		case map[string]any:
-			if last {
-				l := node[t].([]any)
-				node[t] = append(l[:n:n], l[n+1:]...)
-				return
-			}
-			parent = node[t]
-		case []any:
-			k, _ := strconv.Atoi(t)
-			if last {
-				l := node[k].([]any)
-				node[k] = append(l[:n:n], l[n+1:]...)
-				return
-			}
-			parent = node[k]
 		}
 	}
 }

@@ -2,6 +2,7 @@ package helm
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -161,12 +162,18 @@ func TestCheckPointer(t *testing.T) {
 			t.Errorf("CheckPointer(%q) = %v", p, err)
 		}
 	}
-	obj := map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a/b": "x", "c": "y"}}, "l": []any{"0", "1", "2"}}
+	obj := map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a/b": "x", "c": "y"}}, "l": []any{"0", "1", "2"},
+		"top": "x", "m": []any{[]any{"a", "b"}}}
 	removePointer(obj, "/metadata/annotations/a~1b")
 	removePointer(obj, "/l/1")
 	removePointer(obj, "/l/9")
-	if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); len(ann) != 1 || !slices.Equal(obj["l"].([]any), []any{"0", "2"}) {
-		t.Errorf("after removals: %v", obj)
+	removePointer(obj, "/top")
+	removePointer(obj, "/m/0/0")
+	removePointer(obj, "/missing/x")
+	removePointer(obj, "/l/0/x")
+	want := map[string]any{"metadata": map[string]any{"annotations": map[string]any{"c": "y"}}, "l": []any{"0", "2"}, "m": []any{[]any{"b"}}}
+	if !reflect.DeepEqual(obj, want) {
+		t.Errorf("after removals: %v, want %v", obj, want)
 	}
 }
 
