@@ -67,7 +67,9 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files["templates/all.yaml"] = strings.Replace(files["templates/all.yaml"], "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \""+edition+"\"", 1)
+	// The edition is the test's own and its namespace's, so that each run (go test -count=N
+	// included) edits the chart into one no run published before.
+	files["templates/all.yaml"] = strings.Replace(files["templates/all.yaml"], "tier: {{ .Values.tier | quote }}", "tier: {{ .Values.tier | quote }}\n  edition: \""+edition+"-"+ns+"\"", 1)
 	if err := chartsourcetest.PublishAtomic(rolloutChart, files); err != nil {
 		t.Fatal(err)
 	}
