@@ -25,8 +25,8 @@ import (
 // allocation in rudder's process would stop it for everyone. Helm's action is then given a
 // chart whose templates are the worker's output, escaped: Helm's own render in rudder's
 // process only copies that text (rudder's post-render done: see postRenderer), and everything
-// after it (hooks sorted from manifests, NOTES, the checks, the release record) is as before. The record stores the
-// chart as it was given, not the rendered one.
+// after it (hooks sorted from manifests, NOTES, the checks, the release record) is as before.
+// The record stores the chart as it was given, not the rendered one.
 
 // The defaults of the render limits.
 const (
@@ -53,8 +53,9 @@ func (l Limits) renderLimits() render.Limits {
 
 // renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
 // checks what it made (guard.Confinement.CheckRendered), post-renders its manifests (post;
-// see postRenderer.renderFiles), and returns the chart to give Helm's action. up, when set, is where the render's lookups go; without it they find nothing. refs
-// resolves what the release's objects name that it does not make (nil: nothing is).
+// see postRenderer.renderFiles), and returns the chart to give Helm's action. up, when set, is
+// where the render's lookups go; without it they find nothing. refs resolves what the
+// release's objects name that it does not make (nil: nothing is).
 func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, post *postRenderer) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
