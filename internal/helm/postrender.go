@@ -47,20 +47,6 @@ type postRenderer struct {
 	crds []map[string]any
 }
 
-// Run post-renders a manifest: its objects, each written again as one document.
-func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
-	docs, err := p.run([][]byte{in.Bytes()})
-	if err != nil {
-		return nil, err
-	}
-	var out bytes.Buffer
-	for _, d := range docs[0] {
-		out.WriteString("---\n")
-		out.WriteString(d)
-	}
-	return &out, nil
-}
-
 // renderFiles post-renders the manifests of a render, as Helm's action sorts them from files
 // (one document each), and returns the files to render instead: each file with its
 // manifests' documents written again after its hooks' documents, untouched. Helm's action

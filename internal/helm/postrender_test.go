@@ -27,6 +27,22 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
+// Run post-renders a manifest as one stream, as renderFiles does a render's manifests: its
+// objects, each written again as one document. (rudder's actions call renderFiles; Helm is
+// given no post-renderer.)
+func (p *postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	docs, err := p.run([][]byte{in.Bytes()})
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, d := range docs[0] {
+		out.WriteString("---\n")
+		out.WriteString(d)
+	}
+	return &out, nil
+}
+
 func TestManifestConfinement(t *testing.T) {
 	tests := []struct {
 		name     string
