@@ -8,21 +8,31 @@
 // keep between them (memory.go: drift marks, the manifests' object identities, the phase
 // gauge); and doors the controller implements, each a small interface: the namespace's
 // action slots (Turns), the dependent watches (Watches), the CR's status (StatusWriter) and
-// the Rollouts. Each pass is in three steps:
+// the Rollouts. Each pass is in three steps, each a type of its own (pass.go) over the
+// subject (the CR, fixed for the pass) and the observation (what the first step found):
 //
-//   - observe (observe.go) reads what the pass decides from: the chart, the values, the Go
-//     hooks' word, and the release's newest revision, classified by records.DetermineState;
-//   - act (actions.go) takes one action at a time. plan.Next (internal/plan), a pure function
-//     in a package of its own, maps the state and what the pass met so far (the situation,
-//     situation.go) to the next action or to how the pass ends; the pass runs the action
-//     (do), observes the release as it left it, and asks again. Every action goes this way:
-//     the uninstall of a deleted CR (uninstall.go, a situation of its own) and the reapply of
-//     drift (asked once settle has looked at the objects) too. Each action is taken at most once per pass. On a revision, settle (objects.go)
-//     then looks at its objects: the reapply action restores drift, kstatus says whether they
-//     are ready, and the post-release hooks run;
-//   - report (report.go) turns the steps' results into conditions, Events, status.release
-//     (record.go, its one writer), the rudder_release_state gauge and the controller-runtime
-//     Result.
+//   - the observer (observe.go, rollout.go) reads what the pass decides from: the chart, the
+//     values, the Go hooks' word, where a rollout leaves the CR, and the release's newest
+//     revision, classified by records.DetermineState; the release's facts are read from its
+//     records (facts.go);
+//   - the actor (actions.go) takes one action at a time. plan.Next (internal/plan), a pure
+//     function in a package of its own, maps the state and what the pass met so far (the
+//     situation, situation.go) to the next action or to how the pass ends (ending.go); the
+//     actor runs the action (do), observes the release as it left it, and asks again. Every
+//     action goes this way: the uninstall of a deleted CR (Uninstall, a situation of its own)
+//     and the reapply of drift (asked once the settler has looked at the objects) too. Each
+//     action is taken at most once per pass, and acts only with its environment (env.go). On
+//     a revision, the settler (objects.go) then looks at its objects: the reapply action
+//     restores drift, kstatus says whether they are ready, and the post-release hooks run;
+//   - the reporter (report.go) turns the outcome (outcome.go) into conditions, Events,
+//     status.release (record.go, its one writer), the rudder_release_state gauge and the
+//     controller-runtime Result.
+//
+// The files build on each other one way: the types an action's result speaks in
+// (result.go), the action and its environment (env.go), the outcome, the actions (a file
+// each, or a family: install.go, upgrade.go, rollback.go, repair.go, test.go, reapply.go,
+// uninstall.go), the step types (pass.go), the steps, and the pass (run.go) on top; a file
+// names nothing of a file above it.
 //
 // Helm and its storage are reached only through the Releases interface, which *helm.Client
 // implements; unit tests drive the pass with *helmtest.Memory, Helm's own actions over its memory
@@ -50,8 +60,9 @@
 //     the pass's context, which a deletion of the CR or rudder's stop cancels.
 //  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
 //     case in Next (which state, after which step); situation.go fills the fact in, and
-//     pass.runner maps the choice to the type, with what the pass met that it needs. Next stays pure, and the compiler holds it
-//     so: internal/plan imports nothing of the pass.
+//     actor.runner (actions.go) maps the choice to the type, with what the pass met that it
+//     needs. Next stays pure, and the compiler holds it so: internal/plan imports nothing of
+//     the pass.
 //  3. record.go, when status.release records its outcome: a field of record, which
 //     writeRelease writes. A fact a later decision reads belongs in the release's record
 //     first (a label the Releases boundary writes with the revision, as rudder.dev/action and
@@ -78,10 +89,11 @@
 //
 // A watch's day-2 policies (internal/watches/policy.go) took the same layering, each where its
 // decision is made:
-//   - remediation.retries is two facts of the situation (retry.go): a failure with retries
-//     left ends the pass waiting (plan.EndRetrying) instead of held back, and a retry that is due
-//     lets the pair go; the count is one of the release's facts (failedRecord, facts.go).
-//   - driftDetection is a variant of the reapply action (objects.go): what it restores, and
+//   - remediation.retries is two facts of the situation (retry.go, situation.go): a failure
+//     with retries left ends the pass waiting (plan.EndRetrying) instead of held back, and a
+//     retry that is due lets the pair go; the count is one of the release's facts
+//     (failedRecord, facts.go).
+//   - driftDetection is a variant of the reapply action (reapply.go): what it restores, and
 //     whether it only reports (the Drifted condition).
 //   - upgrade.force and crds are variants of the install and upgrade calls behind the Releases
 //     boundary (helm.Request.Force and CRDs): they happen inside the one Helm action, so that

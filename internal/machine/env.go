@@ -4,23 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
+
+// An action is one thing a pass does to a release, or to the objects of its revision
+// (reapply). It does that one thing and says how it went, as data: what follows is plan.Next's
+// to decide, and what the CR is told is report's (report.go).
+type action interface {
+	// name names the action: its Events, its metric label, its key in plan.Situation.Taken.
+	name() plan.Action
+	run(ctx context.Context, e *env, obs observed) result
+}
 
 // env is all an action reaches: the release it acts on, Helm through the Releases boundary,
 // the watch's policies, and what the pass prepared for it. It holds neither the pass nor the
@@ -48,30 +59,17 @@ type env struct {
 	// failures how often that pair failed before a new failure of it (0 after a reset).
 	held     *failure
 	failures int
-	// request builds an install's or upgrade's request from the pass's chart and values (see
-	// pass.request); objects are a revision's objects as the Memory of the watch keeps them.
-	request func(context.Context, plan.Action) (*helm.Request, []note, *result)
-	objects func(*release.Release) ([]*unstructured.Unstructured, error)
+	// memory keeps the objects of the release's revisions (Memory.manifestObjects).
+	memory *Memory
 }
 
-// env is the environment of the pass's actions.
-func (p *pass) env() *env {
-	if p.ev != nil {
-		return p.ev
-	}
-	e := &env{mapper: p.w.Mapper, helm: p.w.Helm, scope: p.scope, release: p.relName, key: p.key, kind: p.w.gvk().Kind, gen: p.gen, want: p.want,
-		watch: p.w.Watch, clock: p.w.Clock, log: p.log, live: p.w.Live, carriedKeys: p.w.Carried, carried: p.carried(),
-		request: p.request, objects: func(rel *release.Release) ([]*unstructured.Unstructured, error) {
-			return p.w.Memory.manifestObjects(p.key, rel, false, p.w.Mapper)
-		}}
-	if held, ok := p.heldBackFailure(); ok {
-		e.held = held
-		if !p.reset {
-			e.failures = failures(held)
-		}
-	}
-	p.ev = e
-	return e
+// prepared is what the actor prepares for an install or upgrade (actor.prepare): Helm's
+// request from the pass's chart and values, with the Events to send before it, or the result
+// to end on instead when there is no request to make.
+type prepared struct {
+	req  *helm.Request
+	pre  []note
+	stop *result
 }
 
 // madeRevision is the result of an install or upgrade that made revision rel.
@@ -130,3 +128,51 @@ func forbidden(scope helm.Scope, event, msg string) result {
 
 // retriesLeft reports whether the failure f (nil: none) is tried again.
 func (e *env) retriesLeft(f *failure) bool { return retriesLeft(f, e.watch.Retries()) }
+
+// madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
+func (e *env) madeRecord(rel *release.Release) record {
+	return record{clearFailed: true, revision: &revisionRecord{
+		number: rel.Version, chart: rel.Chart.Ref(), chartDigest: e.want.ChartDigest, valuesDigest: e.want.ValuesDigest,
+		applied: &rstatus.AppliedRelease{Revision: rel.Version, Generation: e.gen, ChartDigest: e.want.ChartDigest},
+	}}
+}
+
+// failedRecord holds the desired (chart, values) back after it failed for reason: one failure
+// more than the held-back one's, unless this pass reset the history.
+func (e *env) failedRecord(reason string, err error) record {
+	at := metav1.NewTime(e.clock.Now())
+	return record{failed: &failure{reason: reason, failed: rstatus.FailedRelease{
+		ChartDigest: e.want.ChartDigest, ValuesDigest: e.want.ValuesDigest, Reason: reason, Message: truncate(err.Error(), 1000),
+		Failures: e.failures + 1, LastFailure: &at}}}
+}
+
+// eventAction is the action Events name for a release action.
+func eventAction(a action) string {
+	if a.name() == plan.Install {
+		return "Install"
+	}
+	return "Upgrade"
+}
+
+// isChartError: the chart rendered objects outside its scope, against its ownership rules,
+// of unknown kinds or beyond its limits; nothing was applied.
+func isChartError(err error) bool {
+	var ce *guard.ConfinementError
+	var ue *guard.UnknownKindError
+	var le *helm.LimitError
+	return errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &le)
+}
+
+// isTransient: errors worth retrying as they are (the API server was briefly unreachable or
+// overloaded), as opposed to what the chart and values caused.
+func isTransient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || helm.IsUnavailable(err) {
+		return true
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)
+}

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -21,22 +21,22 @@ import (
 // (records.LabelFacts absent), which the pass then marks with them, once.
 
 // facts are the release's facts as the pass found them.
-func (p *pass) facts() records.Facts {
-	if p.known == nil {
-		f := p.factsOf(p.release.head)
-		p.known = &f
+func (ob *observation) facts() records.Facts {
+	if ob.known == nil {
+		f := ob.factsOf(ob.release.head)
+		ob.known = &f
 	}
-	return *p.known
+	return *ob.known
 }
 
 // factsOf are the release's facts with newest revision h (nil: none): as its records carry
 // them, else as the CR's status reports them.
-func (p *pass) factsOf(h *records.Head) records.Facts {
-	if h != nil && h.Facts != nil && h.OwnerUID == p.want.OwnerUID {
+func (ob *observation) factsOf(h *records.Head) records.Facts {
+	if h != nil && h.Facts != nil && h.OwnerUID == ob.want.OwnerUID {
 		return *h.Facts
 	}
 	var f records.Facts
-	st := p.st.Release
+	st := ob.read.Release
 	if st == nil {
 		return f
 	}
@@ -65,9 +65,9 @@ func failureFact(x rstatus.FailedRelease) *records.Failure {
 // heldBackFailure is the failure that holds the desired (chart, values) back, as the
 // release's facts have it. Its message is Helm's error as the status reports it, when it
 // reports this failure: no label holds it.
-func (p *pass) heldBackFailure() (*failure, bool) {
-	f := p.facts().Failed
-	if !f.Holds(p.want) {
+func (ob *observation) heldBackFailure() (*failure, bool) {
+	f := ob.facts().Failed
+	if !f.Holds(ob.want) {
 		return nil, false
 	}
 	held := &failure{reason: string(f.Cause), failed: rstatus.FailedRelease{ChartDigest: f.ChartDigest, ValuesDigest: f.ValuesDigest,
@@ -75,7 +75,7 @@ func (p *pass) heldBackFailure() (*failure, bool) {
 	if !f.At.IsZero() {
 		held.failed.LastFailure = &metav1.Time{Time: f.At}
 	}
-	if st := p.st.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
+	if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
 		held.failed.Message = st.Failed.Message
 		if st.Failed.LastFailure != nil && st.Failed.LastFailure.Unix() == f.At.Unix() {
 			held.failed.LastFailure = st.Failed.LastFailure
@@ -89,23 +89,23 @@ func (p *pass) heldBackFailure() (*failure, bool) {
 // recordedFacts is what of the release's facts the CR's status does not report (a pass whose
 // status write was lost, or a process that was gone before it wrote it): this pass reports
 // it, as it reports a run of the tests its record holds.
-func (p *pass) recordedFacts(ctx context.Context) result {
+func (ob *observation) recordedFacts(ctx context.Context) result {
 	var res result
-	if h := p.release.head; h != nil && h.Tested() != "" {
-		if st := p.st.Release; st == nil || st.Tested == nil || st.Tested.Revision < h.Revision {
-			t, c := p.testedFromRecord(ctx, h)
+	if h := ob.release.head; h != nil && h.Tested() != "" {
+		if st := ob.read.Release; st == nil || st.Tested == nil || st.Tested.Revision < h.Revision {
+			t, c := ob.testedFromRecord(ctx, h)
 			res.record.tested = t
 			res.conditions = map[string]*condition{rstatus.TypeTested: c}
 		}
 	}
 	var st rstatus.Release
-	if p.st.Release != nil {
-		st = *p.st.Release
+	if ob.read.Release != nil {
+		st = *ob.read.Release
 	}
-	if held, ok := p.heldBackFailure(); ok && (st.Failed == nil || !sameFailure(*st.Failed, held.failed)) {
+	if held, ok := ob.heldBackFailure(); ok && (st.Failed == nil || !sameFailure(*st.Failed, held.failed)) {
 		res.record.failed = held
 	}
-	f := p.facts()
+	f := ob.facts()
 	for _, n := range []struct {
 		annotation, handled, reported string
 		rec                           **string
@@ -115,7 +115,7 @@ func (p *pass) recordedFacts(ctx context.Context) result {
 		{AnnotationResetAt, f.ResetAt, st.ResetRequest, &res.record.resetRequest},
 	} {
 		// A value handled is known by its hash: the annotation's, when it is still set.
-		if v := strings.TrimSpace(p.obj.GetAnnotations()[n.annotation]); v != "" && v != n.reported && records.HandledValue(v) == n.handled {
+		if v := strings.TrimSpace(ob.obj.GetAnnotations()[n.annotation]); v != "" && v != n.reported && records.HandledValue(v) == n.handled {
 			*n.rec = &v
 		}
 	}
@@ -124,8 +124,8 @@ func (p *pass) recordedFacts(ctx context.Context) result {
 
 // factsAfter are the release's facts once the pass's steps recorded what they learned, in
 // their order.
-func (p *pass) factsAfter(o *outcome) records.Facts {
-	f := p.facts()
+func (ob *observation) factsAfter(o *outcome) records.Facts {
+	f := ob.facts()
 	if o == nil {
 		return f
 	}
@@ -151,38 +151,6 @@ func (p *pass) factsAfter(o *outcome) records.Facts {
 	return f
 }
 
-// markRecord writes the release's facts, as the pass leaves them, on the newest revision's
-// record, when it does not carry them already: the pass's status is written after it, and
-// reports what the record holds. A release that is not the CR's (another owner's), one
-// another operation holds (pending), and no release, are not written.
-func (p *pass) markRecord(ctx context.Context, o *outcome) error {
-	h := o.newest
-	if !o.ended && len(o.steps) > 0 {
-		// The actions did not end (a look at the history after one failed): the newest
-		// revision as the cache of records shows it, with what this process wrote.
-		var err error
-		if h, err = p.w.Helm.Head(ctx, p.scope, p.relName); err != nil {
-			return err
-		}
-	}
-	if h == nil || h.OwnerUID != p.want.OwnerUID || h.Pending() {
-		return nil
-	}
-	f := p.factsAfter(o)
-	if h.Facts != nil && h.Facts.Of == h.Revision && h.Facts.Equal(&f) {
-		return nil
-	}
-	if err := p.w.Helm.WriteFacts(ctx, p.scope, p.relName, h.Revision, f); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // gone meanwhile (an uninstall): no record to keep them on
-		}
-		return err
-	}
-	f.Of = h.Revision
-	h.Facts = &f
-	return nil
-}
-
 // sameFailure reports whether a and b report the same failure (times to the second, as the
 // facts keep them).
 func sameFailure(a, b rstatus.FailedRelease) bool {
@@ -204,4 +172,26 @@ func labelValues(vs ...string) bool {
 		}
 	}
 	return true
+}
+
+// testedFromRecord is the run of revision h's tests as its record holds it: the outcome its
+// labels say, and which tests ran and failed as Helm recorded each test hook's last run (the
+// labels' outcome alone when the record cannot be read).
+func (ob *observation) testedFromRecord(ctx context.Context, h *records.Head) (*rstatus.TestedRelease, *condition) {
+	rel := ob.release.rel
+	if rel == nil || rel.Version != h.Revision {
+		var err error
+		if rel, err = ob.w.Helm.Revision(ctx, ob.scope, ob.relName, h.Revision); err != nil {
+			ob.log.V(1).Info("reading the tested revision", "release", ob.relName, "revision", h.Revision, "error", err.Error())
+		}
+	}
+	if ran, failedHooks := helm.Tests(rel); len(ran) > 0 && (len(failedHooks) > 0) == (h.Tested() != records.TestSucceeded) {
+		return testRun(h.Revision, ran, failedHooks)
+	}
+	if h.Tested() == records.TestSucceeded {
+		return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says", h.Revision)}
+	}
+	return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says", h.Revision)}
 }

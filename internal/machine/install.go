@@ -11,16 +11,16 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// install installs the release (records.StateAbsent).
-type install struct{}
+// install installs the release (records.StateAbsent), with the request the actor prepared.
+type install struct{ prepared }
 
 func (install) name() plan.Action { return plan.Install }
 
-func (install) run(ctx context.Context, e *env, obs observed) result {
-	req, pre, stop := e.request(ctx, plan.Install)
-	if stop != nil {
-		return *stop
+func (a install) run(ctx context.Context, e *env, obs observed) result {
+	if a.stop != nil {
+		return *a.stop
 	}
+	req, pre := a.req, a.pre
 	rel, err := e.helm.Install(ctx, req)
 	switch {
 	case errors.Is(err, helm.ErrNameInUse) && !obs.assumed:

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"errors"
+	"maps"
 	"reflect"
 	"time"
 
@@ -249,4 +250,15 @@ func compactMeta(o metav1.Object) {
 			f[i] = intern.String(f[i])
 		}
 	}
+}
+
+// withoutVerdict is a copy of a typed operand's annotations without the cached verdict.
+func withoutVerdict(ann map[string]string) map[string]string {
+	ann = maps.Clone(ann)
+	delete(ann, kstatusKey)
+	delete(ann, kstatusMessageKey)
+	if len(ann) == 0 {
+		return nil
+	}
+	return ann
 }

@@ -123,14 +123,3 @@ func convertOperand(live, obj client.Object) error {
 	obj.SetAnnotations(withoutVerdict(obj.GetAnnotations()))
 	return nil
 }
-
-// withoutVerdict is a copy of a typed operand's annotations without the cached verdict.
-func withoutVerdict(ann map[string]string) map[string]string {
-	ann = maps.Clone(ann)
-	delete(ann, kstatusKey)
-	delete(ann, kstatusMessageKey)
-	if len(ann) == 0 {
-		return nil
-	}
-	return ann
-}

@@ -75,12 +75,6 @@ func (supersede) run(ctx context.Context, e *env, obs observed) result {
 	return res
 }
 
-// needsAdoption reports whether the CR's release carries other shard labels than the CR.
-func (p *pass) needsAdoption(rel *release.Release) bool {
-	keys := p.w.Carried
-	return len(keys) > 0 && rel.Labels[records.LabelOwnerUID] == p.want.OwnerUID && !helm.CarriedMatch(keys, p.carried(), rel.Labels)
-}
-
 // adopt takes over a release whose records carry other labels than the CR now has: the CR was
 // moved to this shard (relabelled), or sharding was turned on. The carried labels of its
 // records and of the newest revision's objects are rewritten in place, so that this shard's
@@ -97,7 +91,7 @@ func (adopt) run(ctx context.Context, e *env, obs observed) result {
 	}
 	// The objects a record names are relabelled under the same rules as every action: within
 	// the confinement, and (through the writer's guard) only those the release made.
-	objs, err := e.objects(obs.rel)
+	objs, err := e.memory.manifestObjects(e.key, obs.rel, false, e.mapper)
 	if err == nil {
 		err = e.scope.CheckObjects(e.mapper, objs)
 	}

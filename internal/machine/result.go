@@ -1,34 +1,20 @@
 package machine
 
 import (
-	"cmp"
-	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 )
 
-// The types a pass's steps speak in, which every other file of the pass builds on: an action
-// and its result, the outcome the pass folds the results into, and what they carry (a
-// condition, an Event's note, what status.release learns, the release as observed).
-
-// An action is one thing a pass does to a release, or to the objects of its revision
-// (reapply). It does that one thing and says how it went, as data: what follows is plan.Next's
-// to decide, and what the CR is told is report's (report.go).
-type action interface {
-	// name names the action: its Events, its metric label, its key in plan.Situation.Taken.
-	name() plan.Action
-	run(ctx context.Context, e *env, obs observed) result
-}
+// The types an action's result speaks in, which every other file of the pass builds on: the
+// result itself, and what it carries (a condition, an Event's note, what status.release
+// learns, the release as observed). The action and its environment are in env.go, the
+// outcome the pass folds the results into in outcome.go.
 
 // verdict is how an action ended.
 type verdict int
@@ -126,17 +112,19 @@ func (c callResult) label() string {
 	return "ok"
 }
 
-// step is an action a pass took and its result.
-type step struct {
-	action action
-	result result
-}
-
-// maxSteps bounds the actions of one pass, beyond the rule that each is taken at most once.
-const maxSteps = 12
-
 // phase is what a pass ended in; it is also the value of the rudder_release_state gauge.
 type phase string
+
+const (
+	phasePaused     phase = "Paused"     // rudder.dev/paused: no action
+	phaseInSync     phase = "InSync"     // deployed from the current spec and chart
+	phaseRolledBack phase = "RolledBack" // a rollback rudder did not make from the spec, kept
+	phaseHeld       phase = "Held"       // a pre-release hook said "not now"
+	phaseLocked     phase = "Locked"     // waiting for someone else's pending operation
+	phaseStalled    phase = "Stalled"    // nothing to do until the CR, the chart or the cluster changes
+	phaseFailed     phase = "Failed"     // a release action failed and is retried with back-off
+	phaseRetrying   phase = "Retrying"   // a failed (chart, values) waits for its next try (remediation.retries)
+)
 
 // condition is the new value of one condition (its type is where it is kept).
 type condition struct {
@@ -148,160 +136,6 @@ type condition struct {
 // note is an Event to record (and log) on the CR.
 type note struct {
 	typ, reason, action, message string
-}
-
-// outcome is what a pass found and did, for report: the steps it took, folded as they came
-// (add), and the result it ended on (end).
-type outcome struct {
-	// phase: "" when the pass failed before it knew the release (report says Failed).
-	phase phase
-	// reason and message say why the pass ended as it did (Stalled, Failed, Locked, Held), and
-	// name the settled reason of Stalled=False otherwise.
-	reason, message string
-	// err fails the pass: retried with back-off (or, with phaseStalled, never).
-	err error
-	// released is the new Released (nil: unchanged), conditions the other types the steps
-	// set, by type.
-	released   *condition
-	conditions map[string]*condition
-	events     []note
-	requeue    time.Duration
-
-	// steps are the actions the pass took, in order; taken their names, failure the last
-	// that failed (nil: none).
-	steps   []step
-	taken   map[plan.Action]bool
-	failure *step
-	// records are what status.release learns, in order (see writeRelease).
-	records []record
-	// nudged: the pass acts on a new reconcile-at or reset-at value (see nudges).
-	nudged bool
-
-	// newest is the release's newest revision once the pass's actions ended (ended; nil:
-	// none): markRecord writes the release's facts on its record.
-	newest *records.Head
-	ended  bool
-	// The revision the pass ended on (nil: none) and, when decoded, its release.
-	head *records.Head
-	rel  *release.Release
-	// applied: Helm applied every object of head just now (an install or upgrade), creating
-	// missing ones and merging edited ones back; made are then their identities, when Helm's
-	// client knew them (see helm.Request.Objects).
-	applied bool
-	made    []*unstructured.Unstructured
-	// objects is head's parsed manifest — whole when this pass parsed it, else the objects'
-	// identities — and ready what kstatus makes of the live objects (nil: the pass did not
-	// look).
-	objects []*unstructured.Unstructured
-	whole   bool
-	// serverSide: head applies server-side, when the pass parsed its objects whole.
-	serverSide bool
-	ready      *readiness
-}
-
-// readiness is kstatus's view of a revision's live objects.
-type readiness struct {
-	revision, count int
-	failed, waiting []string
-}
-
-func stalled(reason, msg string) *outcome {
-	o := &outcome{}
-	o.stall(reason, msg)
-	return o
-}
-
-func retried(reason string, err error) *outcome {
-	o := &outcome{}
-	o.fail(reason, err)
-	return o
-}
-
-func hookFailed(which string, err error) *outcome {
-	o := &outcome{}
-	o.hookFailed(which, err)
-	return o
-}
-
-// add folds the result of a step (a nil action: the end of the pass) into the outcome.
-func (o *outcome) add(a action, res result) {
-	if a != nil {
-		if o.taken == nil {
-			o.taken = map[plan.Action]bool{}
-		}
-		o.taken[a.name()] = true
-		o.steps = append(o.steps, step{a, res})
-		if res.verdict == failed {
-			o.failure = &o.steps[len(o.steps)-1]
-		}
-	}
-	o.events = append(o.events, res.notes...)
-	if res.released != nil {
-		o.released = res.released
-	}
-	for typ, c := range res.conditions {
-		if o.conditions == nil {
-			o.conditions = map[string]*condition{}
-		}
-		o.conditions[typ] = c
-	}
-	o.records = append(o.records, res.record)
-	o.requeueIn(res.requeue)
-}
-
-// last is the step the pass took last (nil: none).
-func (o *outcome) last() *step {
-	if len(o.steps) == 0 {
-		return nil
-	}
-	return &o.steps[len(o.steps)-1]
-}
-
-// madeStep is the install or upgrade of the pass that made a revision (nil: none).
-func (o *outcome) madeStep() *step {
-	for i := range o.steps {
-		if o.steps[i].result.made != nil {
-			return &o.steps[i]
-		}
-	}
-	return nil
-}
-
-// end makes res the result the pass ends on.
-func (o *outcome) end(res result) {
-	switch {
-	case res.verdict == retry:
-		o.fail(res.reason, res.err)
-		if res.forbidden {
-			o.phase = phaseFailed
-		}
-	case res.verdict == blocked && res.requeue > 0:
-		o.phase, o.reason, o.message = cmp.Or(res.phase, phaseLocked), res.reason, res.message
-	case res.verdict == failed || res.verdict == blocked:
-		o.phase, o.reason, o.message, o.err = phaseStalled, res.reason, res.message, nil
-	default:
-		o.phase, o.reason, o.message = res.phase, res.reason, res.message
-	}
-	if res.head != nil {
-		o.head, o.rel = res.head, res.rel
-	}
-	if res.made != nil {
-		o.applied, o.made = true, res.objects
-	}
-}
-
-// endOn ends the pass on res, a result no action returned (the end of the pass).
-func (o *outcome) endOn(res result) {
-	o.add(nil, res)
-	o.end(res)
-}
-
-// hookFailed fails the pass on a Go hook's error, keeping what the pass did before; which
-// names the hook: its phase and its Go type (hooks have no other name).
-func (o *outcome) hookFailed(which string, err error) {
-	msg := fmt.Sprintf("%s: %v", which, err)
-	o.note(corev1.EventTypeWarning, rstatus.ReasonHookFailed, "Hook", msg)
-	o.fail(rstatus.ReasonHookFailed, errors.New(msg))
 }
 
 // record is what a step learned that status.release keeps. Steps return it as data; report
@@ -344,4 +178,12 @@ type observed struct {
 	// assumed: nothing was read. Neither the cache nor the CR's status knows a release, so it
 	// is taken to be absent; Helm's install checks the name in storage before it writes.
 	assumed bool
+}
+
+// truncate cuts s to n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }

@@ -10,15 +10,9 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
-
-// AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that revision of
-// its history, once per value (the release's record keeps the value handled, and
-// status.release.rollbackRequest reports it, so the annotation may stay). The rollback then holds like one made with `helm rollback`.
-const AnnotationRollbackTo = "rudder.dev/rollback-to"
 
 // rollback returns the release to its last deployed revision after a failed upgrade (or the
 // failed tests of a revision, with test.onFailure: rollback): the remedy plan.Next chooses for a
@@ -141,55 +135,24 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 	return res
 }
 
-// rolledBackOnRequest reports whether this pass rolled the release back as rollback-to asks.
-func (o *outcome) rolledBackOnRequest() bool {
-	for _, s := range o.steps {
-		if s.action.name() == plan.RequestRollback && s.result.verdict == succeeded && s.result.after == nil {
-			return true
-		}
-	}
-	return false
+// rolloutRollback returns a release on the chart of a halted rollout (onHalt rollback) to its
+// newest revision of an earlier chart.
+type rolloutRollback struct {
+	to int
+	// rollout names the Rollout that halted.
+	rollout string
 }
 
-// keepRollback ends a pass on a deployed revision rudder did not make from the spec (helm
-// rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
-// changed since rudder's newest own revision: no revert, no new revision.
-func (p *pass) keepRollback(ctx context.Context, obs observed, o *outcome) result {
-	h, rel := obs.head, obs.rel
-	to := h.RolledBackTo()
-	if to == 0 && rel != nil {
-		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
-		// own description is all that says where to.
-		to, _ = libtext.HelmRollbackTarget(rel.Description)
+func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
+
+func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
+	name := a.rollout
+	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
+	replaced, err := e.rollbackTo(ctx, a.to, desc)
+	if err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release, a.to, err), call: callFailed,
+			notes: replaced}
 	}
-	st := p.st.Release
-	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
-	chart := ""
-	if seen {
-		chart = st.Chart
-	}
-	if chart == "" {
-		if rel == nil {
-			var err error
-			if rel, err = p.w.Helm.Last(ctx, p.scope, p.relName); err != nil {
-				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", p.relName, err)}
-			}
-		}
-		if rel != nil {
-			chart = rel.Chart.Ref()
-		}
-	}
-	target := "a revision rudder did not make from the spec"
-	if to > 0 {
-		target = fmt.Sprintf("revision %d", to)
-	}
-	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
-	res := result{verdict: succeeded, phase: phaseRolledBack, reason: rstatus.ReasonManualRollback, head: h, rel: rel,
-		released: &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg},
-		record: record{clearFailed: true, revision: &revisionRecord{number: h.Revision, chart: chart, chartDigest: h.ChartDigest,
-			valuesDigest: h.ValuesDigest, rolledBackTo: to}}}
-	if !seen && !o.rolledBackOnRequest() {
-		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg}}
-	}
-	return res
+	msg := fmt.Sprintf("rolled back to revision %d: rollout %s halted (onHalt rollback)", a.to, name)
+	return result{verdict: succeeded, call: callOK, notes: append(replaced, note{"Normal", rstatus.ReasonRolledBack, "Rollback", msg})}
 }

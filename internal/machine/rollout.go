@@ -11,8 +11,6 @@ import (
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -37,10 +35,6 @@ import (
 // Which CRs a wave admits is a function of the Rollout's status and of each CR's namespace
 // and name, so it survives a restart of rudder; whether a CR moved is its release's chart
 // digest, in Helm's storage. The Rollout condition of each CR says where it stands.
-
-// AnnotationRolloutHold: "true" keeps the CR on the chart its release has while rollouts move
-// the rest of the kind; removing it lets the CR join (the Rollout condition says so).
-const AnnotationRolloutHold = "rudder.dev/rollout-hold"
 
 // RolloutKey orders the CRs of a rollout: the first 16 hex digits of the SHA-256 of
 // "namespace/name". It is stable, and it spreads the waves over namespaces.
@@ -72,38 +66,26 @@ func Admits(policy *watches.Rollout, ro *rolloutv1.Rollout, namespace, name stri
 	return ro.Status.Through != "" && RolloutKey(namespace, name) <= ro.Status.Through
 }
 
-// pin is where a rollout leaves a pass's CR.
-type pin struct {
-	// digest is the chart digest of the CR's own release, which the pass keeps ("": the CR
-	// moves to the watch's chart).
-	digest string
-	// back is the revision a rollout that halted with onHalt rollback returns the release to
-	// (0: none, or the release has no revision of an earlier chart).
-	back int
-	// cond is the CR's Rollout condition.
-	cond *condition
-}
-
 // rolloutPin decides, for a watch with a rollout policy, whether the pass keeps the CR on the
 // chart of its own release (see the top of this file). want is the desired state with the
 // watch's chart.
-func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
-	if p.w.Watch.Rollout == nil {
+func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
+	if ob.w.Watch.Rollout == nil {
 		return pin{}, nil
 	}
-	to := p.want.ChartDigest
-	h, err := p.releaseHead(ctx)
+	to := ob.want.ChartDigest
+	h, err := ob.releaseHead(ctx)
 	if err != nil {
 		return pin{}, err
 	}
-	if h == nil || h.OwnerUID != p.want.OwnerUID || h.ChartDigest == "" {
+	if h == nil || h.OwnerUID != ob.want.OwnerUID || h.ChartDigest == "" {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release has no earlier chart to keep: it gets the watch's chart"}}, nil
 	}
 	current := pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release is on the watch's chart " + records.DisplayDigest(to)}}
-	if h.ChartDigest == to && !p.w.Watch.Rollout.RollsBack() {
+	if h.ChartDigest == to && !ob.w.Watch.Rollout.RollsBack() {
 		return current, nil // only a halt with onHalt rollback moves such a CR
 	}
-	ro, err := p.w.Rollouts.Rollout(ctx, p.w.rolloutName(to))
+	ro, err := ob.w.Rollouts.Rollout(ctx, ob.w.rolloutName(to))
 	switch {
 	case meta.IsNoMatchError(err) && h.ChartDigest == to:
 		return current, nil
@@ -118,7 +100,7 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 	}
 	if h.ChartDigest == to {
 		if ro != nil && (ro.Status.Phase == rolloutv1.PhaseHalted || ro.Status.Phase == rolloutv1.PhaseRolledBack) {
-			back, err := p.revisionBefore(ctx, h, to)
+			back, err := ob.revisionBefore(ctx, h, to)
 			if err != nil {
 				return pin{}, err
 			}
@@ -131,8 +113,8 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 		}
 		return current, nil
 	}
-	held := p.obj.GetAnnotations()[AnnotationRolloutHold] == "true"
-	if !held && ro != nil && Admits(p.w.Watch.Rollout, ro, p.key.Namespace, p.key.Name, p.obj.GetLabels()) {
+	held := ob.obj.GetAnnotations()[AnnotationRolloutHold] == "true"
+	if !held && ro != nil && Admits(ob.w.Watch.Rollout, ro, ob.key.Namespace, ob.key.Name, ob.obj.GetLabels()) {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
 			fmt.Sprintf("rollout %s (wave %d) moves the release to chart %s", ro.Name, ro.Status.Wave, records.DisplayDigest(to))}}, nil
 	}
@@ -155,46 +137,27 @@ func (p *pass) rolloutPin(ctx context.Context) (pin, error) {
 // is new, or its release is one the cache (and maybe the CR's status) does not show yet, right
 // after its install: its first revision's record says which, with one GET (a release whose
 // first revision maxHistory pruned is long in the cache); only then is the newest read.
-func (p *pass) releaseHead(ctx context.Context) (*records.Head, error) {
-	h, err := p.w.Helm.Head(ctx, p.scope, p.relName)
+func (ob *observer) releaseHead(ctx context.Context) (*records.Head, error) {
+	h, err := ob.w.Helm.Head(ctx, ob.scope, ob.relName)
 	if err != nil || h != nil {
 		return h, err
 	}
-	first, err := p.w.Helm.Revision(ctx, p.scope, p.relName, 1)
+	first, err := ob.w.Helm.Revision(ctx, ob.scope, ob.relName, 1)
 	if err != nil || first == nil {
 		return nil, err
 	}
-	rel, err := p.w.Helm.Last(ctx, p.scope, p.relName)
+	rel, err := ob.w.Helm.Last(ctx, ob.scope, ob.relName)
 	if err != nil {
 		return nil, err
 	}
 	return records.HeadOf(rel), nil
 }
 
-// pinnedRelease is the release the pass takes the chart of when a rollout keeps the CR on its
-// own release's chart (nil: the watch's chart).
-func (p *pass) pinnedRelease(ctx context.Context) (*release.Release, error) {
-	if p.pin.digest == "" {
-		return nil, nil
-	}
-	if rel := p.release.rel; rel != nil && helm.ChartOf(rel) != nil && records.HeadOf(rel).ChartDigest == p.pin.digest {
-		return rel, nil
-	}
-	rel, err := p.w.Helm.Last(ctx, p.scope, p.relName)
-	if err != nil {
-		return nil, err
-	}
-	if rel == nil || helm.ChartOf(rel) == nil || records.HeadOf(rel).ChartDigest != p.pin.digest {
-		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", p.relName, records.DisplayDigest(p.pin.digest))
-	}
-	return rel, nil
-}
-
 // revisionBefore is the newest revision of the release, older than the head, whose chart is
 // not digest and that was deployed (0: none in the history).
-func (p *pass) revisionBefore(ctx context.Context, head *records.Head, digest string) (int, error) {
+func (ob *observer) revisionBefore(ctx context.Context, head *records.Head, digest string) (int, error) {
 	for v := head.Revision - 1; v > 0; v-- {
-		rel, err := p.w.Helm.Revision(ctx, p.scope, p.relName, v)
+		rel, err := ob.w.Helm.Revision(ctx, ob.scope, ob.relName, v)
 		if err != nil {
 			return 0, err
 		}
@@ -207,26 +170,4 @@ func (p *pass) revisionBefore(ctx context.Context, head *records.Head, digest st
 		}
 	}
 	return 0, nil
-}
-
-// rolloutRollback returns a release on the chart of a halted rollout (onHalt rollback) to its
-// newest revision of an earlier chart.
-type rolloutRollback struct {
-	to int
-	// rollout names the Rollout that halted.
-	rollout string
-}
-
-func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
-
-func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
-	name := a.rollout
-	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
-	replaced, err := e.rollbackTo(ctx, a.to, desc)
-	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release, a.to, err), call: callFailed,
-			notes: replaced}
-	}
-	msg := fmt.Sprintf("rolled back to revision %d: rollout %s halted (onHalt rollback)", a.to, name)
-	return result{verdict: succeeded, call: callOK, notes: append(replaced, note{"Normal", rstatus.ReasonRolledBack, "Rollback", msg})}
 }

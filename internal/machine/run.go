@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,10 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/plan"
+	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // A pass from start to end: Run takes the steps (pass.run) and then writes what they made of
-// the CR's status (persist), once.
+// the CR's status (persist), once. Uninstall is the pass over a deleted CR: the actor alone.
 
 // Run is one pass over obj, a CR of w's watch that is not being deleted and holds rudder's
 // finalizer: observe, act, report, then one patch of its status when the pass changed it.
@@ -27,26 +30,26 @@ import (
 // wrote, read in its place): shared, never changed; obj is the pass's own copy. It ends with
 // ctx: a CR deleted or rudder stopping cancels whatever the pass runs.
 func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, read any) (res reconcile.Result, err error) {
-	p := newPass(w, obj, read)
+	p := newPass(ctx, w, obj, read)
+	ac := &actor{observation: p.observation}
 	defer func() {
-		p.endTurn()
+		ac.endTurn()
 		if perr := p.persist(ctx); perr != nil {
 			err = errors.Join(err, perr)
 		}
 	}()
-	return p.run(ctx)
+	return p.run(ctx, ac)
 }
 
-// run is the pass: observe, act, report. A pass ends in observe when there is nothing to act
-// on (paused, values that do not render, a failed pre-release hook).
-func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
-	p.log = logr.FromContextOrDiscard(ctx)
-	out := p.observe(ctx)
+// run is the pass: observe, act (and settle), report. A pass ends in observe when there is
+// nothing to act on (paused, values that do not render, a failed pre-release hook).
+func (p *pass) run(ctx context.Context, ac *actor) (reconcile.Result, error) {
+	out := (&observer{p.observation}).observe(ctx)
 	if out == nil {
-		out = p.act(ctx)
+		out = ac.act(ctx)
 	}
 	if out.settles() {
-		p.settle(ctx, out)
+		(&settler{ac}).settle(ctx, out)
 	}
 	if err := p.markRecord(ctx, out); err != nil {
 		// The next pass would not know what this one learned: it is retried, whatever it
@@ -54,7 +57,39 @@ func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
 		out.phase = ""
 		out.fail(rstatus.ReasonReconcileError, err)
 	}
-	return p.report(out)
+	return (&reporter{p.observation, &p.st}).report(out)
+}
+
+// markRecord writes the release's facts, as the pass leaves them, on the newest revision's
+// record, when it does not carry them already: the pass's status is written after it, and
+// reports what the record holds. A release that is not the CR's (another owner's), one
+// another operation holds (pending), and no release, are not written.
+func (p *pass) markRecord(ctx context.Context, o *outcome) error {
+	h := o.newest
+	if !o.ended && len(o.steps) > 0 {
+		// The actions did not end (a look at the history after one failed): the newest
+		// revision as the cache of records shows it, with what this process wrote.
+		var err error
+		if h, err = p.w.Helm.Head(ctx, p.scope, p.relName); err != nil {
+			return err
+		}
+	}
+	if h == nil || h.OwnerUID != p.want.OwnerUID || h.Pending() {
+		return nil
+	}
+	f := p.factsAfter(o)
+	if h.Facts != nil && h.Facts.Of == h.Revision && h.Facts.Equal(&f) {
+		return nil
+	}
+	if err := p.w.Helm.WriteFacts(ctx, p.scope, p.relName, h.Revision, f); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // gone meanwhile (an uninstall): no record to keep them on
+		}
+		return err
+	}
+	f.Of = h.Revision
+	h.Facts = &f
+	return nil
 }
 
 // conditionsEdited reports whether the pass's hooks changed status.conditions of the CR (a
@@ -97,7 +132,7 @@ func (p *pass) persist(ctx context.Context) error {
 	}
 	// Most passes change nothing of rudder's part: then it needs no conversion (the hooks may
 	// still have edited the rest of the status).
-	if hooksEdited || !equality.Semantic.DeepEqual(p.origCommon, p.st) {
+	if hooksEdited || !equality.Semantic.DeepEqual(p.read, p.st) {
 		st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.st)
 		if err != nil {
 			return err
@@ -132,4 +167,47 @@ func (p *pass) persist(ctx context.Context) error {
 	}
 	statusWrites.WithLabelValues(p.w.label()).Inc()
 	return client.IgnoreNotFound(p.w.Status.PatchStatus(ctx, p.obj, data))
+}
+
+// Uninstall takes the actions plan.Next chooses for release name of obj, a deleted CR, until
+// the release is gone or is not the CR's to remove, and records their Events; obj's status is
+// not written. An error is retried with back-off.
+func Uninstall(ctx context.Context, w *World, obj *unstructured.Unstructured, name string) error {
+	ob := &observation{subject: newSubject(ctx, w, obj), relName: name}
+	ob.want.OwnerUID = string(obj.GetUID())
+	return (&actor{observation: ob}).uninstall(ctx)
+}
+
+// uninstall takes the actions plan.Next chooses for a deleted CR's release until it is gone,
+// recording their Events; an error is retried with back-off.
+func (ac *actor) uninstall(ctx context.Context) error {
+	rel, err := ac.w.Helm.Last(ctx, ac.scope, ac.relName)
+	if err != nil {
+		return fmt.Errorf("reading release %s: %w", ac.relName, err)
+	}
+	h := records.HeadOf(rel)
+	obs := observed{head: h, rel: rel, state: records.DetermineState(h, ac.want)}
+	o := &outcome{}
+	defer func() {
+		for _, n := range o.events {
+			ac.event(n)
+		}
+	}()
+	for range maxSteps {
+		c, end := plan.Next(plan.Situation{Deleting: true, State: obs.state, Taken: o.taken})
+		if c.None() {
+			if end == plan.EndGone && obs.state == records.StateConflict {
+				ac.log.Info("release belongs to another owner; leaving it", "release", ac.relName)
+			}
+			return nil
+		}
+		res := ac.take(ctx, c, obs, o)
+		if res.verdict != succeeded {
+			return res.err
+		}
+		if obs, err = ac.after(ctx, res); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("release %s: more than %d actions to uninstall it", ac.relName, maxSteps)
 }

@@ -3,7 +3,10 @@ package machine
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
@@ -16,42 +19,49 @@ import (
 // followed by the removal of what it left, an upgrade that failed by a rollback, an unlock by
 // the upgrade it unblocks. An action is taken at most once per pass, so every pass ends.
 
+// ForeignPendingGrace is how long a pending revision that rudder did not start is left to the
+// operation that may still be running it (a person's helm rollback or upgrade, whose --timeout
+// defaults to this) before rudder unlocks it as dead. rudder's own pending revisions are
+// unlocked at once: rudder runs one operation per release, so one it finds was started by a
+// process that is gone.
+const ForeignPendingGrace = 5 * time.Minute
+
 // situation is what plan.Next decides from, for the release as obs has it; in StateFailed it
 // reads the deployed revision before the failed one.
-func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (plan.Situation, error) {
-	s := plan.Situation{State: obs.state, Held: p.held != nil, RollsBack: p.w.Watch.RollsBack(),
+func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) (plan.Situation, error) {
+	s := plan.Situation{State: obs.state, Held: ob.held != nil, RollsBack: ob.w.Watch.RollsBack(),
 		Failed: o.failed(), Taken: o.taken}
-	if v, due := p.rollbackDue(); due {
+	if v, due := ob.rollbackDue(); due {
 		s.RollbackTo = v
 	}
 	// A new reconcile-at or reset-at value tries the held-back pair once more, and so does
 	// a retry that is due.
-	held, ok := p.heldBackFailure()
-	s.HeldBack = ok && !o.nudged && !p.retryDue(held)
+	held, ok := ob.heldBackFailure()
+	s.HeldBack = ok && !o.nudged && !ob.retryDue(held)
 	f := o.recordedFailure()
 	if f == nil && s.HeldBack {
 		f = held
 	}
-	s.Retries = p.retriesLeft(f)
+	s.Retries = ob.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.Revision, s.OlderDeployed = h.Revision, len(h.OlderDeployed) > 0
-		s.TestDue = p.w.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
+		s.TestDue = ob.w.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
 	}
-	s.TestRollsBack, s.Made = p.w.Watch.TestRollsBack(), o.madeStep() != nil
-	s.Relabel = obs.rel != nil && p.needsAdoption(obs.rel)
-	if h := obs.head; p.pin.back > 0 && h != nil && h.ChartDigest == p.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
-		s.RolloutBack = p.pin.back
+	s.TestRollsBack, s.Made = ob.w.Watch.TestRollsBack(), o.madeStep() != nil
+	s.Relabel = obs.rel != nil && ob.needsAdoption(obs.rel)
+	if h := obs.head; ob.pin.back > 0 && h != nil && h.ChartDigest == ob.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
+		s.RolloutBack = ob.pin.back
 	}
 	switch {
 	case obs.state == records.StateLocked:
-		s.Foreign = p.foreign(obs.rel)
+		s.Foreign = ob.foreign(obs.rel)
 	case obs.state == records.StateFailed || (s.Failed == plan.Test && s.TestRollsBack):
 		if o.taken[plan.Install] || (s.Failed == plan.Upgrade && !s.RollsBack) {
 			break // nothing was deployed before a first install; nothing is rolled back to
 		}
-		deployed, err := p.w.Helm.LastDeployed(ctx, p.scope, p.relName, obs.head.Revision)
+		deployed, err := ob.w.Helm.LastDeployed(ctx, ob.scope, ob.relName, obs.head.Revision)
 		if err != nil {
-			return s, fmt.Errorf("reading release %s: %w", p.relName, err)
+			return s, fmt.Errorf("reading release %s: %w", ob.relName, err)
 		}
 		if deployed != nil {
 			s.Deployed = deployed.Version
@@ -60,45 +70,47 @@ func (p *pass) situation(ctx context.Context, obs observed, o *outcome) (plan.Si
 	return s, nil
 }
 
-// failed is the action whose failure this pass met ("": none).
-func (o *outcome) failed() plan.Action {
-	if o.failure == nil {
-		return ""
+// retriesLeft reports whether the failure f (nil: none) is tried again.
+func (ob *observation) retriesLeft(f *failure) bool { return retriesLeft(f, ob.w.Watch.Retries()) }
+
+// retryIn is how long until the retry of f is due (≤ 0: due).
+func (ob *observation) retryIn(f *failure) time.Duration {
+	if f.failed.LastFailure == nil {
+		return 0
 	}
-	return o.failure.action.name()
+	return f.failed.LastFailure.Add(retryBackoff(failures(f))).Sub(ob.w.Clock.Now())
 }
 
-// runner is the action that carries out c, with what the pass met that it needs (the failure a
-// rollback remedies, the objects drift is restored on, the rollout that halted).
-func (p *pass) runner(c plan.Choice, o *outcome) (action, bool) {
-	var a action
-	switch c.Action {
-	case plan.Install:
-		a = install{}
-	case plan.Upgrade:
-		a = upgrade{}
-	case plan.Rollback:
-		a = rollback{to: c.To, cause: o.failure}
-	case plan.RequestRollback:
-		a = requestRollback{value: c.Value}
-	case plan.RolloutRollback:
-		a = rolloutRollback{to: c.To, rollout: p.w.rolloutName(p.want.ChartDigest)}
-	case plan.Test:
-		a = test{revision: c.To}
-	case plan.Unlock:
-		a = unlock{}
-	case plan.Supersede:
-		a = supersede{}
-	case plan.Adopt:
-		a = adopt{}
-	case plan.FinishUninstall:
-		a = finishUninstall{}
-	case plan.RemoveFailed:
-		a = removeFailedInstall{}
-	case plan.Reapply:
-		a = reapply{objects: o.objects, whole: o.whole, serverSide: o.serverSide}
-	case plan.Uninstall:
-		a = uninstall{}
+// retryDue reports whether the held-back failure f of an earlier pass is retried now.
+func (ob *observation) retryDue(f *failure) bool { return ob.retriesLeft(f) && ob.retryIn(f) <= 0 }
+
+// foreign reports whether the pending newest revision belongs to an operation rudder did not
+// start that may still be running.
+func (ob *observation) foreign(rel *release.Release) bool {
+	if h := records.HeadOf(rel); rel == nil || h.MadeByRudder() || h.RudderRollback() {
+		// rudder's own: an install or upgrade carries LabelRevision, a rollback
+		// LabelRollbackRevision, each with its own number.
+		return false
 	}
-	return a, a != nil
+	return ob.w.Clock.Since(rel.LastDeployed) < ForeignPendingGrace
+}
+
+// needsAdoption reports whether the CR's release carries other shard labels than the CR.
+func (ob *observation) needsAdoption(rel *release.Release) bool {
+	keys := ob.w.Carried
+	return len(keys) > 0 && rel.Labels[records.LabelOwnerUID] == ob.want.OwnerUID && !helm.CarriedMatch(keys, ob.carried(), rel.Labels)
+}
+
+// rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not
+// the last one handled (the release's facts).
+func (ob *observation) rollbackDue() (string, bool) {
+	return ob.requestDue(AnnotationRollbackTo, ob.facts().RollbackTo)
+}
+
+// requestDue returns the value of an annotation that asks for something once per value
+// (rollback-to, reconcile-at, reset-at) and whether this pass acts on it: set, and not the
+// value handled, as the release's facts hash it (records.HandledValue).
+func (ob *observation) requestDue(annotation, handled string) (string, bool) {
+	v := strings.TrimSpace(ob.obj.GetAnnotations()[annotation])
+	return v, v != "" && records.HandledValue(v) != handled
 }

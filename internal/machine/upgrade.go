@@ -13,16 +13,16 @@ import (
 )
 
 // upgrade makes a new revision from the spec and chart (records.StateOutOfSync, or a failed
-// newest revision with a deployed one before it).
-type upgrade struct{}
+// newest revision with a deployed one before it), with the request the actor prepared.
+type upgrade struct{ prepared }
 
 func (upgrade) name() plan.Action { return plan.Upgrade }
 
-func (upgrade) run(ctx context.Context, e *env, obs observed) result {
-	req, pre, stop := e.request(ctx, plan.Upgrade)
-	if stop != nil {
-		return *stop
+func (a upgrade) run(ctx context.Context, e *env, obs observed) result {
+	if a.stop != nil {
+		return *a.stop
 	}
+	req, pre := a.req, a.pre
 	if obs.head != nil {
 		req.Revision = obs.head.Revision + 1
 	}

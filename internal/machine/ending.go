@@ -3,7 +3,6 @@ package machine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,32 +10,53 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/libtext"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 )
 
-// ForeignPendingGrace is how long a pending revision that rudder did not start is left to the
-// operation that may still be running it (a person's helm rollback or upgrade, whose --timeout
-// defaults to this) before rudder unlocks it as dead. rudder's own pending revisions are
-// unlocked at once: rudder runs one operation per release, so one it finds was started by a
-// process that is gone.
-const ForeignPendingGrace = 5 * time.Minute
+// result is the result a pass ends on when no action is left: how plan.Next says it ends.
+func (en *ending) result(ctx context.Context, how plan.Ending, obs observed, s plan.Situation, o *outcome) result {
+	switch how {
+	case plan.EndHeld:
+		return en.hold(obs)
+	case plan.EndInSync:
+		return en.inSync(obs.head)
+	case plan.EndRolledBack:
+		return en.keepRollback(ctx, obs, o)
+	case plan.EndConflict:
+		return en.conflict(obs.rel)
+	case plan.EndHeldBack:
+		return en.holdBack(obs, s, o)
+	case plan.EndWaiting:
+		return en.waitForOperation(obs.rel)
+	case plan.EndRetrying:
+		return en.retryLater(o)
+	}
+	if made := o.madeStep(); made != nil {
+		return made.result
+	}
+	if last := o.last(); last != nil {
+		return last.result
+	}
+	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: the pass ended with nothing to report", en.relName)}
+}
 
 // hold ends a pass a pre-release hook holds: no action, the objects of the newest revision
 // (when this CR made one) still looked at.
-func (p *pass) hold(obs observed) result {
+func (en *ending) hold(obs observed) result {
 	reason := rstatus.ReasonHeld
-	if p.held.Reason != "" {
-		reason = p.held.Reason // the hook's own word for it ("Scheduled", "Done")
+	if en.held.Reason != "" {
+		reason = en.held.Reason // the hook's own word for it ("Scheduled", "Done")
 	}
 	prev := metav1.ConditionFalse
-	if c := p.cond(rstatus.TypeReleased); c != nil {
+	if c := en.cond(rstatus.TypeReleased); c != nil {
 		prev = c.Status
 	}
-	res := result{verdict: succeeded, phase: phaseHeld, reason: reason, message: p.held.Message,
-		released: &condition{prev, reason, p.held.Message}, requeue: p.held.RequeueAfter}
-	if h := obs.head; h != nil && h.OwnerUID == p.want.OwnerUID {
+	res := result{verdict: succeeded, phase: phaseHeld, reason: reason, message: en.held.Message,
+		released: &condition{prev, reason, en.held.Message}, requeue: en.held.RequeueAfter}
+	if h := obs.head; h != nil && h.OwnerUID == en.want.OwnerUID {
 		res.head, res.rel = h, obs.rel
 	}
 	return res
@@ -45,21 +65,21 @@ func (p *pass) hold(obs observed) result {
 // holdBack ends a pass on a desired (chart, values) that failed: in this pass (the result
 // says what became of it), or in an earlier one. It is not tried again until one of them
 // changes; a failure the API server's refusal caused is retried with back-off.
-func (p *pass) holdBack(obs observed, s plan.Situation, o *outcome) result {
+func (en *ending) holdBack(obs observed, s plan.Situation, o *outcome) result {
 	f := o.failure
 	if f == nil {
-		held, _ := p.heldBackFailure()
+		held, _ := en.heldBackFailure()
 		reason := held.reason
 		if reason == "" {
-			reason = p.failureReason(o)
+			reason = en.failureReason(o)
 		}
 		msg := fmt.Sprintf("chart %s with values %s failed and is not retried until the spec or the chart changes: %s",
-			records.DisplayDigest(p.want.ChartDigest), records.DisplayDigest(p.want.ValuesDigest), held.failed.Message)
+			records.DisplayDigest(en.want.ChartDigest), records.DisplayDigest(en.want.ValuesDigest), held.failed.Message)
 		// Written again: a no-op.
 		res := result{verdict: failed, reason: reason, message: msg, record: record{failed: held}}
 		// Released keeps what happened to the release last (RolledBack, InstallFailed, …) when
 		// it says so already.
-		if c := p.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {
+		if c := en.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {
 			res.released = &condition{metav1.ConditionFalse, reason, msg}
 		}
 		return res
@@ -70,7 +90,7 @@ func (p *pass) holdBack(obs observed, s plan.Situation, o *outcome) result {
 	case f.action.name() == plan.Rollback:
 		// Its result says it all, and Released says it rolled back.
 		if res.forbidden {
-			return p.forbidden("Upgrade", msg)
+			return en.forbidden("Upgrade", msg)
 		}
 		return result{verdict: failed, reason: res.reason, message: msg}
 	case upgraded && obs.head != nil && obs.head.Status == release.StatusDeployed:
@@ -86,25 +106,17 @@ func (p *pass) holdBack(obs observed, s plan.Situation, o *outcome) result {
 		msg += "; no deployed revision to roll back to"
 	}
 	if res.forbidden {
-		return p.forbidden(eventAction(f.action), msg)
+		return en.forbidden(eventAction(f.action), msg)
 	}
 	return result{verdict: failed, reason: res.reason, message: msg, released: &condition{metav1.ConditionFalse, res.reason, msg}}
 }
 
-// eventAction is the action Events name for a release action.
-func eventAction(a action) string {
-	if a.name() == plan.Install {
-		return "Install"
-	}
-	return "Upgrade"
-}
-
 // failureReason is the reason Released gives for a held-back failure of an earlier pass whose
 // record has none (an older rudder's): as this pass set it, else as the CR had it.
-func (p *pass) failureReason(o *outcome) string {
+func (en *ending) failureReason(o *outcome) string {
 	c := o.released
 	if c == nil {
-		if prev := p.cond(rstatus.TypeReleased); prev != nil {
+		if prev := en.cond(rstatus.TypeReleased); prev != nil {
 			c = &condition{prev.Status, prev.Reason, prev.Message}
 		}
 	}
@@ -118,20 +130,9 @@ func (p *pass) failureReason(o *outcome) string {
 	return rstatus.ReasonUpgradeFailed
 }
 
-// foreign reports whether the pending newest revision belongs to an operation rudder did not
-// start that may still be running.
-func (p *pass) foreign(rel *release.Release) bool {
-	if h := records.HeadOf(rel); rel == nil || h.MadeByRudder() || h.RudderRollback() {
-		// rudder's own: an install or upgrade carries LabelRevision, a rollback
-		// LabelRollbackRevision, each with its own number.
-		return false
-	}
-	return p.w.Clock.Since(rel.LastDeployed) < ForeignPendingGrace
-}
-
 // waitForOperation ends a pass on another operation's pending revision.
-func (p *pass) waitForOperation(rel *release.Release) result {
-	age := p.w.Clock.Since(rel.LastDeployed)
+func (en *ending) waitForOperation(rel *release.Release) result {
+	age := en.w.Clock.Since(rel.LastDeployed)
 	msg := fmt.Sprintf("revision %d is %s by an operation rudder did not start (%q); waiting up to %s from its start before unlocking it",
 		rel.Version, rel.Status, rel.Description, ForeignPendingGrace)
 	return result{verdict: blocked, reason: rstatus.ReasonPendingOperation, message: msg,
@@ -140,7 +141,7 @@ func (p *pass) waitForOperation(rel *release.Release) result {
 }
 
 // inSync ends a pass on a revision deployed from exactly what the spec and chart give now.
-func (p *pass) inSync(h *records.Head) result {
+func (en *ending) inSync(h *records.Head) result {
 	res := result{verdict: succeeded, phase: phaseInSync, reason: rstatus.ReasonUpToDate, head: h}
 	// The action that made this revision, as its record says; a record an older rudder made
 	// does not, and its CR's condition does.
@@ -150,29 +151,29 @@ func (p *pass) inSync(h *records.Head) result {
 	case records.ActionUpgrade:
 		res.reason = rstatus.ReasonUpgradeSucceeded
 	default:
-		if c := p.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
+		if c := en.cond(rstatus.TypeStalled); c != nil && c.Status == metav1.ConditionFalse &&
 			(c.Reason == rstatus.ReasonInstallSucceeded || c.Reason == rstatus.ReasonUpgradeSucceeded) {
 			res.reason = c.Reason
 		}
 	}
-	p.log.V(1).Info("release in sync", "release", p.relName, "revision", h.Revision)
+	en.log.V(1).Info("release in sync", "release", en.relName, "revision", h.Revision)
 	rec := &revisionRecord{number: h.Revision, chartDigest: h.ChartDigest, valuesDigest: h.ValuesDigest, rolledBackTo: h.RolledBackTo()}
-	st := p.st.Release
-	if st != nil && st.Name == p.relName && st.Revision == h.Revision {
+	st := en.read.Release
+	if st != nil && st.Name == en.relName && st.Revision == h.Revision {
 		rec.chart, rec.chartDigest, rec.valuesDigest = st.Chart, st.ChartDigest, st.ValuesDigest
 	}
 	if rec.chart == "" {
-		rec.chart = helm.ChartRef(p.snap.Chart)
+		rec.chart = helm.ChartRef(en.snap.Chart)
 	}
 	// What rudder would make is this revision.
-	if a := p.facts().Applied; a == nil || a.Generation != p.gen || a.ChartDigest != p.want.ChartDigest || stApplied(st) == nil {
-		rec.applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: p.gen, ChartDigest: p.want.ChartDigest}
+	if a := en.facts().Applied; a == nil || a.Generation != en.gen || a.ChartDigest != en.want.ChartDigest || stApplied(st) == nil {
+		rec.applied = &rstatus.AppliedRelease{Revision: h.Revision, Generation: en.gen, ChartDigest: en.want.ChartDigest}
 	}
 	res.record = record{revision: rec, clearFailed: true}
 	// Keep the message of the install or upgrade that made the revision, unless it is about an
 	// older generation (a pass that read the CR from a cache behind the upgrade's status).
-	if c := p.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback ||
-		c.ObservedGeneration < p.gen {
+	if c := en.cond(rstatus.TypeReleased); c == nil || c.Status != metav1.ConditionTrue || c.Reason == rstatus.ReasonManualRollback ||
+		c.ObservedGeneration < en.gen {
 		reason := rstatus.ReasonUpToDate
 		if h.MadeBy() != "" {
 			reason = res.reason
@@ -191,7 +192,7 @@ func stApplied(st *rstatus.Release) *rstatus.AppliedRelease {
 }
 
 // conflict ends a pass on a release of the CR's name that another owner made.
-func (p *pass) conflict(rel *release.Release) result {
+func (en *ending) conflict(rel *release.Release) result {
 	owner := rel.Labels[records.LabelOwnerKind]
 	if owner == "" {
 		owner = "something other than rudder"
@@ -199,7 +200,7 @@ func (p *pass) conflict(rel *release.Release) result {
 		owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[records.LabelOwnerUID])
 	}
 	msg := fmt.Sprintf("release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
-		p.relName, p.key.Namespace, owner)
+		en.relName, en.key.Namespace, owner)
 	return result{verdict: blocked, reason: rstatus.ReasonReleaseNameConflict, message: msg,
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonReleaseNameConflict, msg}}
 }
@@ -208,54 +209,66 @@ func (p *pass) conflict(rel *release.Release) result {
 // acts as (rudder's ClusterRole, or the tenant's ServiceAccount, lacks a rule for something
 // the chart renders or reads). Unlike a chart error it is retried with back-off, so granting
 // the rule recovers without touching the CR.
-func (p *pass) forbidden(event, msg string) result { return forbidden(p.scope, event, msg) }
+func (en *ending) forbidden(event, msg string) result { return forbidden(en.scope, event, msg) }
 
-// request builds the Helm request of an install or upgrade, after the checks that need no
-// cluster: the values against the chart's schema, and the Event that overrideValues applied.
-// It returns the result to end on instead when there is no request to make.
-func (p *pass) request(ctx context.Context, action plan.Action) (*helm.Request, []note, *result) {
-	pinned, err := p.pinnedRelease(ctx)
-	if err != nil {
-		return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+// retryLater ends a pass on a failure with retries left: waiting for its back-off, Stalled
+// False, Released as the failure left it.
+func (en *ending) retryLater(o *outcome) result {
+	f := o.recordedFailure()
+	if f == nil {
+		f, _ = en.heldBackFailure()
 	}
-	chrt := p.snap.Chart
-	if pinned != nil {
-		chrt = helm.ChartOf(pinned)
+	wait := max(en.retryIn(f), time.Second)
+	n, retries := failures(f), en.w.Watch.Retries()
+	msg := fmt.Sprintf("chart %s with values %s failed %d of at most %d times (remediation.retries %d); trying again in %s: %s",
+		records.DisplayDigest(en.want.ChartDigest), records.DisplayDigest(en.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second), f.failed.Message)
+	res := result{verdict: blocked, phase: phaseRetrying, reason: rstatus.ReasonRetryScheduled, message: msg, requeue: wait,
+		record: record{failed: f}}
+	if c := en.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {
+		res.released = &condition{metav1.ConditionFalse, f.reason, msg}
 	}
-	if err := helm.ValidateValues(chrt, p.values); err != nil {
-		msg := "values do not match the chart's values.schema.json: " + err.Error()
-		return nil, nil, &result{verdict: blocked, reason: rstatus.ReasonValuesInvalid, message: msg,
-			released: &condition{metav1.ConditionFalse, rstatus.ReasonValuesInvalid, msg}}
+	return res
+}
+
+// keepRollback ends a pass on a deployed revision rudder did not make from the spec (helm
+// rollback, or rudder.dev/rollback-to), because neither the CR's generation nor the chart has
+// changed since rudder's newest own revision: no revert, no new revision.
+func (en *ending) keepRollback(ctx context.Context, obs observed, o *outcome) result {
+	h, rel := obs.head, obs.rel
+	to := h.RolledBackTo()
+	if to == 0 && rel != nil {
+		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
+		// own description is all that says where to.
+		to, _ = libtext.HelmRollbackTarget(rel.Description)
 	}
-	var pre []note
-	if len(p.overridden) > 0 {
-		pre = append(pre, note{corev1.EventTypeNormal, "OverrideApplied", "Render",
-			"watches.yaml overrideValues set " + strings.Join(p.overridden, ", ") + " on top of the spec"})
+	st := en.read.Release
+	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
+	chart := ""
+	if seen {
+		chart = st.Chart
 	}
-	ch := chrt // a release decoded for this pass alone: a private copy
-	if pinned == nil {
-		if ch, err = p.snap.Fresh(); err != nil {
-			return nil, nil, &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+	if chart == "" {
+		if rel == nil {
+			var err error
+			if rel, err = en.w.Helm.Last(ctx, en.scope, en.relName); err != nil {
+				return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", en.relName, err)}
+			}
+		}
+		if rel != nil {
+			chart = rel.Chart.Ref()
 		}
 	}
-	req := p.w.Watch.Request(p.obj, p.scope, p.relName, ch, p.chartDigest, p.values, p.want.ValuesDigest,
-		helm.Description(string(action), p.gen, ch, p.chartDigest, p.want.ValuesDigest, p.overridden))
-	req.Carried = p.carried()
-	// The release's facts as the new revision leaves them if it is made (no failure held
-	// back, made from this generation and chart), so that a pass that makes it writes no more;
-	// a pass that fails writes the failure after (markRecord).
-	f := p.factsAfter(p.out)
-	failed := f
-	f.Failed, f.Applied = nil, &records.Applied{Generation: p.gen, ChartDigest: p.want.ChartDigest}
-	req.Facts = &f
-	// As Helm leaves it failed: one failure of the pair more (see failedRecord).
-	e := p.env()
-	cause := rstatus.ReasonUpgradeFailed
-	if action == plan.Install {
-		cause = rstatus.ReasonInstallFailed
+	target := "a revision rudder did not make from the spec"
+	if to > 0 {
+		target = fmt.Sprintf("revision %d", to)
 	}
-	failed.Failed = &records.Failure{ChartDigest: p.want.ChartDigest, ValuesDigest: p.want.ValuesDigest, Cause: records.Cause(cause),
-		Count: e.failures + 1, At: e.clock.Now()}
-	req.FailedFacts = &failed
-	return req, pre, nil
+	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
+	res := result{verdict: succeeded, phase: phaseRolledBack, reason: rstatus.ReasonManualRollback, head: h, rel: rel,
+		released: &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg},
+		record: record{clearFailed: true, revision: &revisionRecord{number: h.Revision, chart: chart, chartDigest: h.ChartDigest,
+			valuesDigest: h.ValuesDigest, rolledBackTo: to}}}
+	if !seen && !o.rolledBackOnRequest() {
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonManualRollback, "Rollback", msg}}
+	}
+	return res
 }
