@@ -9,21 +9,26 @@
 // reference tables are generated from there (`make manifests`), and tests fail when the
 // structs, the tables or the README disagree.
 //
+// The files build on each other one way: the schema (types.go: Watch and every section of
+// it), what a watch answers from each section (watches.go, policy.go, rollout.go, …), and
+// load.go on top, which completes and checks each entry section by section.
+//
 // # Adding a field
 //
-//  1. watches.go: the field on Watch, with its JSON key, and the accessor the reconciler reads
-//     (with the default applied: RollsBack, HistoryLimit, …); a default that is a number is a
-//     constant beside DefaultMaxHistory.
+//  1. types.go: the field on Watch, with its JSON key; watches.go (or its section's file): the
+//     accessor the reconciler reads (with the default applied: RollsBack, HistoryLimit, …); a
+//     default that is a number is a constant beside DefaultMaxHistory.
 //  2. fields.go: its row in Fields, where the README should list it.
-//  3. Its check, in the step of complete that owns its concern (checkLimits, checkTenancy,
-//     checkPolicies, …), naming the field in the error; `rudder lint` reports it as Load does.
+//  3. Its check, in the step of complete (load.go) that owns its concern (checkLimits,
+//     checkTenancy, checkPolicies, …), naming the field in the error; `rudder lint` reports
+//     it as Load does.
 //  4. `make manifests` rewrites the README's table; watches_test.go gets a row for a value that
 //     loads and one that does not.
 //
 // # Adding a limit
 //
-//  1. limits.go: the field on Limits (a quantity or a duration as metav1 types, so that
-//     watches.yaml spells them as Kubernetes does), and its mapping in Limits.helm.
+//  1. types.go: the field on Limits (a quantity or a duration as metav1 types, so that
+//     watches.yaml spells them as Kubernetes does); limits.go: its mapping in Limits.helm.
 //  2. internal/helm/limits.go: the field on helm.Limits with its Default constant, and where it
 //     is enforced (a limit of what a render may do goes on to render.Limits in
 //     internal/helm/render.go); a refusal is a LimitError naming the limit.

@@ -14,23 +14,11 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/postrender"
 )
 
 // The day-2 policies of a watch: what becomes of a chart's crds/ on install and upgrade, which
 // drift is restored, whether objects an upgrade cannot update are replaced, and how often a
 // failed release is retried. Flux's helm-controller has each, and they keep its names.
-
-// CRDs is a watch's crds field: the policy for the chart's crds/ directory, which Helm
-// installs with the first revision and never upgrades, in Flux's words (helm.CRDsSkip,
-// CRDsCreate, CRDsCreateReplace). Either policy applies only where allowClusterScoped names
-// CustomResourceDefinition.
-type CRDs struct {
-	// Install is Create (default, Helm's) or Skip.
-	Install helm.CRDMode `json:"install,omitempty"`
-	// Upgrade is Skip (default, Helm's), Create or CreateReplace.
-	Upgrade helm.CRDMode `json:"upgrade,omitempty"`
-}
 
 // What driftDetection.mode may say.
 const (
@@ -42,68 +30,6 @@ const (
 	// DriftDisabled neither restores nor reports drift; readiness is still watched.
 	DriftDisabled = "disabled"
 )
-
-// DriftDetection is a watch's driftDetection field.
-type DriftDetection struct {
-	// Mode is enabled (default), warn or disabled.
-	Mode string `json:"mode,omitempty"`
-	// Ignore lists fields that are neither restored nor reported, on the objects they target.
-	Ignore []DriftIgnore `json:"ignore,omitempty"`
-}
-
-// DriftIgnore is one rule of driftDetection.ignore.
-type DriftIgnore struct {
-	// Paths are JSON pointers (RFC 6901) into the objects, such as /spec/replicas.
-	Paths []string `json:"paths"`
-	// Target selects the objects the rule applies to (unset: every object of the release).
-	Target *DriftTarget `json:"target,omitempty"`
-}
-
-// DriftTarget selects objects of a release with the selector a post-renderer's patch targets
-// with (Flux uses one selector type for both): every field that is set must match; name and
-// namespace are regular expressions of the whole value.
-type DriftTarget struct {
-	postrender.Selector
-
-	// Set by Load.
-	name, namespace     *regexp.Regexp
-	labels, annotations labels.Selector
-}
-
-// Install is a watch's install field.
-type Install struct {
-	// ServerSideApply: new releases are applied server-side, as rudder's field manager
-	// (default false: client-side, as Helm 3 applied).
-	ServerSideApply bool `json:"serverSideApply,omitempty"`
-}
-
-// Wait is a watch's wait field: what an install, upgrade or rollback waits for besides its
-// hooks (helm.WaitPolicy).
-type Wait struct {
-	// Enable: the action waits until the release's objects are ready (kstatus), failing at
-	// limits.actionTimeout.
-	Enable bool `json:"enable,omitempty"`
-	// Jobs: it waits for the release's Jobs to complete, too.
-	Jobs bool `json:"jobs,omitempty"`
-	// Kinds, when set, are the only kinds it waits for: Kind, or Kind.group.
-	Kinds []string `json:"kinds,omitempty"`
-}
-
-// Upgrade is a watch's upgrade field.
-type Upgrade struct {
-	// Force replaces (deletes and creates) the objects whose update the API server refuses
-	// because it changes an immutable field, within the one upgrade: one new revision.
-	Force bool `json:"force,omitempty"`
-	// ServerSideApply is auto (default: the method each release recorded), true (client-side
-	// releases move to server-side apply on their next upgrade) or false.
-	ServerSideApply ApplyMode `json:"serverSideApply,omitempty"`
-	// ForceConflicts: a server-side apply (an upgrade, a rollback) takes the fields another
-	// manager holds; else it fails with the conflict.
-	ForceConflicts bool `json:"forceConflicts,omitempty"`
-}
-
-// ApplyMode is upgrade.serverSideApply: auto, true or false, as a string or a YAML boolean.
-type ApplyMode string
 
 // UnmarshalJSON takes a string or a boolean.
 func (m *ApplyMode) UnmarshalJSON(b []byte) error {
@@ -118,13 +44,6 @@ func (m *ApplyMode) UnmarshalJSON(b []byte) error {
 	}
 	*m = ApplyMode(s)
 	return nil
-}
-
-// Remediation is a watch's remediation field.
-type Remediation struct {
-	// Retries is how often a failed install or upgrade of the same (chart, values) is tried
-	// again, with exponential back-off, before it is held back and Stalled (default 0).
-	Retries int `json:"retries,omitempty"`
 }
 
 // MaxRetries bounds remediation.retries: each retry is an install or upgrade, with its own

@@ -8,44 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Rollout is a watch's rollout field: how a chart edit reaches the watch's CRs. Without it,
-// every CR moves to a new chart at once. With it, CRs move in waves, each once every CR of the
-// waves before is Ready on the new chart (and Tested, where the watch tests) and has stayed so
-// for settle (see controllers/rollout.go).
-type Rollout struct {
-	// Waves are the waves' cumulative sizes, in order; a wave that leaves CRs behind is
-	// followed by one that moves the rest.
-	Waves []Wave `json:"waves"`
-	// Settle is how long every CR of the waves so far stays Ready before the next wave
-	// starts (default 0).
-	Settle *metav1.Duration `json:"settle,omitempty"`
-	// HealthTimeout is how long a CR of a wave has to be Ready on the new chart; past it, the
-	// CR counts as failed (default 5m).
-	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
-	// MaxFailures is how many CRs may fail before the rollout halts (default 0: the first
-	// failure halts it).
-	MaxFailures int `json:"maxFailures,omitempty"`
-	// OnHalt is what a halt does: hold (default: the moved CRs stay where they are) or
-	// rollback (each moved CR is rolled back, through its Helm history, to its newest
-	// revision of an earlier chart).
-	OnHalt string `json:"onHalt,omitempty"`
-	// Paused starts every rollout paused: it waits for its Rollout's rudder.dev/paused
-	// annotation to be set to "false".
-	Paused bool `json:"paused,omitempty"`
-}
-
-// Wave is one wave of a rollout: exactly one of Count, Percent and Selector.
-type Wave struct {
-	// Count: the waves so far move this many CRs in all.
-	Count int `json:"count,omitempty"`
-	// Percent: the waves so far move this share of the CRs in all (rounded up).
-	Percent int `json:"percent,omitempty"`
-	// Selector (first wave only: a canary) moves the CRs it selects.
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-
-	selector labels.Selector // set by checkRollout
-}
-
 // What rollout.onHalt may say.
 const (
 	OnHaltHold     = "hold"

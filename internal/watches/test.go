@@ -3,8 +3,6 @@ package watches
 import (
 	"fmt"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // What test.onFailure may say.
@@ -16,17 +14,6 @@ const (
 	// tested one, like a failed upgrade, and holds the (chart, values) back.
 	TestOnFailureRollback = "rollback"
 )
-
-// Test is a watch's test field: rudder runs the chart's test hooks (helm.sh/hook: test, what
-// `helm test` runs) after each install or upgrade that succeeds, once per revision.
-type Test struct {
-	// Enable runs the tests.
-	Enable bool `json:"enable"`
-	// Timeout bounds one run of the tests (default, and at most: limits.actionTimeout).
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// OnFailure is report (default) or rollback.
-	OnFailure string `json:"onFailure,omitempty"`
-}
 
 func (w *Watch) checkTest() error {
 	t := w.Test

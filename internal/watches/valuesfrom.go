@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"text/template"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -15,43 +14,11 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
-// ValuesFrom is one source of a watch's values: a key of a Secret or a ConfigMap in each CR's
-// own namespace (Flux's valuesFrom). The sources are merged in order, and the CR's spec goes
-// on top: the spec wins.
-type ValuesFrom struct {
-	// Kind is Secret or ConfigMap.
-	Kind string `json:"kind"`
-	// Name is a template over the CR, like overrideValues (e.g. "{{ .metadata.name }}-db").
-	Name string `json:"name"`
-	// ValuesKey is the key holding the values (default values.yaml).
-	ValuesKey string `json:"valuesKey,omitempty"`
-	// TargetPath, when set, is the dotted path (as for helm --set) that receives the key's
-	// whole content as a string; otherwise the content is a YAML map of values.
-	TargetPath string `json:"targetPath,omitempty"`
-	// Optional: a missing object or key is no error.
-	Optional bool `json:"optional,omitempty"`
-
-	nameTpl *template.Template
-}
-
 // DefaultValuesKey is the key a source's values are read from unless it names another.
 const DefaultValuesKey = "values.yaml"
 
 // A ConfigMap's and Secret's keys.
 var dataKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-
-// Source is a ValuesFrom entry made for one CR: which object, in the CR's namespace.
-type Source struct {
-	Kind, Namespace, Name, Key, TargetPath string
-	Optional                               bool
-	// Field names the entry in messages: valuesFrom[i].
-	Field string
-	// For, when set, is the CR as the source must name it in its AnnotationValuesFor: the
-	// source's name comes from the CR, which its author chooses, so the source is read only
-	// when it says it is meant for that CR. A fixed name is the platform team's choice, and
-	// needs no such claim.
-	For string
-}
 
 // AnnotationValuesFor, on a Secret or ConfigMap, names the CRs whose valuesFrom may read it
 // when the source's name comes from the CR (guard.AnnotationValuesFor, which also lets a
