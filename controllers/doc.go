@@ -2,11 +2,12 @@
 // controller-runtime's work queue and passes each to the release state machine
 // (internal/machine), which keeps one Helm release per CR.
 //
-// A Reconciler (reconciler.go) is thin: it reads the CR from the cache, admits the pass into
-// its namespace's share of the workers (internal/gate), adds rudder's finalizer, and hands the
-// CR to machine.Run, or to machine.Uninstall once the CR is being deleted (finalize.go). What
-// the state machine reaches of it is machine.World, which New builds once per watch: the
-// watch and what serves it, and the doors (doors.go, rollout.go) through which a pass asks
+// A Reconciler (reconciler.go; its Reconcile in reconcile.go) is thin: it reads the CR from
+// the cache, admits the pass into its namespace's share of the workers (internal/gate), adds
+// rudder's finalizer, and hands the CR to machine.Run, or to machine.Uninstall once the CR is
+// being deleted (finalize.go). What the state machine reaches of it is machine.World, which
+// New builds once per watch (world.go): the watch and what serves it, and the doors
+// (world.go, rollout.go) through which a pass asks
 // for a dependent watch, writes the CR's status, and reads a Rollout. Around the passes it
 // keeps:
 //
@@ -30,4 +31,10 @@
 //   - a watch field or a limit: internal/watches' doc.go says how (its one declaration in
 //     fields.go, which the README's tables and `rudder lint` come from);
 //   - a door: a method on a small interface of machine.World, implemented here.
+//
+// The files build on each other one way: statuses.go and metrics.go at the bottom;
+// reconciler.go (the Reconciler and coordinator types, and what every file reads of them) on
+// them; then the finalizer and the rollouts door, Reconcile and the coordinator's waves, its
+// Reconcile (rolloutcoord.go), the watches (setup.go), and New with the doors (world.go) on
+// top.
 package controllers

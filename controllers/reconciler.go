@@ -3,8 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,17 +18,15 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/gate"
 	"github.com/rudder-operator/rudder/internal/hook"
 	"github.com/rudder-operator/rudder/internal/machine"
-	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -122,58 +119,6 @@ type Reconciler struct {
 	sourcesTimer   *time.Timer
 }
 
-// New validates opts and returns a Reconciler; SetupWithManager starts it.
-func New(opts Options) (*Reconciler, error) {
-	switch {
-	case opts.Watch == nil:
-		return nil, errors.New("reconciler: Watch is required")
-	case opts.Charts == nil:
-		return nil, errors.New("reconciler: Charts is required")
-	case opts.Helm == nil:
-		return nil, errors.New("reconciler: Helm is required")
-	case opts.Client == nil || opts.APIReader == nil:
-		return nil, errors.New("reconciler: Client and APIReader are required")
-	case len(opts.Watch.ValuesFrom) > 0 && opts.Sources == nil:
-		return nil, errors.New("reconciler: Sources is required for a watch with valuesFrom")
-	}
-	if _, ok := opts.Charts.Get(opts.Watch.ChartPath()); !ok {
-		return nil, fmt.Errorf("reconciler: chart %s of %s was not added to the chart source", opts.Watch.ChartPath(), opts.Watch)
-	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
-	if opts.Recorder == nil {
-		opts.Recorder = &events.FakeRecorder{}
-	}
-	r := &Reconciler{
-		opts:     opts,
-		gvk:      opts.Watch.GroupVersionKind(),
-		log:      ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
-		memory:   machine.NewMemory(opts.Watch),
-		watching: map[schema.GroupVersionKind]*watchStart{},
-		statuses: newStatuses(opts.Clock),
-		behind:   map[types.NamespacedName]string{},
-
-		changedSources: map[types.NamespacedName]bool{},
-		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
-	}
-	r.world = r.newWorld()
-	return r, nil
-}
-
-// newWorld is what the passes of r's watch reach: its options, and r behind the doors.
-func (r *Reconciler) newWorld() *machine.World {
-	w := &machine.World{Watch: r.opts.Watch, Charts: r.opts.Charts, Hooks: r.opts.Hooks, Sources: r.opts.Sources, Queue: r,
-		Carried: r.opts.Carried, Shard: r.opts.Shard, DefaultServiceAccount: r.opts.DefaultServiceAccount, Period: r.reconcilePeriod(),
-		Helm: r.opts.Helm, Clock: r.opts.Clock, Live: r.opts.APIReader, Mapper: r.opts.Client.RESTMapper(), Scheme: r.opts.Client.Scheme(),
-		Recorder: r.opts.Recorder, Memory: r.memory,
-		Turns: r.gate, Watches: dependentWatches{r}, Status: statusWriter{r}, Rollouts: rolloutReader{r}}
-	if r.opts.Dependents != nil {
-		w.Operands = r.opts.Dependents
-	}
-	return w
-}
-
 // workers is how many passes of the watch's kind work at once.
 func workers(opts Options) int {
 	n := opts.Watch.MaxConcurrentReconciles
@@ -181,64 +126,6 @@ func workers(opts Options) int {
 		n = opts.MaxConcurrentReconciles
 	}
 	return max(n, 1)
-}
-
-// Reconcile is thin: get → deletion → finalizer → pass → one status patch.
-//
-// If the returned error is non-nil the Result is ignored and the request is retried with
-// back-off; a reconcile.TerminalError is not retried (the CR says why on Stalled).
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
-	// ctx carries controller-runtime's logger, which names the controller, the CR and the
-	// reconcileID; lines about the release add it.
-	start := r.opts.Clock.Now()
-	var seen *unstructured.Unstructured
-	defer func() {
-		observeReconcile(r.gvkLabel(), r.opts.Clock.Since(start), retErr)
-		if r.opts.OnPass != nil {
-			r.opts.OnPass(r.gvk, seen)
-		}
-	}()
-
-	// The cache's own object, read-only: the pass works on a copy, and the status it read is
-	// the cache's (or the one read in its place), compared with what the pass makes of it.
-	cached := &unstructured.Unstructured{}
-	cached.SetGroupVersionKind(r.gvk)
-	if err := r.opts.Client.Get(ctx, req.NamespacedName, cached, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	obj := cached.DeepCopy()
-	obj.SetGroupVersionKind(r.gvk)
-	read := cached.Object["status"]
-	// A status this process wrote that the cache does not show yet is read in its place.
-	if written, ok := r.statuses.read(obj); ok {
-		read = written
-	}
-	seen = obj
-	ctx, leave, err := r.gate.Enter(ctx, req.NamespacedName)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	defer leave()
-	// Each release record the pass reads is read once, what it writes is what it reads after.
-	ctx = records.WithMemo(ctx)
-	if obj.GetDeletionTimestamp() != nil {
-		return r.finalize(ctx, obj)
-	}
-	if controllerutil.AddFinalizer(obj, Finalizer) {
-		if err := r.patchFinalizers(ctx, obj); err != nil {
-			return r.conflicted(req.NamespacedName, obj, err)
-		}
-	}
-
-	defer func() {
-		if c := r.coord.Load(); c != nil && c.active.Load() {
-			c.wake() // the CR's status may open the gate of a wave
-		}
-	}()
-	return machine.Run(ctx, r.world, obj, read)
 }
 
 // patchFinalizers writes obj's finalizers as they are now over those of the version read: the
@@ -325,4 +212,75 @@ func (r *Reconciler) reconcilePeriod() time.Duration {
 		return p.Duration
 	}
 	return r.opts.ReconcilePeriod
+}
+
+// coordinator moves the rollouts of one watch from wave to wave (see rollout.go). It runs in
+// the leader (of the shard), one reconcile at a time, from what the caches show: the watch's
+// CRs and their status, and the Rollout objects. Its state is the Rollout's status, so a
+// restart or a failover continues where it was; it wakes on chart edits, on edits of a
+// Rollout (annotations), after passes of the kind while a rollout is under way, and every
+// coordinatorPoll while one is.
+type coordinator struct {
+	r *Reconciler
+
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// active: a rollout of the watch is Progressing, Paused or rolling back.
+	active atomic.Bool
+	// written is the Rollout as the coordinator last wrote it, and stale the resourceVersion
+	// it had before: a cache that still shows that version is behind the write, and the
+	// coordinator goes on from what it wrote instead.
+	written *rolloutv1.Rollout
+	stale   string
+	// moving are the CRs to queue a pass of once the Rollout is written (see move).
+	moving map[types.NamespacedName]bool
+	// movedAt is when the coordinator first saw each CR of the current rollout on its chart,
+	// which its health timeout counts from (a restart starts the count anew: more time, never
+	// less).
+	movedAt    map[types.NamespacedName]time.Time
+	movedAtFor string
+}
+
+// move asks for a pass of the CR at key once the Rollout's status is written: the pass reads
+// the Rollout to know whether the CR moves.
+func (c *coordinator) move(key types.NamespacedName) {
+	if c.moving == nil {
+		c.moving = map[types.NamespacedName]bool{}
+	}
+	c.moving[key] = true
+}
+
+// current is the Rollout named name as the pass should see it: the one the coordinator wrote
+// last while the cache still shows the version before (nil: the cache's is current).
+func (c *coordinator) current(cached *rolloutv1.Rollout) *rolloutv1.Rollout {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w := c.written; w != nil && w.Name == cached.Name && cached.ResourceVersion == c.stale {
+		return w.DeepCopy()
+	}
+	return nil
+}
+
+var coordinatorRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "rollout"}}
+
+// wake asks for a look at the watch's rollouts.
+func (c *coordinator) wake() {
+	c.mu.Lock()
+	q := c.queue
+	c.mu.Unlock()
+	if q != nil {
+		q.Add(coordinatorRequest)
+	}
+}
+
+// watchStart is one attempt to start a dependent watch; passes that need the same kind
+// meanwhile wait for its outcome instead of reading through a watch that is not there.
+type watchStart struct {
+	done chan struct{}
+	err  error
+}
+
+// ControllerName is the controller (and metrics) name of a watch: kind.group-version, lowercase.
+func ControllerName(gvk schema.GroupVersionKind) string {
+	return strings.ToLower(gvk.Kind + "." + gvk.Group + "-" + gvk.Version)
 }

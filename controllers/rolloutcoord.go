@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,63 +26,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
-	"github.com/rudder-operator/rudder/internal/watches"
 )
-
-// coordinator moves the rollouts of one watch from wave to wave (see rollout.go). It runs in
-// the leader (of the shard), one reconcile at a time, from what the caches show: the watch's
-// CRs and their status, and the Rollout objects. Its state is the Rollout's status, so a
-// restart or a failover continues where it was; it wakes on chart edits, on edits of a
-// Rollout (annotations), after passes of the kind while a rollout is under way, and every
-// coordinatorPoll while one is.
-type coordinator struct {
-	r *Reconciler
-
-	mu    sync.Mutex
-	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
-	// active: a rollout of the watch is Progressing, Paused or rolling back.
-	active atomic.Bool
-	// written is the Rollout as the coordinator last wrote it, and stale the resourceVersion
-	// it had before: a cache that still shows that version is behind the write, and the
-	// coordinator goes on from what it wrote instead.
-	written *rolloutv1.Rollout
-	stale   string
-	// moving are the CRs to queue a pass of once the Rollout is written (see move).
-	moving map[types.NamespacedName]bool
-	// movedAt is when the coordinator first saw each CR of the current rollout on its chart,
-	// which its health timeout counts from (a restart starts the count anew: more time, never
-	// less).
-	movedAt    map[types.NamespacedName]time.Time
-	movedAtFor string
-}
-
-// move asks for a pass of the CR at key once the Rollout's status is written: the pass reads
-// the Rollout to know whether the CR moves.
-func (c *coordinator) move(key types.NamespacedName) {
-	if c.moving == nil {
-		c.moving = map[types.NamespacedName]bool{}
-	}
-	c.moving[key] = true
-}
-
-// current is the Rollout named name as the pass should see it: the one the coordinator wrote
-// last while the cache still shows the version before (nil: the cache's is current).
-func (c *coordinator) current(cached *rolloutv1.Rollout) *rolloutv1.Rollout {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if w := c.written; w != nil && w.Name == cached.Name && cached.ResourceVersion == c.stale {
-		return w.DeepCopy()
-	}
-	return nil
-}
-
-// coordinatorPoll is how often an active rollout is looked at without an event.
-const coordinatorPoll = 2 * time.Second
-
-// maxFailedNamed bounds status.failedCRs.
-const maxFailedNamed = 10
-
-var coordinatorRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "rollout"}}
 
 // SetupRollouts starts the watch's coordinator: by SetupWithManager, or, with
 // Options.RolloutsLater, by the caller once the API server serves the Rollout kind. Once only.
@@ -118,32 +59,6 @@ func (r *Reconciler) SetupRollouts(mgr ctrl.Manager) error {
 // ownsRollout reports whether ro moves this watch's CRs (of this shard).
 func (r *Reconciler) ownsRollout(ro *rolloutv1.Rollout) bool {
 	return ro.Spec.Group == r.gvk.Group && ro.Spec.Version == r.gvk.Version && ro.Spec.Kind == r.gvk.Kind && ro.Spec.Shard == r.opts.Shard
-}
-
-// wake asks for a look at the watch's rollouts.
-func (c *coordinator) wake() {
-	c.mu.Lock()
-	q := c.queue
-	c.mu.Unlock()
-	if q != nil {
-		q.Add(coordinatorRequest)
-	}
-}
-
-// member is one CR of the kind as the coordinator sees it.
-type member struct {
-	key    types.NamespacedName
-	order  string // RolloutKey
-	labels map[string]string
-	held   bool
-	// digest is the chart digest its status.release says the release is on ("": none).
-	digest string
-	ready  bool
-	// failed says why the CR failed on the rollout's chart ("": it did not).
-	failed string
-	// kept: its Rollout condition says a halted rollout (onHalt rollback) leaves it on the
-	// rollout's chart, for want of a revision of an earlier one.
-	kept bool
 }
 
 // Reconcile looks at the watch's rollouts: it starts the one the watch's chart needs,
@@ -291,15 +206,6 @@ func membersBehind(members []member, to string) int {
 		}
 	}
 	return n
-}
-
-// waves are the policy's waves, with a last one that moves the rest when they do not.
-func (c *coordinator) waves() []watches.Wave {
-	ws := c.r.opts.Watch.Rollout.Waves
-	if last := ws[len(ws)-1]; last.Percent == 100 {
-		return ws
-	}
-	return append(slices.Clone(ws), watches.Wave{Percent: 100})
 }
 
 // supersede ends a rollout that is not of the watch's chart any more.

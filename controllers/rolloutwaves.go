@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/watches"
 )
 
 // advance moves the rollout ro on as far as its gates allow, and says when to look again
@@ -284,4 +286,35 @@ func (r *Reconciler) enqueue(key types.NamespacedName) {
 	if q != nil {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
+}
+
+// member is one CR of the kind as the coordinator sees it.
+type member struct {
+	key    types.NamespacedName
+	order  string // RolloutKey
+	labels map[string]string
+	held   bool
+	// digest is the chart digest its status.release says the release is on ("": none).
+	digest string
+	ready  bool
+	// failed says why the CR failed on the rollout's chart ("": it did not).
+	failed string
+	// kept: its Rollout condition says a halted rollout (onHalt rollback) leaves it on the
+	// rollout's chart, for want of a revision of an earlier one.
+	kept bool
+}
+
+// coordinatorPoll is how often an active rollout is looked at without an event.
+const coordinatorPoll = 2 * time.Second
+
+// maxFailedNamed bounds status.failedCRs.
+const maxFailedNamed = 10
+
+// waves are the policy's waves, with a last one that moves the rest when they do not.
+func (c *coordinator) waves() []watches.Wave {
+	ws := c.r.opts.Watch.Rollout.Waves
+	if last := ws[len(ws)-1]; last.Percent == 100 {
+		return ws
+	}
+	return append(slices.Clone(ws), watches.Wave{Percent: 100})
 }

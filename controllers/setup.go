@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,11 +30,6 @@ import (
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
-
-// ControllerName is the controller (and metrics) name of a watch: kind.group-version, lowercase.
-func ControllerName(gvk schema.GroupVersionKind) string {
-	return strings.ToLower(gvk.Kind + "." + gvk.Group + "-" + gvk.Version)
-}
 
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
 // chart changes, and - once a release exists - the kinds of its objects.
@@ -253,13 +247,6 @@ func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
 // watchSyncTimeout bounds the wait for a new dependent watch to be in place; rudder checked
 // beforehand that it may list and watch the kind, so this only trips on a sick API server.
 const watchSyncTimeout = 2 * time.Minute
-
-// watchStart is one attempt to start a dependent watch; passes that need the same kind
-// meanwhile wait for its outcome instead of reading through a watch that is not there.
-type watchStart struct {
-	done chan struct{}
-	err  error
-}
 
 // ensureWatch starts watching an operand kind through the dependents cache, once. A failed
 // start (e.g. rudder may not list the kind) is forgotten, so that a later pass tries again.

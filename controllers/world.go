@@ -2,15 +2,24 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/gate"
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
-// The doors of the state machine (machine.World) that the Reconciler keeps: each a view of it
-// that lets a pass do one thing (the rollouts door is in rollout.go).
+// The Reconciler as it is made (New), and the World its passes reach (machine.World): its
+// options, and the doors the Reconciler keeps, each a view of it that lets a pass do one thing
+// (the rollouts door is in rollout.go).
 
 // dependentWatches starts the dependent watch of an operand kind (machine.Watches).
 type dependentWatches struct{ r *Reconciler }
@@ -32,4 +41,56 @@ func (d statusWriter) PatchStatus(ctx context.Context, obj *unstructured.Unstruc
 	}
 	d.r.statuses.wrote(key, obj.GetUID(), res.GetResourceVersion(), obj.Object["status"], obj.GetFinalizers())
 	return nil
+}
+
+// New validates opts and returns a Reconciler; SetupWithManager starts it.
+func New(opts Options) (*Reconciler, error) {
+	switch {
+	case opts.Watch == nil:
+		return nil, errors.New("reconciler: Watch is required")
+	case opts.Charts == nil:
+		return nil, errors.New("reconciler: Charts is required")
+	case opts.Helm == nil:
+		return nil, errors.New("reconciler: Helm is required")
+	case opts.Client == nil || opts.APIReader == nil:
+		return nil, errors.New("reconciler: Client and APIReader are required")
+	case len(opts.Watch.ValuesFrom) > 0 && opts.Sources == nil:
+		return nil, errors.New("reconciler: Sources is required for a watch with valuesFrom")
+	}
+	if _, ok := opts.Charts.Get(opts.Watch.ChartPath()); !ok {
+		return nil, fmt.Errorf("reconciler: chart %s of %s was not added to the chart source", opts.Watch.ChartPath(), opts.Watch)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Recorder == nil {
+		opts.Recorder = &events.FakeRecorder{}
+	}
+	r := &Reconciler{
+		opts:     opts,
+		gvk:      opts.Watch.GroupVersionKind(),
+		log:      ctrl.Log.WithName("reconciler").WithValues("kind", opts.Watch.String()),
+		memory:   machine.NewMemory(opts.Watch),
+		watching: map[schema.GroupVersionKind]*watchStart{},
+		statuses: newStatuses(opts.Clock),
+		behind:   map[types.NamespacedName]string{},
+
+		changedSources: map[types.NamespacedName]bool{},
+		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
+	}
+	r.world = r.newWorld()
+	return r, nil
+}
+
+// newWorld is what the passes of r's watch reach: its options, and r behind the doors.
+func (r *Reconciler) newWorld() *machine.World {
+	w := &machine.World{Watch: r.opts.Watch, Charts: r.opts.Charts, Hooks: r.opts.Hooks, Sources: r.opts.Sources, Queue: r,
+		Carried: r.opts.Carried, Shard: r.opts.Shard, DefaultServiceAccount: r.opts.DefaultServiceAccount, Period: r.reconcilePeriod(),
+		Helm: r.opts.Helm, Clock: r.opts.Clock, Live: r.opts.APIReader, Mapper: r.opts.Client.RESTMapper(), Scheme: r.opts.Client.Scheme(),
+		Recorder: r.opts.Recorder, Memory: r.memory,
+		Turns: r.gate, Watches: dependentWatches{r}, Status: statusWriter{r}, Rollouts: rolloutReader{r}}
+	if r.opts.Dependents != nil {
+		w.Operands = r.opts.Dependents
+	}
+	return w
 }

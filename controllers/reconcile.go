@@ -1,0 +1,72 @@
+package controllers
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/rudder-operator/rudder/internal/machine"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// Reconcile is thin: get → deletion → finalizer → pass → one status patch.
+//
+// If the returned error is non-nil the Result is ignored and the request is retried with
+// back-off; a reconcile.TerminalError is not retried (the CR says why on Stalled).
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, retErr error) {
+	// ctx carries controller-runtime's logger, which names the controller, the CR and the
+	// reconcileID; lines about the release add it.
+	start := r.opts.Clock.Now()
+	var seen *unstructured.Unstructured
+	defer func() {
+		observeReconcile(r.gvkLabel(), r.opts.Clock.Since(start), retErr)
+		if r.opts.OnPass != nil {
+			r.opts.OnPass(r.gvk, seen)
+		}
+	}()
+
+	// The cache's own object, read-only: the pass works on a copy, and the status it read is
+	// the cache's (or the one read in its place), compared with what the pass makes of it.
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(r.gvk)
+	if err := r.opts.Client.Get(ctx, req.NamespacedName, cached, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	obj := cached.DeepCopy()
+	obj.SetGroupVersionKind(r.gvk)
+	read := cached.Object["status"]
+	// A status this process wrote that the cache does not show yet is read in its place.
+	if written, ok := r.statuses.read(obj); ok {
+		read = written
+	}
+	seen = obj
+	ctx, leave, err := r.gate.Enter(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer leave()
+	// Each release record the pass reads is read once, what it writes is what it reads after.
+	ctx = records.WithMemo(ctx)
+	if obj.GetDeletionTimestamp() != nil {
+		return r.finalize(ctx, obj)
+	}
+	if controllerutil.AddFinalizer(obj, Finalizer) {
+		if err := r.patchFinalizers(ctx, obj); err != nil {
+			return r.conflicted(req.NamespacedName, obj, err)
+		}
+	}
+
+	defer func() {
+		if c := r.coord.Load(); c != nil && c.active.Load() {
+			c.wake() // the CR's status may open the gate of a wave
+		}
+	}()
+	return machine.Run(ctx, r.world, obj, read)
+}
