@@ -1,76 +1,19 @@
 package cli
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // What a chart's defaults need of their watch beyond the kind's role: the identities they
 // hand out that the chart does not make, and the limits past rudder's defaults.
-
-// The bounds of scaffold's renders: far above any chart's, so that scaffold measures what a
-// chart renders and writes the limits it needs instead of failing on the defaults.
-const (
-	scanMaxObjects = 100000
-	scanMaxBytes   = 64 << 20
-)
-
-// releaseSize is the larger of rel's manifest and its hooks' manifests together, in bytes,
-// and how many objects both hold.
-func releaseSize(rel *release.Release) (int64, int) {
-	hooks := int64(0)
-	objs := len(splitObjects(rel.Manifest))
-	for _, h := range rel.Hooks {
-		hooks += int64(len(h.Manifest))
-		objs += len(splitObjects(h.Manifest))
-	}
-	return max(int64(len(rel.Manifest)), hooks), objs
-}
-
-// addIdentities records what a render hands out, asks of a node and names that it does not
-// make: identities, the pod security level, externalIPs and references.
-func (s *chartScan) addIdentities(rel *release.Release, how string) error {
-	needs, err := guard.NeededBy(scanNamespace, rel)
-	if err != nil {
-		return err
-	}
-	byDefault := how == "defaults"
-	for _, sa := range needs.ServiceAccounts {
-		addSourced(s.serviceAccounts, sa, "Pods run as it, or a token or binding names it ("+how+")", byDefault)
-	}
-	for _, sub := range needs.Subjects {
-		key := fmt.Sprintf("{kind: %s, name: %s}", sub.Kind, quoteYAML(sub.Name))
-		if sub.Namespace != "" {
-			key = fmt.Sprintf("{kind: %s, name: %s, namespace: %s}", sub.Kind, quoteYAML(sub.Name), quoteYAML(sub.Namespace))
-		}
-		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
-	}
-	for entry, fields := range needs.Reads {
-		for _, f := range fields {
-			addSourced(s.reads, entry, strings.ReplaceAll(f, scanRelease, guard.ReleasePlaceholder)+" ("+how+")", byDefault)
-		}
-	}
-	for _, svc := range needs.ExternalIPs {
-		addSourced(s.externalIPs, strings.ReplaceAll(svc, scanRelease, guard.ReleasePlaceholder), how, byDefault)
-	}
-	level := cmp.Or(needs.PodSecurity, guard.PodSecurityRestricted)
-	if byDefault {
-		s.podSecurity = level
-		for _, why := range needs.PodSecurityWhy {
-			s.podSecurityWhy = append(s.podSecurityWhy, strings.ReplaceAll(why, scanRelease, guard.ReleasePlaceholder))
-		}
-	} else if slices.Index(guard.PodSecurityLevels, level) > slices.Index(guard.PodSecurityLevels, s.podSecurity) {
-		s.podSecurityMore = append(s.podSecurityMore, fmt.Sprintf("with %s: %s", how, level))
-	}
-	return nil
-}
 
 // writeCheckValues writes the values scaffold was given as the watch's checkValues: the chart
 // is linted with them when it loads, so that a chart whose schema requires a value with no
@@ -205,4 +148,47 @@ func writeReferences(b *strings.Builder, s *chartScan) {
 	} else {
 		b.WriteString("  # allowExternalIPs: true\n")
 	}
+}
+
+// watchYAML is the kind's watches.yaml entry: the chart, and what the chart's defaults render
+// outside the CR's namespace, each under a comment naming what renders it. What only other
+// values render is listed commented out.
+func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n", gvk.Group, gvk.Version, gvk.Kind, chartDir)
+	if names := sortedKeys(s.clusterNamed); len(names) > 0 {
+		fmt.Fprintf(&b, "  # The chart names cluster-scoped objects after the release (%s): with the CR's\n"+
+			"  # name alone, a CR of one name in another namespace would find them taken. The release is\n"+
+			"  # named after the CR and its namespace: the namespace as 8 hex digits of its SHA-256, since\n"+
+			"  # charts add suffixes to the release name and object names hold at most 63 characters.\n", strings.Join(names, ", "))
+		fmt.Fprintf(&b, "  releaseName: %s\n", quoteYAML(NamespacedReleaseName))
+	}
+	writeCheckValues(&b, s)
+	writeLimits(&b, s)
+	writeIdentities(&b, s)
+	writeGrants(&b, s)
+	writePodSecurity(&b, s)
+	writeReferences(&b, s)
+	if len(s.cluster)+len(s.namespaces)+len(s.aggregates) == 0 {
+		return b.String()
+	}
+	b.WriteString(`  # WARNING: each entry below lets every author of a CR of this kind create, change and delete
+  # such objects outside the CR's namespace through the chart's values (extraObjects, tpl on
+  # values), within what rudder's role grants. rudder still changes only objects a release made.
+  # Delete an entry, or turn off the values that render it, to refuse it: the CR then fails
+  # with a condition naming the object.
+`)
+	writeAllowed(&b, "allowClusterScoped", s.cluster)
+	writeAllowed(&b, "allowedNamespaces", s.namespaces)
+	if len(s.aggregates) > 0 {
+		b.WriteString("  # A role with an aggregation label adds its rules to the roles that aggregate it, such as\n" +
+			"  # view, edit and admin: every holder of those gains them.\n")
+	}
+	writeAllowed(&b, "allowAggregationLabels", s.aggregates)
+	if s.crdsDir {
+		b.WriteString("  # The chart's crds/ are installed with the release and, as Helm does, never changed after;\n" +
+			"  # to apply a new chart version's CRDs on upgrade (a stored version is never dropped):\n" +
+			"  # crds: {upgrade: CreateReplace}\n")
+	}
+	return b.String()
 }

@@ -115,49 +115,6 @@ func roleYAML(name string, rules []sourcedRule) string {
 	return b.String()
 }
 
-// watchYAML is the kind's watches.yaml entry: the chart, and what the chart's defaults render
-// outside the CR's namespace, each under a comment naming what renders it. What only other
-// values render is listed commented out.
-func watchYAML(gvk schema.GroupVersionKind, chartDir string, s *chartScan) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "- group: %s\n  version: %s\n  kind: %s\n  chart: %s\n", gvk.Group, gvk.Version, gvk.Kind, chartDir)
-	if names := sortedKeys(s.clusterNamed); len(names) > 0 {
-		fmt.Fprintf(&b, "  # The chart names cluster-scoped objects after the release (%s): with the CR's\n"+
-			"  # name alone, a CR of one name in another namespace would find them taken. The release is\n"+
-			"  # named after the CR and its namespace: the namespace as 8 hex digits of its SHA-256, since\n"+
-			"  # charts add suffixes to the release name and object names hold at most 63 characters.\n", strings.Join(names, ", "))
-		fmt.Fprintf(&b, "  releaseName: %s\n", quoteYAML(NamespacedReleaseName))
-	}
-	writeCheckValues(&b, s)
-	writeLimits(&b, s)
-	writeIdentities(&b, s)
-	writeGrants(&b, s)
-	writePodSecurity(&b, s)
-	writeReferences(&b, s)
-	if len(s.cluster)+len(s.namespaces)+len(s.aggregates) == 0 {
-		return b.String()
-	}
-	b.WriteString(`  # WARNING: each entry below lets every author of a CR of this kind create, change and delete
-  # such objects outside the CR's namespace through the chart's values (extraObjects, tpl on
-  # values), within what rudder's role grants. rudder still changes only objects a release made.
-  # Delete an entry, or turn off the values that render it, to refuse it: the CR then fails
-  # with a condition naming the object.
-`)
-	writeAllowed(&b, "allowClusterScoped", s.cluster)
-	writeAllowed(&b, "allowedNamespaces", s.namespaces)
-	if len(s.aggregates) > 0 {
-		b.WriteString("  # A role with an aggregation label adds its rules to the roles that aggregate it, such as\n" +
-			"  # view, edit and admin: every holder of those gains them.\n")
-	}
-	writeAllowed(&b, "allowAggregationLabels", s.aggregates)
-	if s.crdsDir {
-		b.WriteString("  # The chart's crds/ are installed with the release and, as Helm does, never changed after;\n" +
-			"  # to apply a new chart version's CRDs on upgrade (a stored version is never dropped):\n" +
-			"  # crds: {upgrade: CreateReplace}\n")
-	}
-	return b.String()
-}
-
 // NamespacedReleaseName is the releaseName scaffold writes for a chart that names
 // cluster-scoped objects after the release.
 const NamespacedReleaseName = "{{ .metadata.name }}-{{ .metadata.namespace | sha256sum | trunc 8 }}"
@@ -210,3 +167,7 @@ func ruleYAML(r rbacv1.PolicyRule) string {
 	}
 	return b.String()
 }
+
+// AggregateLabel marks the ClusterRoles that config/rbac's rudder-manager role aggregates: a
+// scaffolded kind's role reaches rudder's ServiceAccount with no binding of its own.
+const AggregateLabel = "rudder.dev/aggregate-to-manager"

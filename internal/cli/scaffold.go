@@ -17,17 +17,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rudder-operator/rudder/internal/helm"
 )
-
-// AggregateLabel marks the ClusterRoles that config/rbac's rudder-manager role aggregates: a
-// scaffolded kind's role reaches rudder's ServiceAccount with no binding of its own.
-const AggregateLabel = "rudder.dev/aggregate-to-manager"
 
 var (
 	kindPattern    = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
@@ -158,15 +153,6 @@ func valuesFlags(f *pflag.FlagSet, vals *helm.ValueOptions) {
 	f.StringArrayVar(&vals.StringValues, "set-string", nil, "a string value, as helm template --set-string (repeatable)")
 }
 
-// cloneValues is a deep copy of values.
-func cloneValues(v map[string]any) map[string]any {
-	out := map[string]any{}
-	if b, err := json.Marshal(v); err == nil {
-		_ = json.Unmarshal(b, &out)
-	}
-	return out
-}
-
 // writeYAMLFiles writes each value as YAML into dir under its name, in name order.
 func writeYAMLFiles(dir string, files map[string]any, stdout io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -287,63 +273,4 @@ func statusSchema() apiextensionsv1.JSONSchemaProps {
 			"release": {Type: "object", XPreserveUnknownFields: new(true), Description: "The Helm release: name, revision, chart, digests."},
 		},
 	}
-}
-
-// valuesVariant is one set of values the chart is rendered with.
-type valuesVariant struct {
-	how    string
-	values map[string]any
-}
-
-// valueVariants are the chart's defaults under the user's values, then each boolean "enabled"
-// value switched on.
-func valueVariants(ch *helm.Chart, user map[string]any) []valuesVariant {
-	variants := []valuesVariant{{"defaults", cloneValues(user)}}
-	for _, p := range enabledPaths(ch.Values, "") {
-		v := cloneValues(user)
-		if err := setPath(v, p, true); err == nil {
-			variants = append(variants, valuesVariant{p + "=true", v})
-		}
-	}
-	return variants
-}
-
-func splitObjects(manifest string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(manifest, "\n---") {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil || len(m) == 0 {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if u.GetKind() != "" {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
-// enabledPaths lists the dotted paths of every boolean "enabled" value.
-func enabledPaths(values map[string]any, prefix string) []string {
-	var out []string
-	for k, v := range values {
-		p := k
-		if prefix != "" {
-			p = prefix + "." + k
-		}
-		switch x := v.(type) {
-		case bool:
-			if k == "enabled" {
-				out = append(out, p)
-			}
-		case map[string]any:
-			out = append(out, enabledPaths(x, p)...)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func setPath(m map[string]any, path string, v any) error {
-	return unstructured.SetNestedField(m, v, strings.Split(path, ".")...)
 }

@@ -1,11 +1,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Scaffold renders with a release name and a namespace no chart hardcodes, so that a name
@@ -25,82 +26,6 @@ const (
 	scanRelease   = "rudderscaffold"
 	scanNamespace = "rudder-scaffold-namespace"
 )
-
-// kindUse is a kind the chart renders, and with which values.
-type kindUse struct {
-	gvk        schema.GroupVersionKind
-	resource   string
-	namespaced bool
-	// guessed: neither client-go's scheme nor the chart's CRDs know the kind; its resource is
-	// the guessed plural and its scope assumed namespaced.
-	guessed bool
-	how     []string
-}
-
-// sourced is a value with the reasons it is needed, the defaults' first.
-type sourced struct {
-	byDefault bool     // the chart's defaults (or the user's values) render it
-	how       []string // up to three reasons
-}
-
-func (s *sourced) add(how string, byDefault bool) {
-	s.byDefault = s.byDefault || byDefault
-	if len(s.how) < 3 && !slices.Contains(s.how, how) {
-		s.how = append(s.how, how)
-	}
-}
-
-// roleRef is a Role or ClusterRole by kind and name.
-type roleRef struct{ kind, name string }
-
-// chartScan is what rendering a chart without a cluster tells about what serving it needs:
-// the kinds it renders, the rules of its roles, the existing roles its bindings bind, the
-// cluster-scoped kinds, fixed namespaces and aggregation labels its watch must allow.
-type chartScan struct {
-	mapper     meta.RESTMapper
-	crds       map[schema.GroupKind]kindUse // the chart's own CRDs (crds/ and templates)
-	kinds      map[schema.GroupKind]*kindUse
-	copied     []sourcedRule
-	made       map[roleRef]bool
-	bound      map[roleRef]*sourced
-	cluster    map[string]*sourced // allowClusterScoped entries
-	namespaces map[string]*sourced // allowedNamespaces entries
-	aggregates map[string]*sourced // allowAggregationLabels entries
-	// serviceAccounts and subjects are the identities the chart hands out that it does not
-	// make: allowServiceAccounts entries, and allowSubjects entries as YAML flow mappings.
-	serviceAccounts map[string]*sourced
-	subjects        map[string]*sourced
-	// clusterNamed are the cluster-scoped objects named after the release: two CRs of one
-	// name in two namespaces would contend for them.
-	clusterNamed map[string]*sourced
-	// user are the values scaffold was given (--set, --values), which its CRs give at least.
-	user map[string]any
-	// manifestBytes and objects are what the defaults render: the larger of the manifest and
-	// the hooks' manifests, and the objects of both.
-	manifestBytes int64
-	objects       int
-	lookups       []sourcedRule
-	// escalate are the rules that let rudder create the chart's aggregated ClusterRoles.
-	escalate []sourcedRule
-	// defaultRules are the rules of the roles the defaults render (allowRules).
-	defaultRules []sourcedRule
-	// reads are the allowReads entries of what the chart's objects name and it does not make;
-	// externalIPs the Services that set externalIPs.
-	reads, externalIPs map[string]*sourced
-	// podSecurity is the least level the defaults' pod templates pass, podSecurityWhy what a
-	// stricter level refuses, podSecurityMore the other values that need more.
-	podSecurity                     string
-	podSecurityWhy, podSecurityMore []string
-	warnings                        []string
-	// crdsDir: the chart has a crds/ directory (Helm installs it and never upgrades it).
-	crdsDir bool
-}
-
-// sourcedRule is a rule of the kind's role and where it came from.
-type sourcedRule struct {
-	rule rbacv1.PolicyRule
-	why  string
-}
 
 // scanChart renders the chart with its defaults (under the user's values), then with each
 // boolean "enabled" value switched on in turn, and collects what every manifest, hook and
@@ -317,14 +242,6 @@ func (s *chartScan) addCluster(gvk schema.GroupVersionKind, what string, byDefau
 	addSourced(s.cluster, guard.KindEntry(gvk.GroupKind()), what, byDefault)
 }
 
-// addSourced records a reason for key in m.
-func addSourced[K comparable](m map[K]*sourced, key K, what string, byDefault bool) {
-	if m[key] == nil {
-		m[key] = &sourced{}
-	}
-	m[key].add(what, byDefault)
-}
-
 // lookupCall is a template's `lookup "apiVersion" "Kind" ...` with literal arguments.
 var lookupCall = regexp.MustCompile(`lookup\s+"([^"]*)"\s+"([A-Za-z0-9]+)"`)
 
@@ -375,12 +292,59 @@ func describeObject(o *unstructured.Unstructured) string {
 	return o.GetKind() + " " + strings.ReplaceAll(o.GetName(), scanRelease, "<release>")
 }
 
-// sortedKeys are a map's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// releaseSize is the larger of rel's manifest and its hooks' manifests together, in bytes,
+// and how many objects both hold.
+func releaseSize(rel *release.Release) (int64, int) {
+	hooks := int64(0)
+	objs := len(splitObjects(rel.Manifest))
+	for _, h := range rel.Hooks {
+		hooks += int64(len(h.Manifest))
+		objs += len(splitObjects(h.Manifest))
 	}
-	sort.Strings(out)
-	return out
+	return max(int64(len(rel.Manifest)), hooks), objs
 }
+
+// addIdentities records what a render hands out, asks of a node and names that it does not
+// make: identities, the pod security level, externalIPs and references.
+func (s *chartScan) addIdentities(rel *release.Release, how string) error {
+	needs, err := guard.NeededBy(scanNamespace, rel)
+	if err != nil {
+		return err
+	}
+	byDefault := how == "defaults"
+	for _, sa := range needs.ServiceAccounts {
+		addSourced(s.serviceAccounts, sa, "Pods run as it, or a token or binding names it ("+how+")", byDefault)
+	}
+	for _, sub := range needs.Subjects {
+		key := fmt.Sprintf("{kind: %s, name: %s}", sub.Kind, quoteYAML(sub.Name))
+		if sub.Namespace != "" {
+			key = fmt.Sprintf("{kind: %s, name: %s, namespace: %s}", sub.Kind, quoteYAML(sub.Name), quoteYAML(sub.Namespace))
+		}
+		addSourced(s.subjects, key, "a binding names it ("+how+")", byDefault)
+	}
+	for entry, fields := range needs.Reads {
+		for _, f := range fields {
+			addSourced(s.reads, entry, strings.ReplaceAll(f, scanRelease, guard.ReleasePlaceholder)+" ("+how+")", byDefault)
+		}
+	}
+	for _, svc := range needs.ExternalIPs {
+		addSourced(s.externalIPs, strings.ReplaceAll(svc, scanRelease, guard.ReleasePlaceholder), how, byDefault)
+	}
+	level := cmp.Or(needs.PodSecurity, guard.PodSecurityRestricted)
+	if byDefault {
+		s.podSecurity = level
+		for _, why := range needs.PodSecurityWhy {
+			s.podSecurityWhy = append(s.podSecurityWhy, strings.ReplaceAll(why, scanRelease, guard.ReleasePlaceholder))
+		}
+	} else if slices.Index(guard.PodSecurityLevels, level) > slices.Index(guard.PodSecurityLevels, s.podSecurity) {
+		s.podSecurityMore = append(s.podSecurityMore, fmt.Sprintf("with %s: %s", how, level))
+	}
+	return nil
+}
+
+// The bounds of scaffold's renders: far above any chart's, so that scaffold measures what a
+// chart renders and writes the limits it needs instead of failing on the defaults.
+const (
+	scanMaxObjects = 100000
+	scanMaxBytes   = 64 << 20
+)
