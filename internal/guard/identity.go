@@ -8,8 +8,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // Identities: a release hands out no identity the watch did not name. Within its namespace a
@@ -27,91 +25,12 @@ import (
 // subject) widen each. The release's own ServiceAccounts are those of its manifest and hooks,
 // in the namespace they are rendered to.
 
-// Where workloads keep their pod spec, by kind.
-var podSpecPaths = map[string][]string{
-	"Pod":                   {"spec"},
-	"PodTemplate":           {"template", "spec"},
-	"ReplicationController": {"spec", "template", "spec"},
-	"ReplicaSet":            {"spec", "template", "spec"},
-	"Deployment":            {"spec", "template", "spec"},
-	"StatefulSet":           {"spec", "template", "spec"},
-	"DaemonSet":             {"spec", "template", "spec"},
-	"Job":                   {"spec", "template", "spec"},
-	"CronJob":               {"spec", "jobTemplate", "spec", "template", "spec"},
-}
-
-// workloadGroups are the API groups of the built-in kinds of podSpecPaths.
-var workloadGroups = []string{"", "apps", "batch"}
-
-const (
-	serviceAccountTokenType = "kubernetes.io/service-account-token"
-	serviceAccountNameKey   = "kubernetes.io/service-account.name"
-)
-
 // identityCheck decides the identity rules for the objects of one release.
 type identityCheck struct {
 	c  Confinement
 	rs *releaseSet
 	// needs collects what the release would need allowed (see NeededBy).
 	needs *Needs
-}
-
-// Needs are what a release's objects would need its watch to allow: what `rudder scaffold`
-// writes for a chart's defaults.
-type Needs struct {
-	// ServiceAccounts and Subjects: allowServiceAccounts and allowSubjects.
-	ServiceAccounts []string
-	Subjects        []rbacv1.Subject
-	// PodSecurity is the least Pod Security Standards level that admits every pod template,
-	// and PodSecurityWhy what a stricter level refuses.
-	PodSecurity    string
-	PodSecurityWhy []string
-	// ExternalIPs are the Services that set externalIPs.
-	ExternalIPs []string
-	// Reads are the allowReads entries of what its objects name and it does not make, each
-	// with the object and field that names it.
-	Reads map[string][]string
-}
-
-// NeededBy is what rel, a release named release in namespace ns, needs its watch to allow
-// beyond the kind's role and its confinement.
-func NeededBy(ns string, rel *release.Release) (*Needs, error) {
-	needs := &Needs{Reads: map[string][]string{}}
-	objs, err := parseStreams(releaseStreams(rel))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := (Confinement{Namespace: ns, Release: rel.Name}).violations(objs, objectRules{needs: needs}); err != nil {
-		return nil, err
-	}
-	slices.Sort(needs.ServiceAccounts)
-	needs.ServiceAccounts = slices.Compact(needs.ServiceAccounts)
-	return needs, nil
-}
-
-// checkIdentities checks the objects of the streams of one release (its manifest and every
-// hook) against the identity rules alone.
-func (c Confinement) checkIdentities(streams []identityStream) ([]Violation, error) {
-	objs, err := parseStreams(streams)
-	if err != nil {
-		return nil, err
-	}
-	return c.identityViolations(c.releaseSet(objs), nil), nil
-}
-
-// parseStreams decodes the objects of streams, each with the stream it comes from.
-func parseStreams(streams []identityStream) ([]identityObject, error) {
-	var objs []identityObject
-	for _, st := range streams {
-		err := EachObject([]byte(st.text), func(o *unstructured.Unstructured) error {
-			objs = append(objs, identityObject{st, o})
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return objs, nil
 }
 
 // identityViolations decides the identity rules for the objects of one release, noting in
@@ -123,27 +42,6 @@ func (c Confinement) identityViolations(rs *releaseSet, needs *Needs) []Violatio
 		if why := ic.object(o.obj); why != "" {
 			out = append(out, o.violation(why))
 		}
-	}
-	return out
-}
-
-// identityStream is one manifest of a release: its text and where it comes from.
-type identityStream struct {
-	src  Source
-	hook string
-	text string
-}
-
-type identityObject struct {
-	identityStream
-	obj *unstructured.Unstructured
-}
-
-// releaseStreams are the streams of rel: its manifest and each hook.
-func releaseStreams(rel *release.Release) []identityStream {
-	out := []identityStream{{src: SourceManifest, text: rel.Manifest}}
-	for _, h := range rel.Hooks {
-		out = append(out, identityStream{src: SourceHook, hook: hookEvents(h), text: h.Manifest})
 	}
 	return out
 }

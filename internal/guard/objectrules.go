@@ -3,9 +3,7 @@ package guard
 import (
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -18,72 +16,6 @@ import (
 // depends on what else the release makes: a binding may bind a Role the release makes, a
 // Pod may mount a Secret it makes. They run after the render, before anything is applied,
 // and on a stored revision before a rollback applies it.
-
-// objectKey is one object of a release: its kind, namespace ("" for cluster-scoped kinds)
-// and name.
-type objectKey struct {
-	schema.GroupKind
-	Namespace, Name string
-}
-
-// releaseSet is the objects of one release, with what it makes.
-type releaseSet struct {
-	c    Confinement
-	objs []identityObject
-	made map[objectKey]bool
-	// pods are the pod templates of objs, by index, each decoded once for the rules that
-	// read it (podsecurity.go, references.go).
-	pods []podDecoded
-}
-
-// podDecoded is one object's pod template, decoded: a nil spec for an object without one.
-type podDecoded struct {
-	md   *metav1.ObjectMeta
-	spec *corev1.PodSpec
-	err  error
-}
-
-// clusterScopedRefs are the cluster-scoped kinds the rules look up by name.
-var clusterScopedRefs = []schema.GroupKind{{Group: rbacv1.GroupName, Kind: "ClusterRole"}}
-
-func (c Confinement) releaseSet(objs []identityObject) *releaseSet {
-	rs := &releaseSet{c: c, objs: objs, made: map[objectKey]bool{}, pods: make([]podDecoded, len(objs))}
-	for i, o := range objs {
-		rs.made[rs.key(o.obj)] = true
-		rs.pods[i].md, rs.pods[i].spec, rs.pods[i].err = podTemplate(o.obj)
-	}
-	return rs
-}
-
-// key is o's objectKey, its namespace the release's where it names none.
-func (rs *releaseSet) key(o *unstructured.Unstructured) objectKey {
-	gk := o.GroupVersionKind().GroupKind()
-	if slices.Contains(clusterScopedRefs, gk) {
-		return objectKey{gk, "", o.GetName()}
-	}
-	return objectKey{gk, rs.namespace(o), o.GetName()}
-}
-
-func (rs *releaseSet) namespace(o *unstructured.Unstructured) string {
-	if ns := o.GetNamespace(); ns != "" {
-		return ns
-	}
-	return rs.c.Namespace
-}
-
-// makes reports whether the release makes the object of gk named name in ns ("" for a
-// cluster-scoped kind).
-func (rs *releaseSet) makes(gk schema.GroupKind, ns, name string) bool {
-	return rs.made[objectKey{gk, ns, name}]
-}
-
-// objectRules are the environment of the rules beyond the objects: what the rules note in
-// scaffold's place (needs, nil when checking), and how a reference the release does not
-// resolve itself is resolved (nil: it is not).
-type objectRules struct {
-	needs *Needs
-	refs  ReferenceReader
-}
 
 // violations decides every rule of this file's family for the objects of one release.
 func (c Confinement) violations(objs []identityObject, env objectRules) ([]Violation, error) {
@@ -140,11 +72,6 @@ func (rs *releaseSet) networkViolations(needs *Needs) []Violation {
 	return out
 }
 
-// violation is a Violation of o for why.
-func (o identityObject) violation(why string) Violation {
-	return Violation{Source: o.src, Hook: o.hook, Kind: o.obj.GetKind(), Name: o.obj.GetName(), Namespace: o.obj.GetNamespace(), Why: why}
-}
-
 // Measuring is c widened so that the rules of this family refuse nothing: for a render that
 // measures what a chart needs (scaffold, which notes it as Needs) instead of serving a CR.
 func Measuring(c Confinement) Confinement {
@@ -157,4 +84,30 @@ func Measuring(c Confinement) Confinement {
 	c.PodSecurity = PodSecurityPrivileged
 	c.AllowExternalIPs = true
 	return c
+}
+
+// NeededBy is what rel, a release named release in namespace ns, needs its watch to allow
+// beyond the kind's role and its confinement.
+func NeededBy(ns string, rel *release.Release) (*Needs, error) {
+	needs := &Needs{Reads: map[string][]string{}}
+	objs, err := parseStreams(releaseStreams(rel))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := (Confinement{Namespace: ns, Release: rel.Name}).violations(objs, objectRules{needs: needs}); err != nil {
+		return nil, err
+	}
+	slices.Sort(needs.ServiceAccounts)
+	needs.ServiceAccounts = slices.Compact(needs.ServiceAccounts)
+	return needs, nil
+}
+
+// checkIdentities checks the objects of the streams of one release (its manifest and every
+// hook) against the identity rules alone.
+func (c Confinement) checkIdentities(streams []identityStream) ([]Violation, error) {
+	objs, err := parseStreams(streams)
+	if err != nil {
+		return nil, err
+	}
+	return c.identityViolations(c.releaseSet(objs), nil), nil
 }

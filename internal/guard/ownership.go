@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -69,44 +68,6 @@ func mutates(info *apirequest.RequestInfo) bool {
 		return true
 	}
 	return false
-}
-
-// checkOwned reads the object a mutating request is about, through rt. It returns the
-// violation when the object is not the release's, or the read's own answer when that failed
-// (the caller hands it on); (nil, nil) lets the request go on (a delete now carries the
-// object's UID as a precondition). An object that does not exist is left to the request,
-// which fails on it.
-func (g *Guard) checkOwned(req *http.Request, rt http.RoundTripper, info *apirequest.RequestInfo) (*Violation, *http.Response, error) {
-	get := req.Clone(req.Context())
-	get.Method, get.Body, get.GetBody, get.ContentLength = http.MethodGet, nil, nil, 0
-	get.URL.RawQuery = ""
-	get.Header.Del("Content-Type")
-	get.Header.Set("Accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
-	resp, err := rt.RoundTrip(get)
-	if err != nil {
-		return nil, nil, err
-	}
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		drain(resp)
-		return nil, nil, nil
-	case resp.StatusCode != http.StatusOK:
-		return nil, resp, nil
-	}
-	var live metav1.PartialObjectMetadata
-	err = json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&live)
-	drain(resp)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading %s before %s: %w", req.URL.Path, info.Verb, err)
-	}
-	if why := NotMadeBy(live.GetAnnotations(), g.owner); why != "" {
-		return &Violation{Source: SourceRequest, Verb: info.Verb, Kind: g.kindOf(gvrOf(info)).Kind, Name: info.Name,
-			Namespace: info.Namespace, Why: why}, nil, nil
-	}
-	if info.Verb == "delete" {
-		return nil, nil, withUIDPrecondition(req, live.GetUID())
-	}
-	return nil, nil, nil
 }
 
 func drain(resp *http.Response) {

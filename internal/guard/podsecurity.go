@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
 )
@@ -98,30 +96,4 @@ func evaluatePod(level string, md *metav1.ObjectMeta, spec *corev1.PodSpec) stri
 		return ""
 	}
 	return fmt.Sprintf("violates PodSecurity %q: %s", lv.String(), res.ForbiddenDetail())
-}
-
-// podTemplate is the pod metadata and spec of a Pod or of a built-in workload's pod template;
-// a nil spec for any other object.
-func podTemplate(o *unstructured.Unstructured) (*metav1.ObjectMeta, *corev1.PodSpec, error) {
-	gvk := o.GroupVersionKind()
-	path := podSpecPaths[gvk.Kind]
-	if path == nil || !slices.Contains(workloadGroups, gvk.Group) {
-		return nil, nil, nil
-	}
-	raw, found, _ := unstructured.NestedMap(o.Object, path...)
-	if !found {
-		return nil, nil, nil
-	}
-	spec := &corev1.PodSpec{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, spec); err != nil {
-		return nil, nil, err
-	}
-	md := &metav1.ObjectMeta{}
-	mdPath := append(slices.Clone(path[:len(path)-1]), "metadata") // a Pod's own, or its template's
-	if m, ok, _ := unstructured.NestedMap(o.Object, mdPath...); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, md); err != nil {
-			return nil, nil, err
-		}
-	}
-	return md, spec, nil
 }

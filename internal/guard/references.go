@@ -49,11 +49,6 @@ func KindEntry(gk schema.GroupKind) string {
 	return gk.Kind + "." + gk.Group
 }
 
-// ReferenceReader resolves a reference the release does not resolve itself: it reports whether
-// the object of gk named name in ns exists and says it is meant for the release's CR, or was
-// made by the release. An error is the read's, not a refusal.
-type ReferenceReader func(gk schema.GroupKind, ns, name string) (bool, error)
-
 // reference is one name an object gives of another object of its namespace.
 type reference struct {
 	gk    schema.GroupKind
