@@ -50,13 +50,15 @@
 //  1. The type, in a file of its own: name returns its plan.Action (its metric label, its
 //     Events' action, its key in plan.Situation.Taken), and run makes the call to Helm with
 //     what its *env (env.go) holds, and returns a result. The env is all it reaches: the
-//     release, the Releases boundary, the watch's policies and what the pass prepared; not the
+//     release, the Releases boundary, the watch's policies and Memory, and what the actor
+//     prepared (an install's or upgrade's request, in the action itself: prepared); not the
 //     pass, not the reconciler. The result is the verdict (succeeded, failed, retry, blocked),
 //     the reason and message, the Events (notes), the conditions it sets (result.conditions,
 //     by type: report sets them), what status.release learns (record), and how its own work
 //     went (result.call: do, the one place every action runs through, counts it in
-//     rudder_release_actions_total and times it, and acts on result.recheck and restored). When it knows the release as it left it,
-//     result.after says so, which spares a read of storage. Whatever it asks of Helm takes
+//     rudder_release_actions_total and times it, and acts on result.recheck and restored).
+//     When it knows the release as it left it, result.after says so, which spares a read of
+//     storage. Whatever it asks of Helm takes
 //     the pass's context, which a deletion of the CR or rudder's stop cancels.
 //  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
 //     case in Next (which state, after which step); situation.go fills the fact in, and
