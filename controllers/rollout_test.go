@@ -59,10 +59,9 @@ func TestRolloutInWaves(t *testing.T) {
 	}
 	// The waves, as the policy and the documented order say: the held CR aside, the first CR
 	// by key, then up to 5 in all (25 % of 19, rounded up), then the rest.
+	byKey := func(a, b string) int { return strings.Compare(machine.RolloutKey(ns, a), machine.RolloutKey(ns, b)) }
 	order := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == held })
-	slices.SortFunc(order, func(a, b string) int {
-		return strings.Compare(machine.RolloutKey(ns, a), machine.RolloutKey(ns, b))
-	})
+	slices.SortFunc(order, byKey)
 	waveOf := map[string]int32{}
 	for i, n := range order {
 		switch {
@@ -115,6 +114,11 @@ func TestRolloutInWaves(t *testing.T) {
 	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
 		t.Errorf("%s after its hold went: %s", held, describe(h))
 	}
+
+	// The hold is gone: the next rollout's waves order all 20 CRs, and its canary is the first
+	// of them by key, which is the once-held CR when its key comes first.
+	order = slices.SortedFunc(slices.Values(names), byKey)
+	canary = order[0]
 
 	// A bad edit: the canary's Pods can never be scheduled.
 	bad := strings.Replace(good, "    spec:\n      containers:", "    spec:\n      nodeSelector: {rudder.dev/no-such-node: \"true\"}\n      containers:", 1)
