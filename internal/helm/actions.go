@@ -13,7 +13,6 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -332,32 +331,4 @@ func (c *Client) Writer(s Scope) (client.Client, error) {
 	g := guard.New(context.Background(), s.Confinement, c.mapper, c.prefix, guard.OwnerOf(s.Owner))
 	guarded := &http.Client{Transport: g.Wrap(hc.Transport), Timeout: hc.Timeout}
 	return client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: guarded})
-}
-
-// httpClient is the HTTP client of a scope's identity (its connections), made once per
-// (namespace, ServiceAccount). Requests made through it for a release go through a guard.
-func (c *Client) httpClient(s Scope) (*http.Client, error) {
-	id := identity{s.Namespace, s.ServiceAccount}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if hc, ok := c.writers[id]; ok {
-		return hc, nil
-	}
-	hc, err := rest.HTTPClientFor(c.restConfig(s))
-	if err != nil {
-		return nil, err
-	}
-	c.writers[id] = hc
-	return hc, nil
-}
-
-// hookAnnotation is what marks a template's object as a Helm hook.
-var hookAnnotation = []byte("helm.sh/hook")
-
-// helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps unless its
-// watch says otherwise (apply.go, wait.go): a client-side apply and no wait but for hooks. (Helm
-// is given no post-renderer: rudder post-renders the manifest alone before the action, see
-// postRenderer, and marks the hooks itself as it stores them.)
-func helm3(in *action.Install) {
-	in.ServerSideApply, in.WaitStrategy = false, kube.HookOnlyStrategy
 }

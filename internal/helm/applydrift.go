@@ -90,3 +90,34 @@ func comparable(obj *unstructured.Unstructured) *unstructured.Unstructured {
 func applyObjectAs(ctx context.Context, w client.Writer, obj *unstructured.Unstructured) error {
 	return w.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership)
 }
+
+// jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a
+// JSON decode would give: an integer past int64's range (kept exactly, as uint64) becomes a
+// float64, as sigs.k8s.io/json reads it.
+func jsonCopy(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[k] = jsonCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(t))
+		for i, e := range t {
+			s[i] = jsonCopy(e)
+		}
+		return s
+	case uint64:
+		return float64(t)
+	}
+	return v
+}
+
+// Helm's marks of the objects a release owns: an object that carries them is adopted by the
+// release's install or upgrade instead of being refused as one that exists.
+const (
+	helmManagedBy        = "app.kubernetes.io/managed-by"
+	helmReleaseName      = "meta.helm.sh/release-name"
+	helmReleaseNamespace = "meta.helm.sh/release-namespace"
+)

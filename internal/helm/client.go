@@ -26,7 +26,6 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/records"
-	view "github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -332,52 +331,27 @@ func (c *Client) forgetCapabilities() {
 	c.disc.Invalidate()
 }
 
-// Render renders a release as Install would, without a cluster (`helm template`): lookups
-// find nothing; caps, when set, are the capabilities to render with (else Helm's defaults);
-// mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
-// the manifest post-rendered as rudder applies it — labels, owner annotation and owner
-// references — and the hooks, all checked against the request's confinement.
-func Render(req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*view.Release, error) {
-	pool, err := render.Default()
-	if err != nil {
-		return nil, err
-	}
-	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps))
+// helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps unless its
+// watch says otherwise (apply.go, wait.go): a client-side apply and no wait but for hooks. (Helm
+// is given no post-renderer: rudder post-renders the manifest alone before the action, see
+// postRenderer, and marks the hooks itself as it stores them.)
+func helm3(in *action.Install) {
+	in.ServerSideApply, in.WaitStrategy = false, kube.HookOnlyStrategy
 }
 
-func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*release.Release, error) {
-	// The capabilities a client-only install renders with.
-	rc := common.DefaultCapabilities.Copy()
-	if caps != nil {
-		rc.KubeVersion = caps.KubeVersion
-		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
+// httpClient is the HTTP client of a scope's identity (its connections), made once per
+// (namespace, ServiceAccount). Requests made through it for a release go through a guard.
+func (c *Client) httpClient(s Scope) (*http.Client, error) {
+	id := identity{s.Namespace, s.ServiceAccount}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hc, ok := c.writers[id]; ok {
+		return hc, nil
 	}
-	rendered, err := renderChart(ctx, pool, mapper, req,
-		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil, req.postRenderer(mapper))
+	hc, err := rest.HTTPClientFor(c.restConfig(s))
 	if err != nil {
 		return nil, err
 	}
-	in := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
-	helm3(in)
-	in.SkipSchemaValidation = true // validated by the render
-	in.DryRunStrategy, in.Replace = action.DryRunClient, true
-	in.ReleaseName = req.ReleaseName
-	in.Namespace = req.Scope.Namespace
-	in.Labels = req.Labels()
-	in.Description = req.Description
-	in.DisableOpenAPIValidation = true
-	if caps != nil {
-		kv := caps.KubeVersion
-		in.KubeVersion = &kv
-		in.APIVersions = caps.APIVersions
-	}
-	rel, err := records.V1Of(in.Run(rendered, req.Values))
-	if err != nil {
-		return nil, err
-	}
-	rel.Chart = req.Chart
-	if err := req.Scope.CheckRelease(mapper, rel, req.Chart, false); err != nil {
-		return nil, err
-	}
-	return rel, nil
+	c.writers[id] = hc
+	return hc, nil
 }

@@ -18,14 +18,6 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// Helm's marks of the objects a release owns: an object that carries them is adopted by the
-// release's install or upgrade instead of being refused as one that exists.
-const (
-	helmManagedBy        = "app.kubernetes.io/managed-by"
-	helmReleaseName      = "meta.helm.sh/release-name"
-	helmReleaseNamespace = "meta.helm.sh/release-namespace"
-)
-
 // crdServedTimeout bounds the wait for a CustomResourceDefinition the release created to be
 // served (the API server establishes one in well under a second).
 const crdServedTimeout = time.Minute

@@ -205,29 +205,6 @@ func (metadataCodec) Decode(data []byte, _ *schema.GroupVersionKind, _ runtime.O
 	return st, &gvk, nil
 }
 
-// jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a
-// JSON decode would give: an integer past int64's range (kept exactly, as uint64) becomes a
-// float64, as sigs.k8s.io/json reads it.
-func jsonCopy(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		m := make(map[string]any, len(t))
-		for k, e := range t {
-			m[k] = jsonCopy(e)
-		}
-		return m
-	case []any:
-		s := make([]any, len(t))
-		for i, e := range t {
-			s[i] = jsonCopy(e)
-		}
-		return s
-	case uint64:
-		return float64(t)
-	}
-	return v
-}
-
 // Helm's waits (a hook until it completes, a test Pod, objects until ready or deleted) take a
 // timeout and no context. These end with the action's context too, so that deleting a CR or
 // stopping rudder ends an action wedged on a hook at once rather than at actionTimeout: the

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v2"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -175,19 +174,6 @@ func (r *run) deleteKeptHooks(ctx context.Context, mapper meta.RESTMapper, rel *
 			return fmt.Errorf("deleting the kept hook %s/%s: %w", o.meta.GetObjectKind().GroupVersionKind().Kind, o.meta.GetName(), err)
 		}
 	}
-	return nil
-}
-
-// writeYAML writes an object as the post-renderer writes the manifest's.
-func writeYAML(out *bytes.Buffer, obj map[string]any) error {
-	b, ok := appendYAML(out.AvailableBuffer(), obj)
-	if !ok {
-		var err error
-		if b, err = yaml.Marshal(obj); err != nil {
-			return err
-		}
-	}
-	out.Write(b)
 	return nil
 }
 

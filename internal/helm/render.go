@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path"
 	"sort"
 	"strings"
 	"time"
 
+	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
@@ -17,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/records"
+	view "github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/render"
 )
 
@@ -157,4 +161,57 @@ func hasHooks(ch *chart.Chart) bool {
 		}
 	}
 	return false
+}
+
+// hookAnnotation is what marks a template's object as a Helm hook.
+var hookAnnotation = []byte("helm.sh/hook")
+
+// Render renders a release as Install would, without a cluster (`helm template`): lookups
+// find nothing; caps, when set, are the capabilities to render with (else Helm's defaults);
+// mapper tells the scope of kinds (the chart's crds/ add theirs). The release it returns has
+// the manifest post-rendered as rudder applies it — labels, owner annotation and owner
+// references — and the hooks, all checked against the request's confinement.
+func Render(req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*view.Release, error) {
+	pool, err := render.Default()
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps))
+}
+
+func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*release.Release, error) {
+	// The capabilities a client-only install renders with.
+	rc := common.DefaultCapabilities.Copy()
+	if caps != nil {
+		rc.KubeVersion = caps.KubeVersion
+		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
+	}
+	rendered, err := renderChart(ctx, pool, mapper, req,
+		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil, req.postRenderer(mapper))
+	if err != nil {
+		return nil, err
+	}
+	in := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
+	helm3(in)
+	in.SkipSchemaValidation = true // validated by the render
+	in.DryRunStrategy, in.Replace = action.DryRunClient, true
+	in.ReleaseName = req.ReleaseName
+	in.Namespace = req.Scope.Namespace
+	in.Labels = req.Labels()
+	in.Description = req.Description
+	in.DisableOpenAPIValidation = true
+	if caps != nil {
+		kv := caps.KubeVersion
+		in.KubeVersion = &kv
+		in.APIVersions = caps.APIVersions
+	}
+	rel, err := records.V1Of(in.Run(rendered, req.Values))
+	if err != nil {
+		return nil, err
+	}
+	rel.Chart = req.Chart
+	if err := req.Scope.CheckRelease(mapper, rel, req.Chart, false); err != nil {
+		return nil, err
+	}
+	return rel, nil
 }

@@ -1,10 +1,13 @@
 package helm
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v2"
 )
 
 // appendYAML appends obj as yaml.v2's Marshal writes it (block style, two-space indent, keys in
@@ -313,3 +316,16 @@ func plainDigitRuns(s string) bool {
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
+
+// writeYAML writes an object as the post-renderer writes the manifest's.
+func writeYAML(out *bytes.Buffer, obj map[string]any) error {
+	b, ok := appendYAML(out.AvailableBuffer(), obj)
+	if !ok {
+		var err error
+		if b, err = yaml.Marshal(obj); err != nil {
+			return err
+		}
+	}
+	out.Write(b)
+	return nil
+}
