@@ -62,7 +62,7 @@ func (l Limits) renderLimits() render.Limits {
 // release's objects name that it does not make (nil: nothing is).
 func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, post *postRenderer) (*chart.Chart, error) {
 	limits := req.Scope.Limits
-	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, Options: opts, Caps: caps,
+	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, ReleaseOptions: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
 	res, err := pool.Render(ctx, job, limits.renderLimits(), up)
 	var ee *render.ExceededError

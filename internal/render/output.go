@@ -31,9 +31,9 @@ func cutError(msg string) string {
 	if len(msg) <= maxErrorBytes {
 		return msg
 	}
-	const tailBytes = 1 << 10
-	head, tail := strings.ToValidUTF8(msg[:maxErrorBytes-tailBytes], ""), strings.ToValidUTF8(msg[len(msg)-tailBytes:], "")
-	return fmt.Sprintf("%s … (%d bytes cut) … %s", head, len(msg)-len(head)-len(tail), tail)
+	const lastBytes = 1 << 10
+	first, last := strings.ToValidUTF8(msg[:maxErrorBytes-lastBytes], ""), strings.ToValidUTF8(msg[len(msg)-lastBytes:], "")
+	return fmt.Sprintf("%s … (%d bytes cut) … %s", first, len(msg)-len(first)-len(last), last)
 }
 
 // parsedSize is how many bytes Helm's parse of files makes of them (the JSON of each document,

@@ -47,7 +47,7 @@ type Pool struct {
 	// namespace's turn; turn is signalled when one ends.
 	rendering, queued map[string]int
 	turn              *sync.Cond
-	idle              []*worker
+	idle              []*process
 }
 
 // NewPool makes a Pool.
@@ -94,10 +94,10 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 		return nil, &ExceededError{Bound: BoundBudget, Max: p.budgetBytes,
 			What: fmt.Sprintf("the render's memory bound of %d bytes is more than the %d bytes all renders may hold at once (the pod's memory limit less rudder's own)", limits.Memory, p.budgetBytes)}
 	}
-	if err := p.enter(ctx, job.Options.Namespace); err != nil {
+	if err := p.enter(ctx, job.ReleaseOptions.Namespace); err != nil {
 		return nil, err
 	}
-	defer p.leave(job.Options.Namespace)
+	defer p.leave(job.ReleaseOptions.Namespace)
 	if p.budget != nil && limits.Memory > 0 {
 		p.waiting.Add(1)
 		rendersWaitingForMemory.Inc()
@@ -211,7 +211,7 @@ func (p *Pool) leave(ns string) {
 // with nothing to render holds no workers.
 const idleFor = time.Minute
 
-func (p *Pool) take() (*worker, error) {
+func (p *Pool) take() (*process, error) {
 	p.mu.Lock()
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		w := p.idle[n-1]
@@ -230,7 +230,7 @@ func (p *Pool) take() (*worker, error) {
 	return w, nil
 }
 
-func (p *Pool) put(w *worker) {
+func (p *Pool) put(w *process) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w.expiry = time.AfterFunc(idleFor, func() {
@@ -245,4 +245,4 @@ func (p *Pool) put(w *worker) {
 }
 
 // end stops a worker that failed, was stopped mid-render, or was idle too long.
-func (p *Pool) end(w *worker) { w.stop() }
+func (p *Pool) end(w *process) { w.stop() }

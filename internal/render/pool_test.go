@@ -24,7 +24,7 @@ func testChart(tmpl string) *Tree {
 
 func job(tmpl string, values map[string]any) *Job {
 	return &Job{Chart: testChart(tmpl), Values: values, Caps: common.DefaultCapabilities,
-		Options: common.ReleaseOptions{Name: "r", Namespace: "ns", Revision: 1, IsInstall: true}, MaxBytes: 64 << 20}
+		ReleaseOptions: common.ReleaseOptions{Name: "r", Namespace: "ns", Revision: 1, IsInstall: true}, MaxBytes: 64 << 20}
 }
 
 // TestRenderBounds: a render that recurses, loops or allocates without end is stopped at its
@@ -110,7 +110,7 @@ func TestRenderShareIsPerNamespace(t *testing.T) {
 	limits := Limits{Timeout: 4 * time.Second, Memory: 256 << 20}
 	spin := func(ns string) *Job {
 		j := job(`{{ range until 30000 }}{{ range until 30000 }}{{ end }}{{ end }}`, nil)
-		j.Options.Namespace = ns
+		j.ReleaseOptions.Namespace = ns
 		return j
 	}
 	done := make(chan string, 3)
@@ -126,7 +126,7 @@ func TestRenderShareIsPerNamespace(t *testing.T) {
 		return pool.rendering["a"] == 1 && pool.queued["a"] == 1
 	})
 	quick := job(`ok`, nil)
-	quick.Options.Namespace = "b"
+	quick.ReleaseOptions.Namespace = "b"
 	if _, err := pool.Render(context.Background(), quick, limits, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestRenderMemoryBudget(t *testing.T) {
 	second := make(chan error, 1)
 	go func() {
 		quick := job(`ok`, nil)
-		quick.Options.Namespace = "other"
+		quick.ReleaseOptions.Namespace = "other"
 		_, err := pool.Render(context.Background(), quick, limits, nil)
 		second <- err
 	}()

@@ -25,8 +25,8 @@ import (
 	"github.com/rudder-operator/rudder/internal/libtext"
 )
 
-// worker is one render process and the socket its lookups come back on.
-type worker struct {
+// process is one worker process, as the pool holds it, and the socket its lookups come back on.
+type process struct {
 	cmd      *exec.Cmd
 	in       io.WriteCloser
 	out      *bufio.Reader
@@ -39,7 +39,7 @@ type worker struct {
 	expiry *time.Timer
 }
 
-func start(exe string) (*worker, error) {
+func start(exe string) (*process, error) {
 	dir, err := os.MkdirTemp("", socketDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func start(exe string) (*worker, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	w := &worker{dir: dir, stderr: &tail{}, exited: make(chan struct{})}
+	w := &process{dir: dir, stderr: &tail{}, exited: make(chan struct{})}
 	// The worker holds at most lookupConns connections; the listener serves no more than
 	// that, and closes those idle for lookupIdle, whatever the worker does.
 	w.srv = &http.Server{Handler: &httputil.ReverseProxy{Rewrite: w.rewrite, Transport: roundTripperFunc(w.roundTrip)},
@@ -91,7 +91,7 @@ func start(exe string) (*worker, error) {
 }
 
 // run sends job and waits for its result, within limits.
-func (w *worker) run(ctx context.Context, job *Job, limits Limits) (*Result, error) {
+func (w *process) run(ctx context.Context, job *Job, limits Limits) (*Result, error) {
 	type answer struct {
 		res *Result
 		err error
@@ -151,7 +151,7 @@ func memoryExceeded(max int64) error {
 
 // died says why the worker ended mid-render under limits, from how it exited and what it wrote
 // before it did.
-func (w *worker) died(err error, limits Limits) error {
+func (w *process) died(err error, limits Limits) error {
 	select {
 	case <-w.exited:
 	case <-time.After(5 * time.Second):
@@ -174,13 +174,13 @@ func (w *worker) died(err error, limits Limits) error {
 	return fmt.Errorf("render: the worker ended (%w): %s", err, last)
 }
 
-func (w *worker) kill() {
+func (w *process) kill() {
 	if w.cmd != nil && w.cmd.Process != nil {
 		_ = w.cmd.Process.Kill()
 	}
 }
 
-func (w *worker) stop() {
+func (w *process) stop() {
 	if w.in != nil {
 		w.in.Close()
 	}
@@ -189,7 +189,7 @@ func (w *worker) stop() {
 	w.cleanup()
 }
 
-func (w *worker) cleanup() {
+func (w *process) cleanup() {
 	if w.srv != nil {
 		_ = w.srv.Close()
 	}
@@ -197,7 +197,7 @@ func (w *worker) cleanup() {
 }
 
 // rss is the worker's resident memory (0 when it cannot be read).
-func (w *worker) rss() int64 {
+func (w *process) rss() int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(w.cmd.Process.Pid) + "/statm")
 	if err != nil {
 		return 0
@@ -211,7 +211,7 @@ func (w *worker) rss() int64 {
 }
 
 // rewrite sends a lookup of the worker's to the API server of the render it runs.
-func (w *worker) rewrite(r *httputil.ProxyRequest) {
+func (w *process) rewrite(r *httputil.ProxyRequest) {
 	up := w.upstream.Load()
 	if up == nil {
 		return
@@ -222,7 +222,7 @@ func (w *worker) rewrite(r *httputil.ProxyRequest) {
 	r.Out.Host = ""
 }
 
-func (w *worker) roundTrip(req *http.Request) (*http.Response, error) {
+func (w *process) roundTrip(req *http.Request) (*http.Response, error) {
 	up := w.upstream.Load()
 	if up == nil {
 		return nil, errors.New("render: a lookup outside of a render")

@@ -19,10 +19,10 @@ import (
 
 // Job is one render: what Helm's install or upgrade renders a chart from.
 type Job struct {
-	Chart   *Tree
-	Values  Values
-	Options common.ReleaseOptions
-	Caps    *common.Capabilities
+	Chart          *Tree
+	Values         Values
+	ReleaseOptions common.ReleaseOptions
+	Caps           *common.Capabilities
 	// Lookups: a template's lookup reaches the API server (through the parent); otherwise it
 	// finds nothing, as in `helm template`.
 	Lookups bool

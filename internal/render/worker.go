@@ -63,7 +63,7 @@ func serve(in io.Reader, out io.Writer, socket string) int {
 		}
 		m.begin(job.MemoryBytes)
 		res := renderJob(&job, lookups)
-		m.end()
+		m.disarm()
 		if inUse() > retainAfterRender {
 			// A big render: give its memory back now, so that the next render's bound is
 			// measured from a small heap.
@@ -76,13 +76,13 @@ func serve(in io.Reader, out io.Writer, socket string) int {
 	}
 }
 
-// writeResult writes res, or, when it is larger than maxFrame, what says so.
-func writeResult(out io.Writer, res *Result, maxFrame int64) error {
+// writeResult writes res, or, when it is larger than limit bytes, what says so.
+func writeResult(out io.Writer, res *Result, limit int64) error {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
-	if maxFrame > 0 && int64(len(b)) > maxFrame {
+	if limit > 0 && int64(len(b)) > limit {
 		if b, err = json.Marshal(&Result{OutputBytes: int64(len(b))}); err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func (m *monitor) begin(limit int64) {
 	}
 }
 
-func (m *monitor) end() { m.limit.Store(0) }
+func (m *monitor) disarm() { m.limit.Store(0) }
 
 func (m *monitor) watch() {
 	parent := os.Getppid()
@@ -161,7 +161,7 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
-	rv, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, job.Options, job.Caps, false)
+	rv, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, job.ReleaseOptions, job.Caps, false)
 	if err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
