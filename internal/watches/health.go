@@ -11,7 +11,7 @@ import (
 // readiness is status.phase): CEL expressions per apiVersion and kind, compiled when the
 // watch loads (internal/health), evaluated instead of kstatus for those kinds.
 
-func (w *Watch) compileHealth() error {
+func (w loading) compileHealth() error {
 	c, err := health.Compile("healthChecks", w.HealthChecks)
 	w.health = c
 	return err

@@ -28,7 +28,7 @@ import (
 //   - podSecurity: the Pod Security Standards level its pod templates are held to;
 //     allowExternalIPs: its Services may set externalIPs.
 
-func (w *Watch) checkIdentities() error {
+func (w loading) checkIdentities() error {
 	for i, r := range w.AllowReads {
 		kind, name, named := strings.Cut(r, "/")
 		if kind == "" || (named && name == "") || strings.ContainsAny(kind, " *") {

@@ -17,7 +17,7 @@ func (w *Watch) PostRender() *postrender.Spec { return w.post }
 
 // completeLayers checks the layers and keeps them, with their digest, for every release of
 // the watch: they are read on every pass.
-func (w *Watch) completeLayers() error {
+func (w loading) completeLayers() error {
 	s := &postrender.Spec{PostRenderers: w.PostRenderers, CommonMetadata: w.CommonMetadata}
 	if s.Empty() {
 		return nil

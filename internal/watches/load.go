@@ -66,7 +66,7 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 		if w == nil {
 			return nil, fmt.Errorf("entry %d: empty entry", i)
 		}
-		if err := w.complete(baseDir, lookupEnv); err != nil {
+		if err := (loading{w}).complete(baseDir, lookupEnv); err != nil {
 			return nil, fmt.Errorf("entry %d (%s/%s %s): %w", i, w.Group, w.Version, w.Kind, err)
 		}
 		if j, dup := seen[w.gvk]; dup {
@@ -77,7 +77,13 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 	return ws, nil
 }
 
-func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) error {
+// loading is a Watch as Load completes and checks it: complete's steps, each in the file of
+// the section it checks. Nothing calls them once the watch is loaded.
+type loading struct{ *Watch }
+
+// complete fills in what the entry derives (its kind, chart path, selector, templates and
+// layers) and checks every section of it, naming the field in its error.
+func (w loading) complete(baseDir string, lookupEnv func(string) (string, bool)) error {
 	for _, step := range []func() error{
 		w.completeGVK,
 		func() error { return w.completeChart(baseDir) },
@@ -99,7 +105,7 @@ func (w *Watch) complete(baseDir string, lookupEnv func(string) (string, bool)) 
 	return nil
 }
 
-func (w *Watch) completeGVK() error {
+func (w loading) completeGVK() error {
 	if w.Group != "" {
 		if errs := validation.IsDNS1123Subdomain(w.Group); len(errs) > 0 {
 			return fmt.Errorf("group: %s", strings.Join(errs, "; "))
@@ -115,7 +121,7 @@ func (w *Watch) completeGVK() error {
 	return nil
 }
 
-func (w *Watch) completeChart(baseDir string) error {
+func (w loading) completeChart(baseDir string) error {
 	if w.Chart == "" {
 		return errors.New("chart: required")
 	}
@@ -127,7 +133,7 @@ func (w *Watch) completeChart(baseDir string) error {
 	return nil
 }
 
-func (w *Watch) completeSelector() error {
+func (w loading) completeSelector() error {
 	w.selector = labels.Everything()
 	if w.Selector != nil {
 		s, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -139,7 +145,7 @@ func (w *Watch) completeSelector() error {
 	return nil
 }
 
-func (w *Watch) checkLimits() error {
+func (w loading) checkLimits() error {
 	if w.ReconcilePeriod != nil && w.ReconcilePeriod.Duration < 0 {
 		return fmt.Errorf("reconcilePeriod: %s must not be negative", w.ReconcilePeriod.Duration)
 	}
@@ -155,7 +161,7 @@ func (w *Watch) checkLimits() error {
 	return nil
 }
 
-func (w *Watch) checkTenancy() error {
+func (w loading) checkTenancy() error {
 	for _, ns := range w.AllowedNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 && ns != "*" {
 			return fmt.Errorf("allowedNamespaces: %q: %s", ns, strings.Join(errs, "; "))
@@ -174,7 +180,7 @@ func (w *Watch) checkTenancy() error {
 	return w.checkIdentities()
 }
 
-func (w *Watch) completeTemplates(lookupEnv func(string) (string, bool)) error {
+func (w loading) completeTemplates(lookupEnv func(string) (string, bool)) error {
 	w.overrideTmpls = map[string]*template.Template{}
 	for key, raw := range w.OverrideValues {
 		if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {

@@ -50,7 +50,7 @@ func (m *ApplyMode) UnmarshalJSON(b []byte) error {
 // revision, and the back-off doubles between them.
 const MaxRetries = 10
 
-func (w *Watch) checkPolicies() error {
+func (w loading) checkPolicies() error {
 	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkApply, w.checkWait, w.checkRemediation, w.checkRollout} {
 		if err := check(); err != nil {
 			return err
@@ -59,7 +59,7 @@ func (w *Watch) checkPolicies() error {
 	return nil
 }
 
-func (w *Watch) checkCRDs() error {
+func (w loading) checkCRDs() error {
 	c := w.CRDs
 	if c == nil {
 		return nil
@@ -96,7 +96,7 @@ func (w *Watch) CRDPolicy() helm.CRDPolicy {
 	return helm.CRDPolicy{Install: cmp.Or(c.Install, helm.CRDsCreate), Upgrade: cmp.Or(c.Upgrade, helm.CRDsSkip)}
 }
 
-func (w *Watch) checkDrift() error {
+func (w loading) checkDrift() error {
 	d := w.DriftDetection
 	if d == nil {
 		return nil
@@ -194,7 +194,7 @@ func (w *Watch) DriftIgnored(obj *unstructured.Unstructured) []string {
 // Forces reports whether an upgrade replaces the objects it cannot update.
 func (w *Watch) Forces() bool { return w.Upgrade != nil && w.Upgrade.Force }
 
-func (w *Watch) checkApply() error {
+func (w loading) checkApply() error {
 	if w.Upgrade == nil {
 		return nil
 	}
@@ -204,7 +204,7 @@ func (w *Watch) checkApply() error {
 	return nil
 }
 
-func (w *Watch) checkWait() error {
+func (w loading) checkWait() error {
 	if err := helm.CheckWait(w.WaitPolicy()); err != nil {
 		return fmt.Errorf("wait.%w", err)
 	}
@@ -232,7 +232,7 @@ func (w *Watch) ApplyPolicy() helm.ApplyPolicy {
 	return p
 }
 
-func (w *Watch) checkRemediation() error {
+func (w loading) checkRemediation() error {
 	if r := w.Remediation; r != nil && (r.Retries < 0 || r.Retries > MaxRetries) {
 		return fmt.Errorf("remediation.retries: %d must be between 0 and %d", r.Retries, MaxRetries)
 	}

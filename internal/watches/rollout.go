@@ -30,7 +30,7 @@ func movesMore(i int, prev, wv Wave) error {
 	return nil
 }
 
-func (w *Watch) checkRollout() error {
+func (w loading) checkRollout() error {
 	r := w.Rollout
 	if r == nil {
 		return nil

@@ -15,7 +15,7 @@ const (
 	TestOnFailureRollback = "rollback"
 )
 
-func (w *Watch) checkTest() error {
+func (w loading) checkTest() error {
 	t := w.Test
 	if t == nil {
 		return nil

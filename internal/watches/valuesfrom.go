@@ -48,7 +48,7 @@ func (s Source) String() string {
 	return fmt.Sprintf("%s %s/%s key %q (%s)", s.Kind, s.Namespace, s.Name, s.Key, s.Field)
 }
 
-func (w *Watch) checkValuesFrom() error {
+func (w loading) checkValuesFrom() error {
 	for i := range w.ValuesFrom {
 		v := &w.ValuesFrom[i]
 		field := fmt.Sprintf("valuesFrom[%d]", i)
