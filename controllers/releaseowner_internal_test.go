@@ -62,10 +62,10 @@ func TestReleaseOwner(t *testing.T) {
 				objs = append(objs, u)
 			}
 			r.opts.Client = fake.NewClientBuilder().WithScheme(runtime.NewScheme()).WithRESTMapper(mapper).
-				WithObjects(objs...).WithIndex(CRObject(gvk), uidIndex, r.indexedUID).Build()
+				WithObjects(objs...).WithIndex(CRObject(gvk), uidIndex, watchEvents{r}.indexedUID).Build()
 
 			var got []string
-			for _, req := range r.releaseOwner(context.Background(), c.record) {
+			for _, req := range (watchEvents{r}).releaseOwner(context.Background(), c.record) {
 				got = append(got, req.Name)
 			}
 			if len(got) != len(c.want) || (len(got) == 1 && got[0] != c.want[0]) {
@@ -73,7 +73,7 @@ func TestReleaseOwner(t *testing.T) {
 			}
 			n := 0
 			for _, o := range objs {
-				n += len(r.indexedUID(o))
+				n += len(watchEvents{r}.indexedUID(o))
 			}
 			if n != c.indexed {
 				t.Errorf("%d CRs in the UID index; want %d", n, c.indexed)

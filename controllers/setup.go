@@ -31,25 +31,30 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
+// watchEvents are the Reconciler's filters and mappers of watch events: which updates of a CR take
+// a pass, which CR a release record or an operand belongs to, and the log of each pass.
+type watchEvents struct{ *Reconciler }
+
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
 // chart changes, and - once a release exists - the kinds of its objects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	u := CRObject(r.gvk)
+	ev := watchEvents{r}
 	// More workers than passes that work at once: the gate holds the rest (internal/gate).
 	max := gate.PoolSize(workers(r.opts))
 	sel := r.opts.Watch.LabelSelector()
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, r.indexedUID); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, ev.indexedUID); err != nil {
 		return fmt.Errorf("indexing %s by UID: %w", r.opts.Watch, err)
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName(r.gvk)).
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),
-			r.crChanged(), r.cancelOnDelete())).
+			ev.crChanged(), ev.cancelOnDelete())).
 		// CRs are handed to the workers round robin over their namespaces (internal/gate, fair.go).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max, NewQueue: gate.NewQueue, RateLimiter: gate.RateLimiter()}).
-		WithLogConstructor(r.logConstructor(mgr.GetLogger())).
-		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(r.releaseOwner), builder.WithPredicates(r.foreignRevision())).
+		WithLogConstructor(ev.logConstructor(mgr.GetLogger())).
+		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(ev.releaseOwner), builder.WithPredicates(ev.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
 			r.queue = q
@@ -62,7 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.opts.Dependents != nil {
 		r.addWatch = func(gvk schema.GroupVersionKind) error {
-			src := source.Kind[client.Object](r.opts.Dependents, machine.OperandObject(gvk), r.dependentHandler(gvk.GroupKind()))
+			src := source.Kind[client.Object](r.opts.Dependents, machine.OperandObject(gvk), ev.dependentHandler(gvk.GroupKind()))
 			if err := c.Watch(src); err != nil {
 				return err
 			}
@@ -95,7 +100,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // logConstructor is controller-runtime's logger of a controller and of each reconcile, with
 // the same names and values, made lazy (internal/lazylog): a pass that writes no line, as
 // most passes of a converged CR, does not pay for encoding them.
-func (r *Reconciler) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
+func (r watchEvents) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
 	log := lazylog.New(base.WithValues("controller", ControllerName(r.gvk), "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind))
 	return func(req *reconcile.Request) logr.Logger {
 		if req == nil {
@@ -112,7 +117,7 @@ const uidIndex = "rudder.dev/uid"
 // indexedUID is uidIndex's value for a CR: its UID, unless its release has the CR's own name
 // (no releaseName template, a name within Helm's 53 characters), as most have: releaseOwner
 // finds those by name. An entry costs the cache a few hundred bytes per CR.
-func (r *Reconciler) indexedUID(o client.Object) []string {
+func (r watchEvents) indexedUID(o client.Object) []string {
 	if cr, ok := o.(*unstructured.Unstructured); ok && r.opts.Watch != nil {
 		if name, err := r.opts.Watch.ReleaseNameOf(cr); err == nil && name == cr.GetName() {
 			return nil
@@ -126,7 +131,7 @@ func (r *Reconciler) indexedUID(o client.Object) []string {
 // own rollback. Their CR learns of them at once (a kept rollback, a failed revision) instead of
 // at its next periodic pass. rudder's own installs and upgrades wake nothing: the pass that
 // made them already knows.
-func (r *Reconciler) foreignRevision() predicate.Predicate {
+func (r watchEvents) foreignRevision() predicate.Predicate {
 	kind := records.KindLabel(r.gvk.GroupKind())
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
@@ -140,7 +145,7 @@ func (r *Reconciler) foreignRevision() predicate.Predicate {
 
 // releaseOwner maps a release record to its CR, through the owner UID on the record: the CR
 // named like the release if it has that UID, else the one uidIndex finds.
-func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
+func (r watchEvents) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	uid := o.GetLabels()[records.LabelOwnerUID]
 	if uid == "" {
 		return nil
@@ -168,7 +173,7 @@ func (r *Reconciler) releaseOwner(ctx context.Context, o client.Object) []reconc
 // (selector, pause), deletion, the loss of rudder's finalizer, and the version a pass that
 // found the cache behind waits for (see conflicted). Status writes, including rudder's own,
 // do not.
-func (r *Reconciler) crChanged() predicate.Predicate {
+func (r watchEvents) crChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
 		return r.catchUp(client.ObjectKeyFromObject(n), n.GetResourceVersion()) ||
@@ -184,7 +189,7 @@ func (r *Reconciler) crChanged() predicate.Predicate {
 
 // cancelOnDelete cancels the running pass of a CR that is being deleted, so that a wedged
 // action gives way to the uninstall at once. It filters nothing.
-func (r *Reconciler) cancelOnDelete() predicate.Predicate {
+func (r watchEvents) cancelOnDelete() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
 			r.gate.Cancel(client.ObjectKeyFromObject(e.ObjectNew))
@@ -289,7 +294,7 @@ func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKin
 // annotation, for this watch's kind only). Deletions and changes to what the manifest sets (the
 // generation: the spec; the labels and annotations its manifest sets) also ask for a drift
 // check; status changes, and metadata other controllers keep, only re-evaluate readiness.
-func (r *Reconciler) dependentHandler(gk schema.GroupKind) handler.TypedEventHandler[client.Object, reconcile.Request] {
+func (r watchEvents) dependentHandler(gk schema.GroupKind) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	owner := func(o client.Object) (types.NamespacedName, bool) {
 		gk, key, ok := records.ParseOwnerAnnotation(o.GetAnnotations()[records.AnnotationOwner])
 		return key, ok && gk == r.gvk.GroupKind()

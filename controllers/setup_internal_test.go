@@ -107,7 +107,7 @@ func TestOperandUpdatesWakeTheirCR(t *testing.T) {
 			}
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			r.dependentHandler(schema.GroupKind{Group: "apps", Kind: "Deployment"}).Update(context.Background(),
+			watchEvents{r}.dependentHandler(schema.GroupKind{Group: "apps", Kind: "Deployment"}).Update(context.Background(),
 				event.TypedUpdateEvent[client.Object]{ObjectOld: d(1), ObjectNew: d(2)}, q)
 			if q.Len() != tc.want {
 				t.Fatalf("%d requests queued, want %d", q.Len(), tc.want)

@@ -121,7 +121,7 @@ func TestPassBehindAnotherWriteWaitsForTheCache(t *testing.T) {
 		t.Fatalf("the pass behind the cache acted: %q", acted)
 	}
 	caughtUp := event.UpdateEvent{ObjectOld: stale, ObjectNew: h.cr()}
-	pred := h.r.crChanged()
+	pred := watchEvents{h.r}.crChanged()
 	if !pred.Update(caughtUp) {
 		t.Fatal("the cache's newer version of the CR did not take it again")
 	}
