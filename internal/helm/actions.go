@@ -129,10 +129,7 @@ func (c *Client) precheck(ctx context.Context, req *Request) error {
 // renderOffline renders a release as Install would, without the cluster: lookups find nothing,
 // and the capabilities are the cluster's when the Client has read them, else Helm's defaults.
 func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
-	c.mu.Lock()
-	caps := c.caps
-	c.mu.Unlock()
-	return renderOffline(ctx, c.pool, req, c.mapper, caps)
+	return renderOffline(ctx, c.pool, req, c.mapper, c.known())
 }
 
 // renderFor renders the chart of an install or upgrade of run r on a worker, with the

@@ -4,21 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/kube"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -56,31 +52,19 @@ type ClientOptions struct {
 // capabilities. Safe for concurrent use; callers must not run two actions on the same release
 // at once (controller-runtime never reconciles one CR in two workers).
 type Client struct {
-	cfg    *rest.Config
+	connections
+	clusterInfo
 	mapper meta.RESTMapper
-	disc   discovery.CachedDiscoveryInterface
-	// secrets serves the release storage of every namespace for rudder's own identity.
-	secrets corev1client.SecretsGetter
-	scheme  *runtime.Scheme
+	scheme *runtime.Scheme
+	// records and foreign are the caches of release records, rudder's and the others (see
+	// ClientOptions).
 	records client.Reader
 	foreign client.Reader
 	pool    *render.Pool
-	log     logr.Logger
 	// server is the API server's URL; prefix its path, which request paths start with.
 	server *url.URL
 	prefix string
-
-	mu      sync.Mutex
-	drivers map[identity]*records.Driver
-	// written is what the drivers wrote of release records that the cache of records may not
-	// show yet (see Head).
-	written *records.Written
-	writers map[identity]*http.Client
-	caps    *common.Capabilities
 }
-
-// identity is who acts in a namespace: rudder ("") or one of its ServiceAccounts.
-type identity struct{ namespace, serviceAccount string }
 
 // NewClient makes a Client that talks to the cluster of opts.Config.
 func NewClient(opts ClientOptions) (*Client, error) {
@@ -111,70 +95,13 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
 	return &Client{
-		cfg: opts.Config, mapper: opts.Mapper, disc: disc, secrets: cs, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, log: opts.Log,
+		connections: connections{cfg: opts.Config, secrets: cs, log: opts.Log,
+			drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{}, written: records.NewWritten()},
+		clusterInfo: clusterInfo{disc: disc},
+		mapper:      opts.Mapper, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool,
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
-		drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{}, written: records.NewWritten(),
 	}, nil
 }
-
-// restConfig is the configuration of a scope's identity (without the guard).
-func (c *Client) restConfig(s Scope) *rest.Config {
-	cfg := rest.CopyConfig(c.cfg)
-	if u := s.User(); u != "" {
-		// The API server adds the ServiceAccount's groups itself.
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: u}
-	}
-	return cfg
-}
-
-// ProtobufConfig is cfg for a client of built-in types in protobuf, as Kubernetes' own
-// controllers talk to the API server. The release storage's Secrets client uses it: a record
-// travels twice per write (the request, and the Secret the API server sends back); JSON
-// base64-encodes its payload again each way, and decoding it was a few percent of rudder's CPU
-// per install. The records themselves, and every reader's view of them, are the same.
-func ProtobufConfig(cfg *rest.Config) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return cfg
-}
-
-// driver is the release storage of a namespace as the scope's identity, built once.
-func (c *Client) driver(s Scope) (*records.Driver, error) {
-	id := identity{s.Namespace, s.ServiceAccount}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d, ok := c.drivers[id]; ok {
-		return d, nil
-	}
-	secrets := c.secrets
-	if s.ServiceAccount != "" {
-		cs, err := corev1client.NewForConfig(ProtobufConfig(c.restConfig(s)))
-		if err != nil {
-			return nil, err
-		}
-		secrets = cs
-	}
-	d := records.NewDriver(secrets.Secrets(s.Namespace))
-	d.SetLogger(c.helmLog(s))
-	d.MemoKey = s.Namespace + "/" + s.ServiceAccount
-	d.Track(s.Namespace, c.written)
-	c.drivers[id] = d
-	return d, nil
-}
-
-// logger is the log of a scope's actions.
-func (c *Client) logger(s Scope) logr.Logger {
-	log := c.log.WithName("helm").WithValues("namespace", s.Namespace)
-	if s.ServiceAccount != "" {
-		log = log.WithValues("serviceAccount", s.ServiceAccount)
-	}
-	return log
-}
-
-// helmLog is Helm's log of a scope's actions: the scope's logger, Helm's debug lines at V(4)
-// (logr's mapping of slog's levels).
-func (c *Client) helmLog(s Scope) slog.Handler { return logr.ToSlogHandler(c.logger(s)) }
 
 // run is one action's configuration, with the guard its requests go through.
 type run struct {
@@ -300,58 +227,10 @@ func (r *run) result(err error) error {
 	return err
 }
 
-// capabilities are the cluster's, read once (Helm would invalidate discovery and read them at
-// every action); installing CRDs forgets them.
-func (c *Client) capabilities() (*common.Capabilities, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.caps != nil {
-		return c.caps, nil
-	}
-	kv, err := c.disc.ServerVersion()
-	if err != nil {
-		return nil, fmt.Errorf("reading the server version: %w", err)
-	}
-	apis, err := action.GetVersionSet(c.disc)
-	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
-		return nil, fmt.Errorf("reading the served API versions: %w", err)
-	}
-	c.caps = &common.Capabilities{
-		APIVersions: apis,
-		KubeVersion: common.KubeVersion{Version: kv.GitVersion, Major: kv.Major, Minor: kv.Minor},
-		HelmVersion: common.DefaultCapabilities.HelmVersion,
-	}
-	return c.caps, nil
-}
-
-func (c *Client) forgetCapabilities() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.caps = nil
-	c.disc.Invalidate()
-}
-
 // helm3 gives an install Helm 3's behaviour, which every release rudder makes keeps unless its
 // watch says otherwise (apply.go, wait.go): a client-side apply and no wait but for hooks. (Helm
 // is given no post-renderer: rudder post-renders the manifest alone before the action, see
 // postRenderer, and marks the hooks itself as it stores them.)
 func helm3(in *action.Install) {
 	in.ServerSideApply, in.WaitStrategy = false, kube.HookOnlyStrategy
-}
-
-// httpClient is the HTTP client of a scope's identity (its connections), made once per
-// (namespace, ServiceAccount). Requests made through it for a release go through a guard.
-func (c *Client) httpClient(s Scope) (*http.Client, error) {
-	id := identity{s.Namespace, s.ServiceAccount}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if hc, ok := c.writers[id]; ok {
-		return hc, nil
-	}
-	hc, err := rest.HTTPClientFor(c.restConfig(s))
-	if err != nil {
-		return nil, err
-	}
-	c.writers[id] = hc
-	return hc, nil
 }

@@ -16,17 +16,6 @@ import (
 // The reads of release storage: each returns rudder's view of a revision (View), or the
 // newest revision's Head from the cache of records.
 
-// storageOf is the release storage of a scope, for reads and rudder's own record updates.
-func (c *Client) storageOf(ctx context.Context, s Scope) (*storage.Storage, error) {
-	d, err := c.driver(s)
-	if err != nil {
-		return nil, err
-	}
-	st := storage.Init(d.WithContext(ctx))
-	st.SetLogger(d.Logger().Handler())
-	return st, nil
-}
-
 // Last is the newest revision of a release, or nil when there is none: read by name from the
 // newest revision the cache of rudder's records shows (records.Driver.Newest), else from
 // storage (Helm's LIST of the release's records).
