@@ -77,10 +77,6 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 	return ws, nil
 }
 
-// loading is a Watch as Load completes and checks it: complete's steps, each in the file of
-// the section it checks. Nothing calls them once the watch is loaded.
-type loading struct{ *Watch }
-
 // complete fills in what the entry derives (its kind, chart path, selector, templates and
 // layers) and checks every section of it, naming the field in its error.
 func (w loading) complete(baseDir string, lookupEnv func(string) (string, bool)) error {

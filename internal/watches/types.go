@@ -19,6 +19,10 @@ import (
 // the API types of a kubebuilder project, in one place). What a watch answers from them is in
 // the files of each section, how a watches file is loaded and checked in load.go.
 
+// loading is a Watch as Load completes and checks it: complete's steps, each in the file of
+// the section it checks. Nothing calls them once the watch is loaded.
+type loading struct{ *Watch }
+
 // Watch is one entry of watches.yaml.
 type Watch struct {
 	Group   string `json:"group"`
