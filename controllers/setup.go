@@ -31,8 +31,9 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// watchEvents are the Reconciler's filters and mappers of watch events: which updates of a CR take
-// a pass, which CR a release record or an operand belongs to, and the log of each pass.
+// watchEvents are the Reconciler's filters and mappers of watch events: which updates of a
+// CR take a pass, which CR a release record or an operand belongs to, and the log of each
+// pass.
 type watchEvents struct{ *Reconciler }
 
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),

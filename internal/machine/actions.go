@@ -70,8 +70,8 @@ func (ac *actor) act(ctx context.Context) *outcome {
 }
 
 // take runs the action that carries out c (see runner) through do, an install or upgrade with
-// the request prepared for it. A choice no action carries
-// out (none of those plan.Next makes) is a retry of the pass.
+// the request prepared for it. A choice no action carries out (none of those plan.Next makes)
+// is a retry of the pass.
 func (ac *actor) take(ctx context.Context, c plan.Choice, obs observed, o *outcome) result {
 	a, ok := ac.runner(c, o)
 	if !ok {
