@@ -18,12 +18,12 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// A pass is one reconcile of one CR, in three steps, each a type of its own over the
-// observation they share (subject.go):
+// A pass is one reconcile of one CR, in three steps, each a type of its own (below) over the
+// observation they share:
 //
-//   - the observer (observe.go) reads what the pass decides from: the chart, the values, the
-//     Go hooks' word, and the release's newest revision, read once and classified once by
-//     records.DetermineState;
+//   - the observer (observe.go, rollout.go) reads what the pass decides from: the chart, the
+//     values, the Go hooks' word, where a rollout leaves the CR, and the release's newest
+//     revision, read once and classified once by records.DetermineState;
 //   - the actor (actions.go) takes the actions that state calls for, one at a time, each
 //     chosen by plan.Next from the state and what the previous action left, until it says how
 //     the pass ends (ending.go); then, on a revision, the settler looks at its objects
@@ -34,7 +34,7 @@ import (
 //     status.release.
 //
 // Between the actor and the reporter the pass writes the release's facts on its newest
-// record (markRecord), and after them the status (persist).
+// record (markRecord, run.go), and after them the status (persist).
 type pass struct {
 	*observation
 	// origStatus is the CR's status as read, to patch only what the pass changed.
@@ -52,10 +52,10 @@ func newPass(ctx context.Context, w *World, obj *unstructured.Unstructured, read
 
 // What the steps of a pass share: the subject (the CR, fixed for the pass) and the
 // observation (what observe found of it). Each step is a type of its own over them, defined
-// here, its methods in the files named: the observer fills the observation (observe.go,
-// rollout.go), the actor takes the actions (actions.go, turn.go, nudge.go) and the ending it
-// reaches (ending.go), the settler looks at the objects (objects.go), the reporter writes the
-// status (report.go, record.go); the pass runs them in that order (run.go).
+// in this file beneath the files of its methods: the observer fills the observation
+// (observe.go, rollout.go), the actor takes the actions (actions.go, turn.go, nudge.go) and the
+// ending it reaches (ending.go), the settler looks at the objects (objects.go), the reporter
+// writes the status (report.go, record.go); the pass runs them in that order (run.go).
 
 // subject is the CR a pass is over, the World that serves it, who acts for its release, and
 // the CR's status as the pass read it. No step changes it.
