@@ -18,10 +18,17 @@ import (
 	"github.com/rudder-operator/rudder/internal/release"
 )
 
-// check decides one object whose kind's scope s knows; a kind neither the API server nor the
+// scoped is a Confinement with the Scoper of the kinds one check meets: the API server's, and
+// those of the chart's crds/.
+type scoped struct {
+	Confinement
+	s *Scoper
+}
+
+// check decides one object whose kind's scope c.s knows; a kind neither the API server nor the
 // chart's crds/ define is an UnknownKindError. Every per-object check goes through it.
-func (c Confinement) check(s *Scoper, src Source, gvk schema.GroupVersionKind, name, ns string) (*Violation, error) {
-	namespaced, err := s.Namespaced(gvk)
+func (c scoped) check(src Source, gvk schema.GroupVersionKind, name, ns string) (*Violation, error) {
+	namespaced, err := c.s.Namespaced(gvk)
 	if err != nil {
 		what := fmt.Sprintf("%s %q (%s): %v", gvk.Kind, name, gvk.GroupVersion(), err)
 		if src != SourceManifest {
@@ -132,7 +139,7 @@ func EachObject(data []byte, fn func(*unstructured.Unstructured) error) error {
 }
 
 // checkStream checks every document of a manifest (or one hook's, or one CRD file's).
-func (c Confinement) checkStream(s *Scoper, src Source, hook string, data []byte) ([]Violation, error) {
+func (c scoped) checkStream(src Source, hook string, data []byte) ([]Violation, error) {
 	var out []Violation
 	err := EachObject(data, func(o *unstructured.Unstructured) error {
 		gvk := o.GroupVersionKind()
@@ -141,7 +148,7 @@ func (c Confinement) checkStream(s *Scoper, src Source, hook string, data []byte
 		}
 		vs := c.rules(src, o)
 		if len(vs) == 0 {
-			v, err := c.check(s, src, gvk, o.GetName(), o.GetNamespace())
+			v, err := c.check(src, gvk, o.GetName(), o.GetNamespace())
 			if err != nil {
 				return err
 			}
@@ -159,10 +166,10 @@ func (c Confinement) checkStream(s *Scoper, src Source, hook string, data []byte
 }
 
 // CheckHooks checks every hook of a release, of every event.
-func (c Confinement) checkHooks(s *Scoper, hooks []*release.Hook) ([]Violation, error) {
+func (c scoped) checkHooks(hooks []*release.Hook) ([]Violation, error) {
 	var out []Violation
 	for _, h := range hooks {
-		vs, err := c.checkStream(s, SourceHook, hookEvents(h), []byte(h.Manifest))
+		vs, err := c.checkStream(SourceHook, hookEvents(h), []byte(h.Manifest))
 		if err != nil {
 			return nil, err
 		}
@@ -180,10 +187,10 @@ func hookEvents(h *release.Hook) string {
 
 // checkCRDs checks a chart's crds/ (of the chart and its subcharts), which Helm installs before
 // it renders anything.
-func (c Confinement) checkCRDs(s *Scoper, crds []CRDFile) ([]Violation, error) {
+func (c scoped) checkCRDs(crds []CRDFile) ([]Violation, error) {
 	var out []Violation
 	for _, crd := range crds {
-		vs, err := c.checkStream(s, SourceCRD, "", crd.Data)
+		vs, err := c.checkStream(SourceCRD, "", crd.Data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", crd.Name, err)
 		}
@@ -203,12 +210,12 @@ func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, 
 			return nil
 		})
 	}
-	vs, err := c.checkHooks(s, rel.Hooks)
+	vs, err := scoped{c, s}.checkHooks(rel.Hooks)
 	if err != nil {
 		return err
 	}
 	if manifest {
-		mv, err := c.checkStream(s, SourceManifest, "", []byte(rel.Manifest))
+		mv, err := scoped{c, s}.checkStream(SourceManifest, "", []byte(rel.Manifest))
 		if err != nil {
 			return err
 		}
@@ -222,7 +229,7 @@ func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, 
 
 // CheckCRDs checks a chart's crds/ alone, which needs no rendering.
 func (c Confinement) CheckCRDs(mapper meta.RESTMapper, crds []CRDFile) error {
-	vs, err := c.checkCRDs(NewScoper(mapper, crds), crds)
+	vs, err := scoped{c, NewScoper(mapper, crds)}.checkCRDs(crds)
 	if err != nil {
 		return err
 	}
@@ -239,7 +246,7 @@ func (c Confinement) CheckObjects(mapper meta.RESTMapper, objs []*unstructured.U
 	var vs []Violation
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		v, err := c.check(s, SourceManifest, gvk, o.GetName(), o.GetNamespace())
+		v, err := scoped{c, s}.check(SourceManifest, gvk, o.GetName(), o.GetNamespace())
 		if err != nil {
 			return err
 		}

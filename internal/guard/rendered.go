@@ -38,7 +38,7 @@ func (c Confinement) CheckRendered(mapper meta.RESTMapper, crds []CRDFile, manif
 			vs = append(vs, c.rules(SourceManifest, o.obj)...)
 		}
 	}
-	hvs, err := c.checkHooks(s, hooks)
+	hvs, err := scoped{c, s}.checkHooks(hooks)
 	if err != nil {
 		return err
 	}
