@@ -142,7 +142,7 @@ func (m *monitor) watch() {
 				fmt.Fprintf(os.Stderr, "rudder render: memory bound exceeded: %d bytes in use, the bound is %d\n", used, l)
 				os.Exit(exitMemory)
 			}
-			time.Sleep(watchEvery)
+			time.Sleep(watchEvery) // the monitor's cadence while a render runs: time is what it watches by
 		}
 		t.Reset(parentEvery)
 	}

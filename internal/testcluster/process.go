@@ -198,14 +198,12 @@ func (c *Cluster) KillAndRestart(ctx context.Context, name string, down time.Dur
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("killing %s (pid %d): %w", name, pid, err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (pid %d) did not die", name, pid)
-		}
-		time.Sleep(50 * time.Millisecond)
+	gone := func(context.Context) (bool, error) {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return errors.Is(err, os.ErrNotExist), nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, gone); err != nil {
+		return fmt.Errorf("%s (pid %d) did not die: %w", name, pid, err)
 	}
 	select {
 	case <-time.After(down):
