@@ -1,7 +1,6 @@
 package helm
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -28,38 +27,6 @@ import (
 // another's object refused before the action's first write, the kept hooks deleted with the
 // release, and the CR that holds a cluster-scoped object named in an install's failure. Each
 // reads the cluster as the action's identity.
-
-// hookMarker marks a release's hooks as the post-renderer marks its manifest.
-type hookMarker struct {
-	post *postRenderer
-}
-
-// markHooks gives every hook of rel the owner's labels, annotation and, in the owner's
-// namespace, owner reference (so that deleting the CR removes the hooks that are kept). It is
-// idempotent. A hook that does not parse is left as it is: the check refuses it.
-func (m *hookMarker) markHooks(rel *release.Release) {
-	if m == nil || rel == nil {
-		return
-	}
-	ownerAnn := guard.OwnerOf(m.post.owner)
-	for _, h := range rel.Hooks {
-		var out bytes.Buffer
-		err := guard.EachObject([]byte(h.Manifest), func(obj *unstructured.Unstructured) error {
-			namespaced, err := m.post.scoper.Namespaced(obj.GroupVersionKind())
-			if err != nil {
-				return err
-			}
-			m.post.mark(obj, ownerAnn, namespaced)
-			if out.Len() > 0 {
-				out.WriteString("---\n")
-			}
-			return writeYAML(&out, obj.Object)
-		})
-		if err == nil && out.Len() > 0 {
-			h.Manifest = out.String()
-		}
-	}
-}
 
 // hookObjects are the objects of hooks (those of events, or every hook when events is empty),
 // placed as Helm creates them.

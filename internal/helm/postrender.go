@@ -248,3 +248,35 @@ func (p *postRenderer) mark(obj *unstructured.Unstructured, ownerAnn string, nam
 		obj.SetOwnerReferences(refs)
 	}
 }
+
+// hookMarker marks a release's hooks as the post-renderer marks its manifest.
+type hookMarker struct {
+	post *postRenderer
+}
+
+// markHooks gives every hook of rel the owner's labels, annotation and, in the owner's
+// namespace, owner reference (so that deleting the CR removes the hooks that are kept). It is
+// idempotent. A hook that does not parse is left as it is: the check refuses it.
+func (m *hookMarker) markHooks(rel *release.Release) {
+	if m == nil || rel == nil {
+		return
+	}
+	ownerAnn := guard.OwnerOf(m.post.owner)
+	for _, h := range rel.Hooks {
+		var out bytes.Buffer
+		err := guard.EachObject([]byte(h.Manifest), func(obj *unstructured.Unstructured) error {
+			namespaced, err := m.post.scoper.Namespaced(obj.GroupVersionKind())
+			if err != nil {
+				return err
+			}
+			m.post.mark(obj, ownerAnn, namespaced)
+			if out.Len() > 0 {
+				out.WriteString("---\n")
+			}
+			return writeYAML(&out, obj.Object)
+		})
+		if err == nil && out.Len() > 0 {
+			h.Manifest = out.String()
+		}
+	}
+}
