@@ -23,14 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
-	err  error
-}
-
 func (c *Cluster) startKwok() error {
 	stages := strings.ReplaceAll(stagesYAML, "DEFAULT_COMPLETE_MS",
 		strconv.FormatInt(c.opts.PodCompleteAfter.Milliseconds(), 10))
