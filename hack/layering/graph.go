@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/types"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// pkg is one package as its files name each other.
+type pkg struct {
+	path  string
+	files int
+	p     *packages.Package
+}
+
+// ref is one file's references to the package-level names (and methods) another file of its
+// package defines.
+type ref struct {
+	from, to string
+	names    []string
+}
+
+// load type-checks the packages of patterns (their tests left out).
+func load(patterns ...string) ([]pkg, error) {
+	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedFiles | packages.NeedCompiledGoFiles |
+		packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo}
+	ps, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		return nil, err
+	}
+	var out []pkg
+	for _, p := range ps {
+		if len(p.Errors) > 0 {
+			return nil, fmt.Errorf("%s: %w", p.PkgPath, p.Errors[0])
+		}
+		out = append(out, pkg{path: p.PkgPath, files: len(p.CompiledGoFiles), p: p})
+	}
+	return out, nil
+}
+
+// refs are the references between the package's files, sorted.
+func (pk pkg) refs() []ref {
+	p := pk.p
+	names := map[[2]string]map[string]bool{}
+	for i, f := range p.Syntax {
+		from := filepath.Base(p.CompiledGoFiles[i])
+		ast.Inspect(f, func(n ast.Node) bool {
+			id, ok := n.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			name, ok := packageLevel(p.Types, p.TypesInfo.Uses[id])
+			if !ok {
+				return true
+			}
+			to := filepath.Base(p.Fset.Position(p.TypesInfo.Uses[id].Pos()).Filename)
+			if to == from {
+				return true
+			}
+			k := [2]string{from, to}
+			if names[k] == nil {
+				names[k] = map[string]bool{}
+			}
+			names[k][name] = true
+			return true
+		})
+	}
+	out := make([]ref, 0, len(names))
+	for k, ns := range names {
+		out = append(out, ref{from: k[0], to: k[1], names: slices.Sorted(func(yield func(string) bool) {
+			for n := range ns {
+				if !yield(n) {
+					return
+				}
+			}
+		})})
+	}
+	slices.SortFunc(out, func(a, b ref) int { return strings.Compare(a.from+" "+a.to, b.from+" "+b.to) })
+	return out
+}
+
+// packageLevel names obj when it is defined at the package level of pkg, or is a method of one
+// of its types ("Type.method"); fields and local names are not.
+func packageLevel(pkg *types.Package, obj types.Object) (string, bool) {
+	if obj == nil || obj.Pkg() != pkg {
+		return "", false
+	}
+	switch o := obj.(type) {
+	case *types.Func:
+		if recv := o.Signature().Recv(); recv != nil {
+			t := recv.Type()
+			if ptr, ok := t.(*types.Pointer); ok {
+				t = ptr.Elem()
+			}
+			if named, ok := t.(*types.Named); ok {
+				return named.Obj().Name() + "." + o.Name(), true
+			}
+			return "", false
+		}
+	case *types.Var:
+		if o.IsField() {
+			return "", false
+		}
+	}
+	return obj.Name(), obj.Parent() == pkg.Scope()
+}
+
+// circles are the sets of files (two or more) that reference each other in a circle: the
+// strongly connected components of refs (Tarjan's algorithm), each sorted, in order.
+func circles(refs []ref) [][]string {
+	next := map[string][]string{}
+	var files []string
+	for _, r := range refs {
+		for _, f := range []string{r.from, r.to} {
+			if _, ok := next[f]; !ok {
+				next[f] = nil
+				files = append(files, f)
+			}
+		}
+		next[r.from] = append(next[r.from], r.to)
+	}
+	slices.Sort(files)
+	index, low, on := map[string]int{}, map[string]int{}, map[string]bool{}
+	var stack []string
+	var out [][]string
+	var visit func(f string)
+	visit = func(f string) {
+		index[f], low[f] = len(index), len(index)
+		stack = append(stack, f)
+		on[f] = true
+		for _, g := range next[f] {
+			if _, seen := index[g]; !seen {
+				visit(g)
+				low[f] = min(low[f], low[g])
+			} else if on[g] {
+				low[f] = min(low[f], index[g])
+			}
+		}
+		if low[f] != index[f] {
+			return
+		}
+		var c []string
+		for {
+			g := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			on[g] = false
+			c = append(c, g)
+			if g == f {
+				break
+			}
+		}
+		if len(c) > 1 {
+			slices.Sort(c)
+			out = append(out, c)
+		}
+	}
+	for _, f := range files {
+		if _, seen := index[f]; !seen {
+			visit(f)
+		}
+	}
+	slices.SortFunc(out, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
