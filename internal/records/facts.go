@@ -191,3 +191,20 @@ func (d *Driver) WriteFacts(ctx context.Context, name string, version int, f Fac
 	_, err = d.impl.Patch(ctx, recordName(name, version), types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
+
+// Desired identifies the release a CR wants.
+type Desired struct {
+	OwnerUID     string
+	ChartDigest  string // LabelDigest form
+	ValuesDigest string
+	// Generation of the CR now, and Applied, what rudder's newest own revision was made from
+	// (nil: unknown): a revision rudder did not make is kept while the two agree.
+	Generation int64
+	Applied    *Applied
+}
+
+// Applied is what rudder's newest install or upgrade was made from.
+type Applied struct {
+	Generation  int64
+	ChartDigest string // LabelDigest form
+}

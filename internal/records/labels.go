@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -157,3 +158,15 @@ const (
 	TestSucceeded = "Succeeded"
 	TestFailed    = "Failed"
 )
+
+// recordName is the name of the Secret that holds a release's revision, as Helm's storage
+// names it.
+func recordName(release string, version int) string {
+	return RecordPrefix + release + ".v" + strconv.Itoa(version)
+}
+
+// labelInt is a label's value as a number; 0 when absent or not one.
+func labelInt(l map[string]string, key string) int {
+	n, _ := strconv.Atoi(l[key])
+	return n
+}

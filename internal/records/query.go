@@ -14,26 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// QueryMode says which of Helm's queries of a release's records rudder's caches answer.
-type QueryMode int
-
-const (
-	// QueryHelm: every query is Helm's LIST (rollback, uninstall, rudder's own reads of
-	// storage, which decide again when a cache was behind).
-	QueryHelm QueryMode = iota
-	// QueryInstall: install's check that the name is free is answered by the caches when
-	// neither shows a record of the name (no request); when one does, Helm's LIST decides. A
-	// name taken after the caches' view is still refused: storing revision 1 is a create,
-	// which the API server refuses for a Secret that exists (and a release younger than the
-	// caches' view has its revision 1).
-	QueryInstall
-	// QueryUpgrade: a query of the release's records reads those the cache of rudder's
-	// records shows, by name, then the revisions after the newest it shows, by name, until
-	// one is not there: revisions are numbered in order, so the records the cache has not
-	// seen yet are those. An upgrade is only ever of a release whose records are rudder's.
-	QueryUpgrade
-)
-
 // ForeignRecords selects the release records rudder did not make (Helm's, Flux's, another
 // tool's): owner=helm without rudder's owner UID. A cache of them, beside the one of rudder's
 // own, lets an install's check that its name is free be answered without a request.
@@ -164,12 +144,6 @@ func cachedRecords(c client.Reader, ns, name string) ([]metav1.PartialObjectMeta
 		return nil, err
 	}
 	return list.Items, nil
-}
-
-// recordName is the name of the Secret that holds a release's revision, as Helm's storage
-// names it.
-func recordName(release string, version int) string {
-	return RecordPrefix + release + ".v" + strconv.Itoa(version)
 }
 
 // releaseHas reports whether rel, as Helm's Get returns it (without the labels name, owner,

@@ -35,23 +35,6 @@ const (
 	StateRolledBack State = "RolledBack"
 )
 
-// Desired identifies the release a CR wants.
-type Desired struct {
-	OwnerUID     string
-	ChartDigest  string // LabelDigest form
-	ValuesDigest string
-	// Generation of the CR now, and Applied, what rudder's newest own revision was made from
-	// (nil: unknown): a revision rudder did not make is kept while the two agree.
-	Generation int64
-	Applied    *Applied
-}
-
-// Applied is what rudder's newest install or upgrade was made from.
-type Applied struct {
-	Generation  int64
-	ChartDigest string // LabelDigest form
-}
-
 // Head is what DetermineState needs of a revision; it can come from a decoded release or from
 // the labels of its storage Secret alone.
 type Head struct {
@@ -166,12 +149,6 @@ func ownFacts(l map[string]string, version int) *Facts {
 		return f
 	}
 	return nil
-}
-
-// labelInt is a label's value as a number; 0 when absent or not one.
-func labelInt(l map[string]string, key string) int {
-	n, _ := strconv.Atoi(l[key])
-	return n
 }
 
 // DetermineState classifies the newest revision of a release (nil: none) against what is
