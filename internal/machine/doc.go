@@ -58,8 +58,8 @@
 //     went (result.call: do, the one place every action runs through, counts it in
 //     rudder_release_actions_total and times it, and acts on result.recheck and restored).
 //     When it knows the release as it left it, result.after says so, which spares a read of
-//     storage. Whatever it asks of Helm takes
-//     the pass's context, which a deletion of the CR or rudder's stop cancels.
+//     storage. Whatever it asks of Helm takes the pass's context, which a deletion of the CR
+//     or rudder's stop cancels.
 //  2. internal/plan: its plan.Action, the fact of plan.Situation that calls for it, and its
 //     case in Next (which state, after which step); situation.go fills the fact in, and
 //     actor.runner (actions.go) maps the choice to the type, with what the pass met that it
