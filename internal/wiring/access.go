@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rudder-operator/rudder/internal/machine"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/machine"
 )
 
 // WatchAccess returns a check that rudder's own identity may list and watch a kind where its

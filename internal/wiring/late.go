@@ -325,3 +325,10 @@ func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *wa
 		})
 	}
 }
+
+// served is what tells the kinds the API server serves from those it does not yet.
+type served struct {
+	mapper meta.RESTMapper
+	caches *kindCaches
+	late   map[schema.GroupVersionKind]bool
+}

@@ -8,10 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,10 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
-	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
-	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
-	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/machine"
@@ -37,19 +31,6 @@ import (
 // cancelled, as a CR deletion cancels it) before it returns: inside the kubelet's 30 s grace
 // period, with time left for the process to exit.
 const GracefulShutdown = 20 * time.Second
-
-// Scheme knows the built-in kinds and client-go's types.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, rolloutv1.AddToScheme, operatorv1alpha1.AddToScheme, cnatv1alpha1.AddToScheme, appv1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err) // static registration; cannot fail at run time
-		}
-	}
-	return s
-}
 
 // NewManager builds a manager running one reconciler per watch. Start it with mgr.Start(ctx).
 func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *chartsource.Source, error) {
@@ -109,13 +90,6 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 		return nil, nil, err
 	}
 	return mgr, charts, nil
-}
-
-// served is what tells the kinds the API server serves from those it does not yet.
-type served struct {
-	mapper meta.RESTMapper
-	caches *kindCaches
-	late   map[schema.GroupVersionKind]bool
 }
 
 // serveWatches sets the controller of each watch of ws (its reconciler in rs) up: now, or

@@ -11,10 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	appv1 "github.com/rudder-operator/rudder/api/apps/v1"
+	cnatv1alpha1 "github.com/rudder-operator/rudder/api/cnat/v1alpha1"
+	operatorv1alpha1 "github.com/rudder-operator/rudder/api/operator/v1alpha1"
+	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/controllers/application"
 	"github.com/rudder-operator/rudder/controllers/at"
 	"github.com/rudder-operator/rudder/internal/hook"
@@ -22,8 +28,9 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// What the manager is made from: the options main passes, completed with their defaults, and
-// what the caches of every file are narrowed by.
+// What the manager is made from: the options main passes, completed with their defaults, the
+// scheme of its clients and the built-in kinds' hooks, and what the caches of every file are
+// narrowed by.
 
 // ManagerOptions configure rudder. The zero value of each field is a sensible default, except
 // WatchesFile.
@@ -173,4 +180,17 @@ func LeaderElectionID(shard labels.Selector) string {
 	}
 	sum := sha256.Sum256([]byte(shard.String()))
 	return "rudder-" + hex.EncodeToString(sum[:])[:10] + ".rudder.dev"
+}
+
+// Scheme knows the built-in kinds and client-go's types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, rolloutv1.AddToScheme, operatorv1alpha1.AddToScheme, cnatv1alpha1.AddToScheme, appv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err) // static registration; cannot fail at run time
+		}
+	}
+	return s
 }
