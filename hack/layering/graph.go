@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/types"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,13 +73,7 @@ func (pk pkg) refs() []ref {
 	}
 	out := make([]ref, 0, len(names))
 	for k, ns := range names {
-		out = append(out, ref{from: k[0], to: k[1], names: slices.Sorted(func(yield func(string) bool) {
-			for n := range ns {
-				if !yield(n) {
-					return
-				}
-			}
-		})})
+		out = append(out, ref{from: k[0], to: k[1], names: slices.Sorted(maps.Keys(ns))})
 	}
 	slices.SortFunc(out, func(a, b ref) int { return strings.Compare(a.from+" "+a.to, b.from+" "+b.to) })
 	return out

@@ -203,19 +203,19 @@ func (c scoped) checkCRDs(crds []CRDFile) ([]Violation, error) {
 // manifest, every object of the manifest. It is the check every action passes before its first
 // write; crds, the chart's crds/, supply the scope of the kinds they define.
 func (c Confinement) CheckRelease(mapper meta.RESTMapper, rel *release.Release, crds []CRDFile, manifest bool) error {
-	s := NewScoper(mapper, crds)
+	sc := scoped{c, NewScoper(mapper, crds)}
 	if manifest {
 		_ = EachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
-			s.Learn(o.Object)
+			sc.s.Learn(o.Object)
 			return nil
 		})
 	}
-	vs, err := scoped{c, s}.checkHooks(rel.Hooks)
+	vs, err := sc.checkHooks(rel.Hooks)
 	if err != nil {
 		return err
 	}
 	if manifest {
-		mv, err := scoped{c, s}.checkStream(SourceManifest, "", []byte(rel.Manifest))
+		mv, err := sc.checkStream(SourceManifest, "", []byte(rel.Manifest))
 		if err != nil {
 			return err
 		}
@@ -242,11 +242,11 @@ func (c Confinement) CheckCRDs(mapper meta.RESTMapper, crds []CRDFile) error {
 // CheckObjects checks parsed objects of a release (its manifest, as drift re-apply restores
 // it).
 func (c Confinement) CheckObjects(mapper meta.RESTMapper, objs []*unstructured.Unstructured) error {
-	s := NewScoper(mapper, nil)
+	sc := scoped{c, NewScoper(mapper, nil)}
 	var vs []Violation
 	for _, o := range objs {
 		gvk := o.GroupVersionKind()
-		v, err := scoped{c, s}.check(SourceManifest, gvk, o.GetName(), o.GetNamespace())
+		v, err := sc.check(SourceManifest, gvk, o.GetName(), o.GetNamespace())
 		if err != nil {
 			return err
 		}
