@@ -2,9 +2,14 @@ package controllers_test
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"testing"
+	"time"
 
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,5 +79,69 @@ func TestFactsOutliveTheStatus(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(u.Object, "status", "release", "rollbackRequest"); v != "1" {
 		t.Errorf("status.release.rollbackRequest reported again as %q", v)
+	}
+}
+
+// A failed install whose record is kept — its objects removed, the record failed and marked
+// records.LabelObjectsRemoved, carrying the failure as its facts — holds its (chart, values)
+// back as the record says, with the CR's status lost: no install, no removal. The fixed spec
+// is installed over it as the revision after it (Helm's replace), which leaves the failed
+// record as it was: the history shows the failure, then the install.
+func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "kept", map[string]any{"message": "ok", "invalidService": true})); err != nil {
+		t.Fatal(err)
+	}
+	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "kept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
+	chartDigest, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "chartDigest")
+	valuesDigest, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "valuesDigest")
+	if chartDigest == "" || valuesDigest == "" {
+		t.Fatalf("status.release: %v", u.Object["status"])
+	}
+
+	// The record of the failed install as it is kept.
+	now := time.Now()
+	fact := records.Failure{ChartDigest: chartDigest, ValuesDigest: valuesDigest, Cause: rstatus.ReasonInstallFailed, Count: 1, At: now}
+	labels := map[string]string{records.LabelOwnerUID: string(u.GetUID()), records.LabelOwnerKind: records.KindLabel(widgetGVK.GroupKind()),
+		records.LabelChartDigest: fact.ChartDigest, records.LabelValuesDigest: fact.ValuesDigest, records.LabelRevision: "1",
+		records.LabelAction: string(records.ActionInstall), records.LabelObjectsRemoved: "1"}
+	maps.Copy(labels, records.Facts{Failed: &fact}.Labels(1))
+	const description = `Release "kept" failed: the API server refused the Service`
+	kept := &release.Release{Name: "kept", Namespace: ns, Version: 1, Labels: labels,
+		Chart: &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "widget", Version: "0.1.0"}},
+		Info:  &release.Info{Status: common.StatusFailed, Description: description, FirstDeployed: now, LastDeployed: now}}
+	if err := crtest.HelmConfig(t, cluster, ns).Releases.Create(kept); err != nil {
+		t.Fatal(err)
+	}
+	cr := crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
+	cr.Object["status"] = map[string]any{}
+	if err := k8s.Status().Update(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	passes.Passes(t, k8s, widgetGVK, ns, "kept", 2)
+	if h := crtest.History(t, cluster, ns, "kept"); len(h) != 1 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description {
+		t.Fatalf("passes over a kept failed install changed the history: %s", describe(h))
+	}
+	u = crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
+	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rstatus.ReasonInstallFailed {
+		t.Fatalf("Stalled with the failure kept in the record: %+v", c)
+	}
+
+	crtest.Update(t, k8s, widgetGVK, ns, "kept", func(u *unstructured.Unstructured) {
+		u.Object["spec"] = map[string]any{"message": "fixed"}
+	})
+	u = crtest.WaitCondition(t, k8s, widgetGVK, ns, "kept", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
+	if c := crtest.Condition(u, rstatus.TypeReleased); c == nil || c.Reason != rstatus.ReasonInstallSucceeded {
+		t.Errorf("Released after the install over the kept record: %+v", c)
+	}
+	h := crtest.History(t, cluster, ns, "kept")
+	if len(h) != 2 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description ||
+		h[1].Info.Status != common.StatusDeployed || h[1].Labels[records.LabelAction] != string(records.ActionInstall) {
+		t.Fatalf("history after the fix: %s", describe(h))
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the install over the kept record: %v", err)
 	}
 }

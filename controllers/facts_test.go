@@ -55,6 +55,7 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 			h.annotate(machine.AnnotationRollbackTo, "1")
 		}},
 		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
+		{name: "a failed install kept", before: func(h *harness) { h.seedKept(true) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

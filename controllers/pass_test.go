@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,6 +165,13 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 // spec and chart (else from older values); madeAs: the revision whose labels it carries (0:
 // its own, as rudder's installs and upgrades).
 func (h *harness) seed(status common.Status, current bool, madeAs int, owner types.UID) *release.Release {
+	rel := h.record(status, current, madeAs, owner)
+	h.helm.Seed(rel)
+	return rel
+}
+
+// record is the next revision of the release as seed stores it.
+func (h *harness) record(status common.Status, current bool, madeAs int, owner types.UID) *release.Release {
 	version := len(h.helm.History("ns", "w")) + 1
 	if madeAs == 0 {
 		madeAs = version
@@ -172,11 +180,24 @@ func (h *harness) seed(status common.Status, current bool, madeAs int, owner typ
 	if !current {
 		vd = "older"
 	}
-	rel := &release.Release{Name: "w", Namespace: "ns", Manifest: h.helm.Manifest,
+	rel := &release.Release{Name: "w", Namespace: "ns", Version: version, Manifest: h.helm.Manifest,
 		Chart: &chart.Chart{Metadata: &chart.Metadata{Name: "widget", Version: "0.1.0"}},
 		Labels: map[string]string{records.LabelOwnerUID: string(owner), records.LabelOwnerKind: records.KindLabel(unitGVK.GroupKind()),
 			records.LabelChartDigest: h.chartDigest, records.LabelValuesDigest: vd, records.LabelRevision: strconv.Itoa(madeAs)},
 		Info: &release.Info{Status: status, Description: "seeded", LastDeployed: h.clock.Now()}}
+	return rel
+}
+
+// seedKept stores a failed install as rudder keeps one (records.Head.Kept): its objects
+// removed, its record failed, carrying as its facts the failure of the CR's (chart, values)
+// when current, else of older values.
+func (h *harness) seedKept(current bool) *release.Release {
+	rel := h.record(common.StatusFailed, current, 0, unitUID)
+	failed := records.Failure{ChartDigest: rel.Labels[records.LabelChartDigest], ValuesDigest: rel.Labels[records.LabelValuesDigest],
+		Cause: rstatus.ReasonInstallFailed, Count: 1, At: h.clock.Now().Add(-time.Hour)}
+	maps.Copy(rel.Labels, records.Facts{Failed: &failed}.Labels(rel.Version))
+	rel.Labels[records.LabelAction], rel.Labels[records.LabelObjectsRemoved] = string(records.ActionInstall), strconv.Itoa(rel.Version)
+	rel.Info.Description = `Release "w" failed: boom`
 	h.helm.Seed(rel)
 	return rel
 }
@@ -426,6 +447,26 @@ func TestPassDecisionTable(t *testing.T) {
 		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError", "Stalled=False/ReconcileError"},
 		events: []string{"Warning InstallFailed"},
 		result: "retry",
+	}, {
+		name:   "a failed install kept, its failure holding: held back, nothing done",
+		setup:  func(h *harness) { h.seedKept(true) },
+		calls:  []string{"Last"},
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
+		result: "terminal",
+	}, {
+		name:   "a failed install kept, the spec changed since: installed over it",
+		setup:  func(h *harness) { h.seedKept(false) },
+		calls:  []string{"Last", "Install"},
+		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
+		events: []string{"Normal InstallSucceeded"},
+		result: "requeue",
+	}, {
+		name:   "a failed install kept, installed over it, and that install fails: removed, held back",
+		setup:  func(h *harness) { h.seedKept(false); h.helm.installErr, h.helm.stores = boom, true },
+		calls:  []string{"Last", "Install", "Last", "Uninstall"},
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
+		events: []string{"Warning InstallFailed"},
+		result: "terminal",
 	}, {
 		name: "left pending, and unlocking it fails: retried",
 		setup: func(h *harness) {
@@ -1072,4 +1113,26 @@ func TestPassRetries(t *testing.T) {
 		u.SetAnnotations(map[string]string{machine.AnnotationReconcileAt: "1", machine.AnnotationResetAt: "a"})
 	})
 	step("reset-at", 0, true, 1, metav1.ConditionFalse)
+}
+
+// An install over a failed install whose record is kept (records.Head.Kept) is Helm's replace:
+// the failed record stays in the history as it was, and the install is the revision after
+// it, stamped as an install.
+func TestPassInstallsOverAKeptFailedInstall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	kept := h.seedKept(false)
+	want := maps.Clone(kept.Labels)
+	h.passOnce()
+	hist := h.helm.History("ns", "w")
+	if len(hist) != 2 {
+		t.Fatalf("history of %d revisions after the install, want 2", len(hist))
+	}
+	if first := hist[0]; first.Info.Status != common.StatusFailed || first.Info.Description != kept.Info.Description || !maps.Equal(first.Labels, want) {
+		t.Errorf("the kept record became %s %q %v", first.Info.Status, first.Info.Description, first.Labels)
+	}
+	second := records.HeadOf(helm.View(hist[1]))
+	if second.Status != "deployed" || second.MadeBy() != records.ActionInstall || second.ValuesDigest != h.valuesDigest || second.Facts == nil || second.Facts.Failed != nil {
+		t.Errorf("the install over it: %+v, facts %+v", second, second.Facts)
+	}
 }

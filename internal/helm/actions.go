@@ -36,7 +36,9 @@ func InstallResult(err error) error {
 
 // Install installs a new release. It does not wait for readiness: the reconciler reports it.
 // When storage already holds a release of that name (Helm checks before it writes anything),
-// the error wraps ErrNameInUse and nothing was changed.
+// the error wraps ErrNameInUse and nothing was changed — unless req.Replace and its newest
+// revision is failed or uninstalled (a kept failed install): Helm's replace then stores the
+// install as the revision after it, and leaves a failed one as it is.
 //
 // Nothing of a release that breaks its confinement is applied: the chart's crds/ are checked
 // before anything else; a chart with crds/ (which Helm creates before it renders) or with hooks
@@ -54,7 +56,14 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 			return nil, err
 		}
 	}
-	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: 1, query: records.QueryInstall})
+	revision := 1
+	if req.Replace {
+		var err error
+		if revision, err = c.nextRevision(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionInstall, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +71,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true})
+	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +80,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	in.Timeout = req.Scope.Limits.Timeout()
 	in.SkipSchemaValidation = true // validated by the render
 	in.ReleaseName = req.ReleaseName
+	in.Replace = req.Replace
 	in.Namespace = req.Scope.Namespace
 	in.Labels = req.Labels()
 	in.Description = req.Description
@@ -88,6 +98,19 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 		return nil, err
 	}
 	return View(rel), err
+}
+
+// nextRevision is the number of the revision an upgrade or a replacing install makes:
+// req.Revision, else the newest one's in storage plus one.
+func (c *Client) nextRevision(ctx context.Context, req *Request) (int, error) {
+	if req.Revision != 0 {
+		return req.Revision, nil
+	}
+	last, err := c.Last(ctx, req.Scope, req.ReleaseName)
+	if err != nil || last == nil {
+		return 0, fmt.Errorf("reading the revision to make %s's next over: %w", req.ReleaseName, cmp.Or(err, driver.ErrReleaseNotFound))
+	}
+	return last.Version + 1, nil
 }
 
 // applyCRDs applies the chart's crds/ as mode says (see kubeClient.applyCRDs), recording what it
@@ -175,15 +198,11 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 			return nil, err
 		}
 	}
-	revision := req.Revision
-	if revision == 0 {
-		last, err := c.Last(ctx, req.Scope, req.ReleaseName)
-		if err != nil || last == nil {
-			return nil, fmt.Errorf("reading the revision to upgrade from: %w", cmp.Or(err, driver.ErrReleaseNotFound))
-		}
-		revision = last.Version + 1
+	revision, err := c.nextRevision(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, stamp: true, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionUpgrade, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
 	if err != nil {
 		return nil, err
 	}

@@ -25,10 +25,11 @@ type storing struct {
 	// manifest: check stored manifests too (those a post-renderer has not already checked:
 	// rollbacks).
 	manifest bool
-	// stamp: the revision is made from a CR's spec (install, upgrade): LabelRevision records
-	// its number, LabelAction the action, and LabelFacts marks it as carrying the release's
-	// facts (records.Facts).
-	stamp bool
+	// spec is the action that makes the revision from a CR's spec (install, upgrade; "":
+	// none): LabelRevision records its number, LabelAction the action (an install over a kept
+	// failed one makes a later revision than 1), and LabelFacts marks it as carrying the
+	// release's facts (records.Facts).
+	spec records.Action
 	// facts are the release's facts a stamped revision carries as its own (nil: those Helm's
 	// upgrade carried over), and failedFacts those it carries once Helm records it failed.
 	facts, failedFacts *records.Facts
@@ -102,7 +103,7 @@ func (d *checkedDriver) Update(key string, r hrelease.Releaser) error {
 	if err != nil {
 		return err
 	}
-	if d.stamp && d.failedFacts != nil && rls.Info != nil && rls.Info.Status == common.StatusFailed {
+	if d.spec != "" && d.failedFacts != nil && rls.Info != nil && rls.Info.Status == common.StatusFailed {
 		// The revision failed: its record says so among the release's facts at once, not
 		// only once the pass writes what it learned (a process killed before then).
 		labels := maps.Clone(rls.Labels)
@@ -146,11 +147,11 @@ func (d *checkedDriver) Create(key string, r hrelease.Releaser) error {
 			return err
 		}
 	}
-	if d.stamp {
+	if d.spec != "" {
 		labels := make(map[string]string, len(rls.Labels)+2)
 		maps.Copy(labels, rls.Labels)
 		labels[records.LabelRevision] = strconv.Itoa(rls.Version)
-		labels[records.LabelAction] = string(records.ActionOf(rls.Version))
+		labels[records.LabelAction] = string(d.spec)
 		// The release's facts, as the pass knows them (else as the upgrade carried them over
 		// from the newest record; none on a first revision), are this revision's own: a pass
 		// that learns more writes them.
@@ -178,9 +179,9 @@ func (d *checkedDriver) Create(key string, r hrelease.Releaser) error {
 // Marks are what an action's new revisions are stored with besides Helm's own (see storing):
 // for a test double of the Client's actions, which stores its revisions as the Client does.
 type Marks struct {
-	// FromSpec: made from a CR's spec (install, upgrade): LabelRevision records its number,
-	// LabelAction the action.
-	FromSpec bool
+	// FromSpec is the action that makes the revision from a CR's spec (install, upgrade; "":
+	// none): LabelRevision records its number, LabelAction the action.
+	FromSpec records.Action
 	// Revision, when set, is the number the new revision must have.
 	Revision int
 	// Description replaces Helm's own; Rollback: a rollback rudder makes
@@ -198,7 +199,7 @@ type Marks struct {
 // StoreMarked is Helm's storage over d, storing each new revision with m as the Client's
 // actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
 func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
-	st := storage.Init(&checkedDriver{Driver: d, storing: storing{stamp: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
+	st := storage.Init(&checkedDriver{Driver: d, storing: storing{spec: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
 	st.SetLogger(slog.DiscardHandler)
 	return st
 }

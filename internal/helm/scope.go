@@ -52,10 +52,15 @@ type Request struct {
 	ValuesDigest string
 	MaxHistory   int
 	Description  string
-	// Revision is the revision an Upgrade makes (the newest one's number plus one), as the
-	// caller knows it from the release's cached head; 0 reads it from storage. An upgrade
-	// whose history moved on meanwhile fails before it writes anything, to be retried.
+	// Revision is the revision an Upgrade or a Replace makes (the newest one's number plus
+	// one), as the caller knows it from the release's cached head; 0 reads it from storage.
+	// An action whose history moved on meanwhile fails before it writes anything, to be
+	// retried.
 	Revision int
+	// Replace: an Install is made over the release's newest revision, a failed install whose
+	// record is kept (records.Head.Kept), as revision Revision; Helm leaves the failed record
+	// as it is. Without it, an install finds the name in use (ErrNameInUse).
+	Replace bool
 	// Carried are the owner's labels that shards select on (see shard.go), put on the
 	// release records and on every rendered object.
 	Carried map[string]string

@@ -11,7 +11,9 @@ import (
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// install installs the release (records.StateAbsent), with the request the actor prepared.
+// install installs the release (records.StateAbsent), with the request the actor prepared;
+// over a failed install whose record is kept (records.Head.Kept), as the revision after it
+// (Helm's replace), which leaves that record as it is in the history.
 type install struct{ prepared }
 
 func (install) name() plan.Action { return plan.Install }
@@ -21,6 +23,9 @@ func (a install) run(ctx context.Context, e *env, obs observed) result {
 		return *a.stop
 	}
 	req, pre := a.req, a.pre
+	if h := obs.head; h != nil && h.Kept() {
+		req.Replace, req.Revision = true, h.Revision+1
+	}
 	rel, err := e.helm.Install(ctx, req)
 	switch {
 	case errors.Is(err, helm.ErrNameInUse) && !obs.assumed:

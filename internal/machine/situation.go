@@ -44,7 +44,7 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 	}
 	s.Retries = ob.retriesLeft(f)
 	if h := obs.head; h != nil {
-		s.Revision, s.OlderDeployed = h.Revision, len(h.OlderDeployed) > 0
+		s.Revision, s.OlderDeployed, s.Kept = h.Revision, len(h.OlderDeployed) > 0, h.Kept()
 		s.TestDue = ob.w.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
 	}
 	s.TestRollsBack, s.Made = ob.w.Watch.TestRollsBack(), o.madeStep() != nil
@@ -56,8 +56,10 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 	case obs.state == records.StateLocked:
 		s.Foreign = ob.foreign(obs.rel)
 	case obs.state == records.StateFailed || (s.Failed == plan.Test && s.TestRollsBack):
-		if o.taken[plan.Install] || (s.Failed == plan.Upgrade && !s.RollsBack) {
-			break // nothing was deployed before a first install; nothing is rolled back to
+		if o.taken[plan.Install] || s.Kept || (s.Failed == plan.Upgrade && !s.RollsBack) {
+			// Nothing was deployed before a first install (rudder keeps the record of a
+			// failed one only when nothing was); nothing is rolled back to.
+			break
 		}
 		deployed, err := ob.w.Helm.LastDeployed(ctx, ob.scope, ob.relName, obs.head.Revision)
 		if err != nil {

@@ -99,6 +99,10 @@ type Situation struct {
 	OlderDeployed bool
 	// Relabel: the release's records carry other shard labels than the CR has.
 	Relabel bool
+	// Kept: the failed newest revision is a failed install whose objects were removed and
+	// whose record is kept (records.Head.Kept): an install replaces it, unless the failure
+	// still holds its (chart, values) back.
+	Kept bool
 	// Foreign: the pending newest revision belongs to an operation rudder did not start that
 	// may still be running.
 	Foreign bool
@@ -228,6 +232,10 @@ func (s Situation) failed(failedBefore bool) (Choice, Ending) {
 	switch {
 	case s.Failed == Upgrade && (!s.RollsBack || s.Deployed == 0):
 		return Choice{}, EndHeldBack // not rolled back, or nothing to roll back to
+	case s.Deployed == 0 && s.Kept && failedBefore:
+		return Choice{}, EndHeldBack
+	case s.Deployed == 0 && s.Kept:
+		return s.once(Choice{Action: Install}, EndLast)
 	case s.Deployed == 0:
 		return s.once(Choice{Action: RemoveFailed}, EndLast)
 	case failedBefore && s.RollsBack:

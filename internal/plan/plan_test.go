@@ -84,6 +84,11 @@ func TestNext(t *testing.T) {
 			Taken: map[Action]bool{Rollback: true}}, "end:held back", Rollback},
 		{"unlocked, deployed before", Situation{State: failedS, Deployed: 1}, string(Upgrade), Unlock},
 		{"unlocked, never deployed", Situation{State: failedS}, string(RemoveFailed), Unlock},
+		{"failed install kept, objects removed", Situation{State: failedS, Kept: true}, string(Install), ""},
+		{"failed install kept, held back", Situation{State: failedS, Kept: true, HeldBack: true}, "end:held back", ""},
+		{"failed install kept, held back, retries left", Situation{State: failedS, Kept: true, HeldBack: true, Retries: true}, "end:retrying", ""},
+		{"failed install kept, installed over it and failed again", Situation{State: failedS, Failed: Install}, string(RemoveFailed), Install},
+		{"failed install kept, installed over it and the install refused", Situation{State: failedS, Kept: true, Failed: Install}, "end:held back", Install},
 
 		// Pending, uninstalled, someone else's.
 		{"left pending by a dead operation", Situation{State: records.StateLocked}, string(Unlock), ""},
@@ -100,6 +105,7 @@ func TestNext(t *testing.T) {
 		// A deleted CR.
 		{"deleted, its release deployed", Situation{Deleting: true, State: records.StateInSync}, string(Uninstall), ""},
 		{"deleted, its release failed", Situation{Deleting: true, State: failedS, HeldBack: true}, string(Uninstall), ""},
+		{"deleted, its failed install kept", Situation{Deleting: true, State: failedS, Kept: true, HeldBack: true}, string(Uninstall), ""},
 		{"deleted, its release pending", Situation{Deleting: true, State: records.StateLocked, Foreign: true}, string(Uninstall), ""},
 		{"deleted, uninstalled", Situation{Deleting: true, State: records.StateInSync}, "end:last", Uninstall},
 		{"deleted, no release", Situation{Deleting: true, State: absent}, "end:gone", ""},

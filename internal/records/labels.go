@@ -47,6 +47,11 @@ const (
 	// revision copied.
 	LabelTestedRevision = "rudder.dev/tested-revision"
 	LabelTestResult     = "rudder.dev/test-result"
+	// LabelObjectsRemoved is the number of a failed install's revision whose objects were
+	// removed, its record kept as the failure's: Helm's install replaces it (Install.Replace),
+	// as the next revision, while rudder holds the failed (chart, values) back. A rollback
+	// copies it with the other labels, with the number of the revision copied.
+	LabelObjectsRemoved = "rudder.dev/objects-removed"
 
 	// LabelManaged marks every object a release renders, so that rudder's dependent cache
 	// holds only its own operands.
@@ -141,16 +146,6 @@ const (
 	ActionInstall Action = "install"
 	ActionUpgrade Action = "upgrade"
 )
-
-// ActionOf is the action that makes revision number version from a spec: an install makes
-// revision 1 (a failed install leaves no record behind, an uninstall keeps no history), an
-// upgrade every later one.
-func ActionOf(version int) Action {
-	if version == 1 {
-		return ActionInstall
-	}
-	return ActionUpgrade
-}
 
 // The results of a run of a revision's tests, as LabelTestResult records them (and
 // status.release.tested reports them).

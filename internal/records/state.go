@@ -56,6 +56,9 @@ type Head struct {
 	// tests ran last on this record, and how (0 and "" when absent).
 	TestedAs   int
 	TestResult string
+	// RemovedAs is LabelObjectsRemoved: the failed install whose objects were removed and
+	// whose record is kept (0 when absent).
+	RemovedAs int
 	// Facts are the release's facts: as this record carries them as its own, or (NewestHead)
 	// as the newest older record that does (a rollback's copy of another revision's facts is
 	// not the release's). nil: none (records an older rudder made).
@@ -88,6 +91,11 @@ func (h *Head) Tested() string {
 	}
 	return h.TestResult
 }
+
+// Kept reports whether the revision is a failed install rudder removed the objects of and kept
+// the record of (LabelObjectsRemoved names it, not a copy of another's): the release has no
+// objects, and Helm installs over it with Install.Replace.
+func (h *Head) Kept() bool { return h.RemovedAs == h.Revision && h.Status == release.StatusFailed }
 
 // RudderRollback reports whether the revision is a rollback rudder made.
 func (h *Head) RudderRollback() bool { return h.RollbackAs == h.Revision }
@@ -124,6 +132,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
 		h.Action = Action(rel.Labels[LabelAction])
 		h.TestedAs, h.TestResult = labelInt(rel.Labels, LabelTestedRevision), rel.Labels[LabelTestResult]
+		h.RemovedAs = labelInt(rel.Labels, LabelObjectsRemoved)
 		h.Facts = ownFacts(rel.Labels, rel.Version)
 	}
 	return h
@@ -137,7 +146,8 @@ func HeadOfLabels(l map[string]string) *Head {
 	}
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
 		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision),
-		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult], Facts: ownFacts(l, v)}
+		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult],
+		RemovedAs: labelInt(l, LabelObjectsRemoved), Facts: ownFacts(l, v)}
 }
 
 func madeAs(l map[string]string) int { return labelInt(l, LabelRevision) }

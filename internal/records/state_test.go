@@ -1,6 +1,7 @@
 package records
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/rudder-operator/rudder/internal/release"
@@ -103,7 +104,7 @@ func TestOwnerAnnotationRoundTrip(t *testing.T) {
 // which name that revision's number.
 func TestHeadFactsAreTheRevisionsOwn(t *testing.T) {
 	labels := func(revision, tested string) map[string]string {
-		return map[string]string{LabelRevision: revision, LabelAction: string(ActionOf(1)), LabelTestedRevision: tested, LabelTestResult: TestFailed,
+		return map[string]string{LabelRevision: revision, LabelAction: string(ActionInstall), LabelTestedRevision: tested, LabelTestResult: TestFailed,
 			"version": "1", "status": "deployed"}
 	}
 	for _, tc := range []struct {
@@ -124,7 +125,28 @@ func TestHeadFactsAreTheRevisionsOwn(t *testing.T) {
 			t.Errorf("%s: tested %q, want %q", tc.name, got, tc.tested)
 		}
 	}
-	if ActionOf(1) != ActionInstall || ActionOf(2) != ActionUpgrade {
-		t.Error("ActionOf")
+}
+
+// A failed install whose objects were removed is kept only as its own record says: a rollback's
+// copy of its labels names another revision, and a record of it that is no longer failed (a
+// person's helm rollback of the failure, say) is not one.
+func TestKeptFailedInstall(t *testing.T) {
+	kept := func(version int, status string, removed string) *Head {
+		return HeadOfLabels(map[string]string{"version": strconv.Itoa(version), "status": status, LabelObjectsRemoved: removed})
+	}
+	for _, tc := range []struct {
+		name string
+		head *Head
+		want bool
+	}{
+		{"failed, its objects removed", kept(1, "failed", "1"), true},
+		{"failed, decoded", HeadOf(&release.Release{Version: 2, Status: release.StatusFailed, Labels: map[string]string{LabelObjectsRemoved: "2"}}), true},
+		{"a copy of another revision's label", kept(3, "failed", "1"), false},
+		{"deployed", kept(1, "deployed", "1"), false},
+		{"failed, objects not removed", kept(1, "failed", ""), false},
+	} {
+		if got := tc.head.Kept(); got != tc.want {
+			t.Errorf("%s: kept %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -152,8 +152,13 @@ func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.He
 func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	in := action.NewInstall(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Facts: req.Facts, FailedFacts: req.FailedFacts}))
+	marks := helm.Marks{FromSpec: records.ActionInstall, Facts: req.Facts, FailedFacts: req.FailedFacts}
+	if req.Replace {
+		marks.Revision = req.Revision
+	}
+	in := action.NewInstall(m.config(req.Scope.Namespace, marks))
 	in.ReleaseName, in.Namespace, in.Labels, in.Description = req.ReleaseName, req.Scope.Namespace, req.Labels(), req.Description
+	in.Replace = req.Replace
 	in.ServerSideApply, in.PostRenderStrategy = false, action.PostRenderStrategyNoHooks
 	in.WaitStrategy = kube.StatusWatcherStrategy // the fake's Wait fails as Kube.WaitError says
 	rel, err := records.V1Of(in.RunWithContext(ctx, req.Chart, req.Values))
@@ -166,7 +171,7 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release,
 func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: true, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
+	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: records.ActionUpgrade, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
 	up.ServerSideApply, up.PostRenderStrategy, up.WaitStrategy = "auto", action.PostRenderStrategyNoHooks, kube.HookOnlyStrategy
 	rel, err := records.V1Of(up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values))
