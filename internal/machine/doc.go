@@ -121,7 +121,12 @@
 //     from, the finalizer it must not add twice) and no record holds. Both keep one entry per
 //     object with a TTL and compare resourceVersions as integers; they stay two because one
 //     holds label sets of Secrets seen as metadata and the other a CR's status as JSON, per
-//     incarnation (UID) of the CR.
+//     incarnation (UID) of the CR. Neither is client-go's NewIntegerResourceVersionMutationCache
+//     itself: that one wraps an informer's cache.Store of whole objects and keeps a copy of
+//     each object written, where the caches here are controller-runtime's (the records' a
+//     metadata-only one) and what must be kept is a label set or a status as JSON, a tenth of
+//     the decoded CR; both follow its rules (integer resourceVersions, the newer view wins,
+//     a TTL).
 //   - records.Memo (internal/records/memo.go): not a view of earlier writes but the reads of
 //     one pass, so that Helm's repeated queries of the same records within an action cost one
 //     request each; it ends with the pass.
