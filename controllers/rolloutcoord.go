@@ -145,7 +145,7 @@ func (c *coordinator) members(ctx context.Context, to string) ([]member, error) 
 		conds := rstatus.ConditionsOf(u)
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		ready := meta.IsStatusConditionTrue(conds, rstatus.TypeReady) && observed == u.GetGeneration()
-		if r.opts.Watch.Tests() {
+		if r.opts.Watch.Policies().Tests() {
 			ready = ready && meta.IsStatusConditionTrue(conds, rstatus.TypeTested)
 		}
 		m.ready = m.digest == to && ready

@@ -82,7 +82,7 @@ func diffCluster(ctx context.Context, w io.Writer, after *renderer, kubeconfig, 
 			changed, differs := compare(w, describeCR(cr), live, cur, after.generated(ctx, cr, cur))
 			differ = differ || differs
 			tally(&preview, cur, differs)
-			if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Forces(), live, cur, changed); err != nil {
+			if err := checkUpdates(ctx, w, c, describeCR(cr), wt.Policies().Forces(), live, cur, changed); err != nil {
 				return false, err
 			}
 		}

@@ -94,9 +94,9 @@ func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, ms
 	if err != nil {
 		return // lintChart says why
 	}
-	crds, p := len(ch.CRDObjects()) > 0, w.CRDPolicy()
+	crds, p := len(ch.CRDObjects()) > 0, w.Policies().CRDPolicy()
 	switch {
-	case crds && p.Install == helm.CRDsCreate && !w.AllowsCRDs():
+	case crds && p.Install == helm.CRDsCreate && !w.Policies().AllowsCRDs():
 		report(file, "error", fmt.Sprintf("%s: the chart has crds/, which its install applies (crds.install: Create) only where allowClusterScoped names CustomResourceDefinition: allow it, or set crds.install: Skip", w))
 	case !crds && w.CRDs != nil:
 		report(file, "warning", fmt.Sprintf("%s: crds: the chart has no crds/ (of its own or its subcharts'): the policy does nothing", w))

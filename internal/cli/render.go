@@ -150,7 +150,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 func (r *renderer) crds(cr *unstructured.Unstructured, rel *release.Release) ([]guard.CRDFile, error) {
 	w := r.watches[cr.GroupVersionKind()]
 	crds := helm.CRDFiles(helm.ChartOf(rel))
-	if len(crds) == 0 || w.CRDPolicy().Install == helm.CRDsSkip {
+	if len(crds) == 0 || w.Policies().CRDPolicy().Install == helm.CRDsSkip {
 		return nil, nil
 	}
 	if err := w.Scope(cr, "").Confinement.CheckCRDs(r.mapper, crds); err != nil {

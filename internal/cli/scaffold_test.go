@@ -194,7 +194,7 @@ func TestScaffoldCRDsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, on)
 	}
-	if got := ws[0].CRDPolicy().Upgrade; got != "CreateReplace" {
+	if got := ws[0].Policies().CRDPolicy().Upgrade; got != "CreateReplace" {
 		t.Fatalf("crds.upgrade %q", got)
 	}
 }

@@ -219,7 +219,7 @@ func (en *ending) retryLater(o *outcome) result {
 		f, _ = en.heldBackFailure()
 	}
 	wait := max(en.retryIn(f), time.Second)
-	n, retries := failures(f), en.w.Watch.Retries()
+	n, retries := failures(f), en.w.Watch.Policies().Retries()
 	msg := fmt.Sprintf("chart %s with values %s failed %d of at most %d times (remediation.retries %d); trying again in %s: %s",
 		records.DisplayDigest(en.want.ChartDigest), records.DisplayDigest(en.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second), f.failed.Message)
 	res := result{verdict: blocked, phase: phaseRetrying, reason: rstatus.ReasonRetryScheduled, message: msg, requeue: wait,

@@ -89,7 +89,7 @@ func (e *env) releaseFailed(event, verb, reason string, err error) result {
 		return result{verdict: retry, reason: reason, err: fmt.Errorf("%s %s: %w", verb, e.release, err)}
 	}
 	msg := fmt.Sprintf("%s release %s: %v", verb, e.release, err)
-	if helm.ImmutableField(err) && !e.watch.Forces() {
+	if helm.ImmutableField(err) && !e.watch.Policies().Forces() {
 		msg += "; the update changes an immutable field: upgrade.force on the watch replaces such objects (deletes and creates them)"
 	}
 	if helm.IsForbidden(err) {
@@ -127,7 +127,7 @@ func forbidden(scope helm.Scope, event, msg string) result {
 }
 
 // retriesLeft reports whether the failure f (nil: none) is tried again.
-func (e *env) retriesLeft(f *failure) bool { return retriesLeft(f, e.watch.Retries()) }
+func (e *env) retriesLeft(f *failure) bool { return retriesLeft(f, e.watch.Policies().Retries()) }
 
 // madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
 func (e *env) madeRecord(rel *release.Release) record {

@@ -51,7 +51,7 @@ func (se *settler) settleObjects(ctx context.Context, o *outcome) bool {
 	// Drift is checked, and the objects may be needed whole, when the operands are watched and
 	// the release is not held, unless Helm just applied them.
 	watched := o.phase != phaseHeld && se.w.Operands != nil
-	mode := se.w.Watch.DriftMode()
+	mode := se.w.Watch.Policies().DriftMode()
 	checkDrift := watched && !o.applied && mode != watches.DriftDisabled
 	var err error
 	if o.objects, o.whole, err = se.loadObjects(ctx, o, checkDrift); err != nil {

@@ -56,7 +56,7 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if e.scope.ServiceAccount == "" {
 		live = e.live
 	}
-	d := helm.Drift{Warn: e.watch.DriftMode() == watches.DriftWarn, Ignored: e.watch.DriftIgnored,
+	d := helm.Drift{Warn: e.watch.Policies().DriftMode() == watches.DriftWarn, Ignored: e.watch.Policies().DriftIgnored,
 		ServerSide: serverSide, Release: e.release, Namespace: e.scope.Namespace}
 	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
 	res := result{verdict: succeeded}

@@ -37,7 +37,7 @@ func (rp *reporter) report(o *outcome) (reconcile.Result, error) {
 	for _, typ := range slices.Sorted(maps.Keys(o.conditions)) {
 		rp.setCondition(typ, o.conditions[typ])
 	}
-	if rp.w.Watch.DriftMode() != watches.DriftWarn {
+	if rp.w.Watch.Policies().DriftMode() != watches.DriftWarn {
 		meta.RemoveStatusCondition(&rp.st.Conditions, rstatus.TypeDrifted) // set in warn mode only
 	}
 	ph := o.phase

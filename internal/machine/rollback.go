@@ -72,8 +72,8 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 // the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
 // are the Events that say so.
 func (e *env) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
-	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.HistoryLimit(),
-		Description: desc, Force: e.watch.Forces()}
+	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.Policies().HistoryLimit(),
+		Description: desc, Force: e.watch.Policies().Forces()}
 	err := e.helm.Rollback(ctx, e.scope, req)
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {

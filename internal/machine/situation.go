@@ -29,7 +29,7 @@ const ForeignPendingGrace = 5 * time.Minute
 // situation is what plan.Next decides from, for the release as obs has it; in StateFailed it
 // reads the deployed revision before the failed one.
 func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) (plan.Situation, error) {
-	s := plan.Situation{State: obs.state, Held: ob.held != nil, RollsBack: ob.w.Watch.RollsBack(),
+	s := plan.Situation{State: obs.state, Held: ob.held != nil, RollsBack: ob.w.Watch.Policies().RollsBack(),
 		Failed: o.failed(), Taken: o.taken}
 	if v, due := ob.rollbackDue(); due {
 		s.RollbackTo = v
@@ -45,9 +45,9 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 	s.Retries = ob.retriesLeft(f)
 	if h := obs.head; h != nil {
 		s.Revision, s.OlderDeployed, s.Kept = h.Revision, len(h.OlderDeployed) > 0, h.Kept()
-		s.TestDue = ob.w.Watch.Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
+		s.TestDue = ob.w.Watch.Policies().Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
 	}
-	s.TestRollsBack, s.Made = ob.w.Watch.TestRollsBack(), o.madeStep() != nil
+	s.TestRollsBack, s.Made = ob.w.Watch.Policies().TestRollsBack(), o.madeStep() != nil
 	s.Relabel = obs.rel != nil && ob.needsAdoption(obs.rel)
 	if h := obs.head; ob.pin.back > 0 && h != nil && h.ChartDigest == ob.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
 		s.RolloutBack = ob.pin.back
@@ -73,7 +73,9 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 }
 
 // retriesLeft reports whether the failure f (nil: none) is tried again.
-func (ob *observation) retriesLeft(f *failure) bool { return retriesLeft(f, ob.w.Watch.Retries()) }
+func (ob *observation) retriesLeft(f *failure) bool {
+	return retriesLeft(f, ob.w.Watch.Policies().Retries())
+}
 
 // retryIn is how long until the retry of f is due (≤ 0: due).
 func (ob *observation) retryIn(f *failure) time.Duration {

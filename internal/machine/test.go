@@ -27,7 +27,7 @@ type test struct{ revision int }
 func (test) name() plan.Action { return plan.Test }
 
 func (a test) run(ctx context.Context, e *env, obs observed) result {
-	rel, err := e.helm.Test(ctx, e.scope, e.release, e.watch.TestTimeout())
+	rel, err := e.helm.Test(ctx, e.scope, e.release, e.watch.Policies().TestTimeout())
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.
@@ -52,7 +52,7 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}, call: callFailed}
-	if e.watch.TestRollsBack() {
+	if e.watch.Policies().TestRollsBack() {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+e.release+": "+msg
 		res.record.failed = e.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
 	}

@@ -16,7 +16,8 @@
 // # Adding a field
 //
 //  1. types.go: the field on Watch, with its JSON key; watches.go (or its section's file): the
-//     accessor the reconciler reads (with the default applied: RollsBack, HistoryLimit, …); a
+//     accessor the reconciler reads, with the default applied — a day-2 policy's on Policies
+//     (RollsBack, HistoryLimit, Retries, …), what the watch is and renders from on Watch; a
 //     default that is a number is a constant beside DefaultMaxHistory.
 //  2. fields.go: its row in Fields, where the README should list it.
 //  3. Its check, in the step of complete (load.go) that owns its concern (checkLimits,

@@ -72,7 +72,7 @@ func (w loading) checkCRDs() error {
 	switch c.Upgrade {
 	case "", helm.CRDsSkip:
 	case helm.CRDsCreate, helm.CRDsCreateReplace:
-		if !w.AllowsCRDs() {
+		if !w.Policies().AllowsCRDs() {
 			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch allows them", c.Upgrade)
 		}
 	default:
@@ -82,16 +82,16 @@ func (w loading) checkCRDs() error {
 }
 
 // AllowsCRDs reports whether allowClusterScoped names CustomResourceDefinition.
-func (w *Watch) AllowsCRDs() bool {
+func (p Policies) AllowsCRDs() bool {
 	gk := guard.CRDKind.GroupKind()
-	return slices.Contains(w.AllowClusterScoped, gk.Kind) || slices.Contains(w.AllowClusterScoped, gk.Kind+"."+gk.Group)
+	return slices.Contains(p.w.AllowClusterScoped, gk.Kind) || slices.Contains(p.w.AllowClusterScoped, gk.Kind+"."+gk.Group)
 }
 
 // CRDPolicy is what an install and an upgrade do with the chart's crds/.
-func (w *Watch) CRDPolicy() helm.CRDPolicy {
+func (p Policies) CRDPolicy() helm.CRDPolicy {
 	var c CRDs
-	if w.CRDs != nil {
-		c = *w.CRDs
+	if p.w.CRDs != nil {
+		c = *p.w.CRDs
 	}
 	return helm.CRDPolicy{Install: cmp.Or(c.Install, helm.CRDsCreate), Upgrade: cmp.Or(c.Upgrade, helm.CRDsSkip)}
 }
@@ -169,21 +169,21 @@ func (t *DriftTarget) matches(obj *unstructured.Unstructured) bool {
 }
 
 // DriftMode is driftDetection.mode, or its default.
-func (w *Watch) DriftMode() string {
-	if w.DriftDetection == nil || w.DriftDetection.Mode == "" {
+func (p Policies) DriftMode() string {
+	if p.w.DriftDetection == nil || p.w.DriftDetection.Mode == "" {
 		return DriftEnabled
 	}
-	return w.DriftDetection.Mode
+	return p.w.DriftDetection.Mode
 }
 
 // DriftIgnored are the JSON pointers of obj that drift detection neither restores nor
 // reports (nil: none).
-func (w *Watch) DriftIgnored(obj *unstructured.Unstructured) []string {
-	if w.DriftDetection == nil {
+func (p Policies) DriftIgnored(obj *unstructured.Unstructured) []string {
+	if p.w.DriftDetection == nil {
 		return nil
 	}
 	var out []string
-	for _, r := range w.DriftDetection.Ignore {
+	for _, r := range p.w.DriftDetection.Ignore {
 		if r.Target.matches(obj) {
 			out = append(out, r.Paths...)
 		}
@@ -192,7 +192,7 @@ func (w *Watch) DriftIgnored(obj *unstructured.Unstructured) []string {
 }
 
 // Forces reports whether an upgrade replaces the objects it cannot update.
-func (w *Watch) Forces() bool { return w.Upgrade != nil && w.Upgrade.Force }
+func (p Policies) Forces() bool { return p.w.Upgrade != nil && p.w.Upgrade.Force }
 
 func (w loading) checkApply() error {
 	if w.Upgrade == nil {
@@ -205,31 +205,31 @@ func (w loading) checkApply() error {
 }
 
 func (w loading) checkWait() error {
-	if err := helm.CheckWait(w.WaitPolicy()); err != nil {
+	if err := helm.CheckWait(w.Policies().WaitPolicy()); err != nil {
 		return fmt.Errorf("wait.%w", err)
 	}
 	return nil
 }
 
 // WaitPolicy is what the watch's actions wait for besides their hooks.
-func (w *Watch) WaitPolicy() helm.WaitPolicy {
-	if w.Wait == nil {
+func (p Policies) WaitPolicy() helm.WaitPolicy {
+	if p.w.Wait == nil {
 		return helm.WaitPolicy{}
 	}
-	return helm.WaitPolicy{Enable: w.Wait.Enable, Jobs: w.Wait.Jobs, Kinds: w.Wait.Kinds}
+	return helm.WaitPolicy{Enable: p.w.Wait.Enable, Jobs: p.w.Wait.Jobs, Kinds: p.w.Wait.Kinds}
 }
 
 // ApplyPolicy is how the watch's releases are applied: install.serverSideApply,
 // upgrade.serverSideApply and upgrade.forceConflicts.
-func (w *Watch) ApplyPolicy() helm.ApplyPolicy {
-	var p helm.ApplyPolicy
-	if w.Install != nil {
-		p.Install = w.Install.ServerSideApply
+func (p Policies) ApplyPolicy() helm.ApplyPolicy {
+	var a helm.ApplyPolicy
+	if p.w.Install != nil {
+		a.Install = p.w.Install.ServerSideApply
 	}
-	if w.Upgrade != nil {
-		p.Upgrade, p.ForceConflicts = string(w.Upgrade.ServerSideApply), w.Upgrade.ForceConflicts
+	if p.w.Upgrade != nil {
+		a.Upgrade, a.ForceConflicts = string(p.w.Upgrade.ServerSideApply), p.w.Upgrade.ForceConflicts
 	}
-	return p
+	return a
 }
 
 func (w loading) checkRemediation() error {
@@ -240,9 +240,9 @@ func (w loading) checkRemediation() error {
 }
 
 // Retries is remediation.retries (0: a failure is held back at once).
-func (w *Watch) Retries() int {
-	if w.Remediation == nil {
+func (p Policies) Retries() int {
+	if p.w.Remediation == nil {
 		return 0
 	}
-	return w.Remediation.Retries
+	return p.w.Remediation.Retries
 }

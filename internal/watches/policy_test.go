@@ -65,11 +65,11 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}) || w.DriftMode() != DriftEnabled || w.Forces() || w.Retries() != 0 {
-		t.Fatalf("defaults: %+v %s %v %d", w.CRDPolicy(), w.DriftMode(), w.Forces(), w.Retries())
+	if p := w.Policies(); p.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsCreate, Upgrade: helm.CRDsSkip}) || p.DriftMode() != DriftEnabled || p.Forces() || p.Retries() != 0 {
+		t.Fatalf("defaults: %+v %s %v %d", p.CRDPolicy(), p.DriftMode(), p.Forces(), p.Retries())
 	}
-	if w.ApplyPolicy() != (helm.ApplyPolicy{}) {
-		t.Fatalf("apply policy by default: %+v, want client-side as recorded", w.ApplyPolicy())
+	if w.Policies().ApplyPolicy() != (helm.ApplyPolicy{}) {
+		t.Fatalf("apply policy by default: %+v, want client-side as recorded", w.Policies().ApplyPolicy())
 	}
 	// upgrade.serverSideApply takes YAML's boolean as Helm's word for it.
 	for entry, want := range map[string]helm.ApplyPolicy{
@@ -81,8 +81,8 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 		w, err := parseOne(t, entry)
 		if err != nil {
 			t.Errorf("%s: %v", entry, err)
-		} else if w.ApplyPolicy() != want {
-			t.Errorf("%s: %+v, want %+v", entry, w.ApplyPolicy(), want)
+		} else if w.Policies().ApplyPolicy() != want {
+			t.Errorf("%s: %+v, want %+v", entry, w.Policies().ApplyPolicy(), want)
 		}
 	}
 	w, err = parseOne(t, `allowClusterScoped: [CustomResourceDefinition], crds: {install: Skip, upgrade: CreateReplace}, upgrade: {force: true}, remediation: {retries: 3},
@@ -90,8 +90,8 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsSkip, Upgrade: helm.CRDsCreateReplace}) || w.DriftMode() != DriftWarn || !w.Forces() || w.Retries() != 3 {
-		t.Fatalf("set: %+v %s %v %d", w.CRDPolicy(), w.DriftMode(), w.Forces(), w.Retries())
+	if p := w.Policies(); p.CRDPolicy() != (helm.CRDPolicy{Install: helm.CRDsSkip, Upgrade: helm.CRDsCreateReplace}) || p.DriftMode() != DriftWarn || !p.Forces() || p.Retries() != 3 {
+		t.Fatalf("set: %+v %s %v %d", p.CRDPolicy(), p.DriftMode(), p.Forces(), p.Retries())
 	}
 	obj := func(kind, name string, labels map[string]string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
@@ -110,7 +110,7 @@ func TestPolicyDefaultsAndTargets(t *testing.T) {
 		{obj("Deployment", "xweb-1", map[string]string{"tier": "front"}), []string{"/metadata/annotations/x"}},
 		{obj("StatefulSet", "web-1", map[string]string{"tier": "front"}), []string{"/metadata/annotations/x"}},
 	} {
-		if got := w.DriftIgnored(tc.obj); !reflect.DeepEqual(got, tc.want) {
+		if got := w.Policies().DriftIgnored(tc.obj); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s %s %v: ignored %v, want %v", tc.obj.GetKind(), tc.obj.GetName(), tc.obj.GetLabels(), got, tc.want)
 		}
 	}

@@ -76,8 +76,8 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		Owner:          guard.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
 		Post:           w.PostRender(),
-		Apply:          w.ApplyPolicy(),
-		Wait:           w.WaitPolicy(),
+		Apply:          w.Policies().ApplyPolicy(),
+		Wait:           w.Policies().WaitPolicy(),
 	}
 }
 
@@ -91,10 +91,10 @@ func (w *Watch) Request(obj *unstructured.Unstructured, scope helm.Scope, releas
 		ChartDigest:  chartDigest,
 		Values:       values,
 		ValuesDigest: valuesDigest,
-		MaxHistory:   w.HistoryLimit(),
+		MaxHistory:   w.Policies().HistoryLimit(),
 		Description:  description,
-		CRDs:         w.CRDPolicy(),
-		Force:        w.Forces(),
+		CRDs:         w.Policies().CRDPolicy(),
+		Force:        w.Policies().Forces(),
 	}
 }
 

@@ -38,15 +38,17 @@ func (w loading) checkTest() error {
 }
 
 // Tests reports whether the watch runs its releases' tests.
-func (w *Watch) Tests() bool { return w.Test != nil && w.Test.Enable }
+func (p Policies) Tests() bool { return p.w.Test != nil && p.w.Test.Enable }
 
 // TestRollsBack reports whether a failed test rolls the release back.
-func (w *Watch) TestRollsBack() bool { return w.Tests() && w.Test.OnFailure == TestOnFailureRollback }
+func (p Policies) TestRollsBack() bool {
+	return p.Tests() && p.w.Test.OnFailure == TestOnFailureRollback
+}
 
 // TestTimeout bounds one run of the tests.
-func (w *Watch) TestTimeout() time.Duration {
-	if w.Test != nil && w.Test.Timeout != nil {
-		return w.Test.Timeout.Duration
+func (p Policies) TestTimeout() time.Duration {
+	if p.w.Test != nil && p.w.Test.Timeout != nil {
+		return p.w.Test.Timeout.Duration
 	}
-	return w.Limits.helm().Timeout()
+	return p.w.Limits.helm().Timeout()
 }

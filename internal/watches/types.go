@@ -23,6 +23,14 @@ import (
 // the section it checks. Nothing calls them once the watch is loaded.
 type loading struct{ *Watch }
 
+// Policies are a watch's day-2 policies as its passes ask for them, each with its default:
+// how its releases are installed, upgraded, applied, waited for, tested, remedied, kept and
+// checked for drift (the methods beside each section's checks).
+type Policies struct{ w *Watch }
+
+// Policies are the watch's day-2 policies, with their defaults.
+func (w *Watch) Policies() Policies { return Policies{w} }
+
 // Watch is one entry of watches.yaml.
 type Watch struct {
 	Group   string `json:"group"`

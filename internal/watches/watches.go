@@ -31,14 +31,14 @@ func (w *Watch) WatchesDependents() bool {
 }
 
 // RollsBack reports whether a failed upgrade is rolled back automatically.
-func (w *Watch) RollsBack() bool { return w.RollbackOnFailure == nil || *w.RollbackOnFailure }
+func (p Policies) RollsBack() bool { return p.w.RollbackOnFailure == nil || *p.w.RollbackOnFailure }
 
 // HistoryLimit is the number of revisions Helm keeps (maxHistory, or its default).
-func (w *Watch) HistoryLimit() int {
-	if w.MaxHistory == nil {
+func (p Policies) HistoryLimit() int {
+	if p.w.MaxHistory == nil {
 		return DefaultMaxHistory
 	}
-	return *w.MaxHistory
+	return *p.w.MaxHistory
 }
 
 // String names the watch in messages: Kind.group/version.

@@ -113,8 +113,8 @@ func TestParseDefaultsAndTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := ws[0]
-	if w.ChartPath() != "/base/charts/app" || !w.WatchesDependents() || !w.RollsBack() || w.HistoryLimit() != 10 {
-		t.Fatalf("defaults: %s %v %v %d", w.ChartPath(), w.WatchesDependents(), w.RollsBack(), w.HistoryLimit())
+	if w.ChartPath() != "/base/charts/app" || !w.WatchesDependents() || !w.Policies().RollsBack() || w.Policies().HistoryLimit() != 10 {
+		t.Fatalf("defaults: %s %v %v %d", w.ChartPath(), w.WatchesDependents(), w.Policies().RollsBack(), w.Policies().HistoryLimit())
 	}
 	cr := map[string]any{"metadata": map[string]any{"name": "x", "namespace": "ns", "labels": map[string]any{}}}
 	ov, err := w.Overrides(cr)
