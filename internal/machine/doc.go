@@ -134,6 +134,14 @@
 //     check, the identities of each release's objects, the phase each pass ended in); it
 //     holds nothing storage or the API server must confirm.
 //
+// Where a decision still reads the CR's status: the failure of an install that left no record
+// (this version removes a failed install's record; the next keeps it, in the form
+// records.Head.Kept reads already; an install refused before Helm stored anything stores no
+// revision, by the confinement rule), and the facts of records an older rudder made without
+// records.LabelFacts (facts.go, factsOf); and the look at the cache of records (observe.go): a
+// cache behind status.release.revision is read past, and a CR whose status names no release is
+// taken to have none without a read of storage.
+//
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is
 // rendered, confined and stored belongs to internal/helm, what a watch makes of a CR to
