@@ -171,7 +171,8 @@ func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string
 const diffFieldOwner = "rudder-diff"
 
 // liveRelease is the newest revision of cr's release as Helm stored it, with its objects, or an
-// empty release when it has none yet (its install makes everything).
+// empty release when it has none yet, or when its newest is a failed install kept as its
+// record (records.Head.Kept: its objects were removed): its install makes everything.
 func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error), cr *unstructured.Unstructured) (rendered, error) {
 	name, err := releaseName(cr)
 	if err != nil {
@@ -181,7 +182,7 @@ func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstruc
 	if err != nil {
 		return rendered{}, fmt.Errorf("%s: reading release %s: %w", describeCR(cr), name, err)
 	}
-	if rel == nil {
+	if rel == nil || records.HeadOf(rel).Kept() {
 		rel = &release.Release{Name: name, Namespace: cr.GetNamespace()}
 	}
 	return renderedOf(rel, nil), nil
