@@ -55,11 +55,12 @@ func (pk pkg) refs() []ref {
 			if !ok {
 				return true
 			}
-			name, ok := packageLevel(p.Types, p.TypesInfo.Uses[id])
+			obj := p.TypesInfo.Uses[id]
+			name, ok := packageLevel(p.Types, obj)
 			if !ok {
 				return true
 			}
-			to := filepath.Base(p.Fset.Position(p.TypesInfo.Uses[id].Pos()).Filename)
+			to := filepath.Base(p.Fset.Position(obj.Pos()).Filename)
 			if to == from {
 				return true
 			}
