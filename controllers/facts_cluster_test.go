@@ -2,14 +2,11 @@ package controllers_test
 
 import (
 	"context"
-	"maps"
 	"strconv"
+	"strings"
 	"testing"
-	"time"
 
-	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/release/common"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +14,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -82,11 +80,11 @@ func TestFactsOutliveTheStatus(t *testing.T) {
 	}
 }
 
-// A failed install whose record is kept — its objects removed, the record failed and marked
-// records.LabelObjectsRemoved, carrying the failure as its facts — holds its (chart, values)
-// back as the record says, with the CR's status lost: no install, no removal. The fixed spec
-// is installed over it as the revision after it (Helm's replace), which leaves the failed
-// record as it was: the history shows the failure, then the install.
+// A failed install's record is kept — its objects removed, the record failed and marked
+// records.LabelObjectsRemoved, carrying the failure as its facts — and holds its (chart,
+// values) back as the record says, with the CR's status lost: no install, no removal. The
+// fixed spec is installed over it as the revision after it (Helm's replace), which leaves the
+// failed record as it was: the history shows the failure, then the install.
 func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -94,26 +92,18 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "kept", map[string]any{"message": "ok", "invalidService": true})); err != nil {
 		t.Fatal(err)
 	}
-	u := crtest.WaitCondition(t, k8s, widgetGVK, ns, "kept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
-	chartDigest, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "chartDigest")
-	valuesDigest, _, _ := unstructured.NestedString(u.Object, "status", "release", "failed", "valuesDigest")
-	if chartDigest == "" || valuesDigest == "" {
-		t.Fatalf("status.release: %v", u.Object["status"])
-	}
-
-	// The record of the failed install as it is kept.
-	now := time.Now()
-	fact := records.Failure{ChartDigest: chartDigest, ValuesDigest: valuesDigest, Cause: rstatus.ReasonInstallFailed, Count: 1, At: now}
-	labels := map[string]string{records.LabelOwnerUID: string(u.GetUID()), records.LabelOwnerKind: records.KindLabel(widgetGVK.GroupKind()),
-		records.LabelChartDigest: fact.ChartDigest, records.LabelValuesDigest: fact.ValuesDigest, records.LabelRevision: "1",
-		records.LabelAction: string(records.ActionInstall), records.LabelObjectsRemoved: "1"}
-	maps.Copy(labels, records.Facts{Failed: &fact}.Labels(1))
-	const description = `Release "kept" failed: the API server refused the Service`
-	kept := &release.Release{Name: "kept", Namespace: ns, Version: 1, Labels: labels,
-		Chart: &chart.Chart{Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "widget", Version: "0.1.0"}},
-		Info:  &release.Info{Status: common.StatusFailed, Description: description, FirstDeployed: now, LastDeployed: now}}
-	if err := crtest.HelmConfig(t, cluster, ns).Releases.Create(kept); err != nil {
-		t.Fatal(err)
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "kept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
+	var description string
+	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "kept")
+		if len(h) != 1 || !records.HeadOf(helm.View(h[0])).Kept() {
+			return false, nil
+		}
+		description = h[0].Info.Description
+		return true, nil
+	})
+	if !strings.Contains(description, "70000") {
+		t.Fatalf("the kept record's description %q is not Helm's failure", description)
 	}
 	cr := crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
 	cr.Object["status"] = map[string]any{}
@@ -124,7 +114,7 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	if h := crtest.History(t, cluster, ns, "kept"); len(h) != 1 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description {
 		t.Fatalf("passes over a kept failed install changed the history: %s", describe(h))
 	}
-	u = crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
+	u := crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
 	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rstatus.ReasonInstallFailed {
 		t.Fatalf("Stalled with the failure kept in the record: %+v", c)
 	}
@@ -143,5 +133,13 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &corev1.ConfigMap{}); err != nil {
 		t.Fatalf("the install over the kept record: %v", err)
+	}
+	// Both Helm CLIs read the history as rudder left it.
+	for _, cli := range []string{"helm", "helm3"} {
+		out, err := cluster.Command(cli, "history", "kept", "-n", ns).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "failed") || !strings.Contains(string(out), "70000") ||
+			!strings.Contains(string(out), "deployed") || !strings.Contains(string(out), "rudder install: generation 2") {
+			t.Errorf("%s history: %v\n%s", cli, err, out)
+		}
 	}
 }

@@ -162,6 +162,13 @@ func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc strin
 	return f.Memory.Uninstall(ctx, s, name, desc)
 }
 
+func (f *fakeHelm) KeepFailed(ctx context.Context, s helm.Scope, name string, maxHistory int) (*release.Release, error) {
+	if err := f.call("KeepFailed", ""); err != nil {
+		return nil, err
+	}
+	return f.Memory.KeepFailed(ctx, s, name, maxHistory)
+}
+
 func (f *fakeHelm) Unlock(ctx context.Context, s helm.Scope, rel *release.Release) (*release.Release, bool, error) {
 	if err := f.call("Unlock", " %d", rel.Version); err != nil {
 		return nil, false, err

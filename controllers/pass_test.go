@@ -367,9 +367,9 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning UpgradeFailed"},
 		result: "terminal",
 	}, {
-		name:   "install fails: removed, held back",
+		name:   "install fails: its objects removed, its record kept, held back",
 		setup:  func(h *harness) { h.helm.installErr, h.helm.stores = boom, true },
-		calls:  []string{"Install", "Last", "Uninstall"},
+		calls:  []string{"Install", "Last", "KeepFailed"},
 		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
 		events: []string{"Warning InstallFailed"},
 		result: "terminal",
@@ -438,12 +438,12 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning UpgradeFailed", "Warning RollbackFailed"},
 		result: "retry",
 	}, {
-		name: "install fails, then removing it fails: retried (the next pass removes it)",
+		name: "install fails, then removing its objects fails: retried (the next pass removes them)",
 		setup: func(h *harness) {
 			h.helm.installErr, h.helm.stores = boom, true
-			h.helm.failNth, h.helm.nthErr = map[string]int{"Uninstall": 1}, errors.New("etcdserver: leader changed")
+			h.helm.failNth, h.helm.nthErr = map[string]int{"KeepFailed": 1}, errors.New("etcdserver: leader changed")
 		},
-		calls:  []string{"Install", "Last", "Uninstall"},
+		calls:  []string{"Install", "Last", "KeepFailed"},
 		conds:  []string{"Released=none", "Ready=False/ReconcileError", "Reconciling=True/ReconcileError", "Stalled=False/ReconcileError"},
 		events: []string{"Warning InstallFailed"},
 		result: "retry",
@@ -461,9 +461,9 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Normal InstallSucceeded"},
 		result: "requeue",
 	}, {
-		name:   "a failed install kept, installed over it, and that install fails: removed, held back",
+		name:   "a failed install kept, installed over it, and that install fails: kept too, held back",
 		setup:  func(h *harness) { h.seedKept(false); h.helm.installErr, h.helm.stores = boom, true },
-		calls:  []string{"Last", "Install", "Last", "Uninstall"},
+		calls:  []string{"Last", "Install", "Last", "KeepFailed"},
 		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
 		events: []string{"Warning InstallFailed"},
 		result: "terminal",
@@ -542,9 +542,9 @@ func TestPassDecisionTable(t *testing.T) {
 		events: []string{"Warning Unlocked", "Normal UpgradeSucceeded"},
 		result: "requeue",
 	}, {
-		name:   "failed install left by a dead pass: removed, installed",
+		name:   "failed install left by a dead pass: its objects removed, installed over it",
 		setup:  func(h *harness) { h.seed(common.StatusFailed, true, 0, unitUID) },
-		calls:  []string{"Last", "LastDeployed", "Uninstall", "Install"},
+		calls:  []string{"Last", "LastDeployed", "KeepFailed", "Install"},
 		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
 		events: []string{"Normal InstallSucceeded"},
 		result: "requeue",
@@ -695,7 +695,7 @@ func TestPassDecisionTable(t *testing.T) {
 			h.helm.installErr, h.helm.stores = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "w",
 				errors.New("exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=0, limited: count/configmaps=0")), true
 		},
-		calls:  []string{"Install", "Last", "Uninstall"},
+		calls:  []string{"Install", "Last", "KeepFailed"},
 		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
 		events: []string{"Warning InstallFailed"},
 		result: "terminal",
@@ -703,7 +703,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name:   "install fails with retries left: removed, tried again after the back-off",
 		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
 		setup:  func(h *harness) { h.helm.installErr, h.helm.stores = boom, true },
-		calls:  []string{"Install", "Last", "Uninstall"},
+		calls:  []string{"Install", "Last", "KeepFailed"},
 		waits:  true,
 		conds:  []string{"Released=False/InstallFailed", "Ready=False/RetryScheduled", "Reconciling=True/RetryScheduled", "Stalled=False/RetryScheduled"},
 		events: []string{"Warning InstallFailed"},
@@ -1134,5 +1134,39 @@ func TestPassInstallsOverAKeptFailedInstall(t *testing.T) {
 	second := records.HeadOf(helm.View(hist[1]))
 	if second.Status != "deployed" || second.MadeBy() != records.ActionInstall || second.ValuesDigest != h.valuesDigest || second.Facts == nil || second.Facts.Failed != nil {
 		t.Errorf("the install over it: %+v, facts %+v", second, second.Facts)
+	}
+}
+
+// A failed install keeps its record, and each spec that fails to install again keeps one more:
+// Helm's install prunes no history, so the oldest kept failures go once the history would
+// hold more than maxHistory revisions, and the newest failure is always there.
+func TestKeptFailedInstallsStayWithinMaxHistory(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{watch: "  maxHistory: 3\n"})
+	h.helm.installErr, h.helm.stores = errors.New("boom"), true
+	for gen := int64(1); gen <= 6; gen++ {
+		if gen > 1 {
+			u := h.cr()
+			if err := unstructured.SetNestedField(u.Object, fmt.Sprintf("try %d", gen), "spec", "message"); err != nil {
+				t.Fatal(err)
+			}
+			u.SetGeneration(gen)
+			if err := h.c.Update(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.pass(); outcomeOf(reconcile.Result{}, err) != "terminal" {
+			t.Fatalf("generation %d: %v, want it held back", gen, err)
+		}
+	}
+	var got []string
+	for _, r := range h.helm.History("ns", "w") {
+		got = append(got, fmt.Sprintf("%d %s", r.Version, r.Info.Status))
+		if !records.HeadOf(helm.View(r)).Kept() {
+			t.Errorf("revision %d is not a kept failed install: %v", r.Version, r.Labels)
+		}
+	}
+	if want := []string{"4 failed", "5 failed", "6 failed"}; !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
 	}
 }

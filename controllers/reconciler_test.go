@@ -231,8 +231,9 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	}
 }
 
-// A failed install leaves nothing behind — no failed revision, no objects — and the same
-// (chart, values) is not retried; fixing the spec installs revision 1.
+// A failed install's objects are removed and its revision is kept, failed, as the failure's
+// record; the same (chart, values) is not retried; fixing the spec installs over it (Helm's
+// replace): the history shows the failure, then the install.
 func TestFailedInstallIsRemoved(t *testing.T) {
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
@@ -245,14 +246,16 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 	}
 	passes.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
 	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
-	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 0 || !apierrors.IsNotFound(err) {
+	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 1 || h[0].Info.Status != common.StatusFailed ||
+		!strings.Contains(h[0].Info.Description, "70000") || !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
 	}
 	crtest.Update(t, k8s, widgetGVK, ns, "badinstall", func(u *unstructured.Unstructured) {
 		u.Object["spec"] = map[string]any{"message": "fixed"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 1 || h[0].Version != 1 {
+	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 2 || h[0].Info.Status != common.StatusFailed ||
+		h[1].Info.Status != common.StatusDeployed {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -281,35 +282,67 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 // an error. A release whose manifest or hooks are outside the scope (made before a stricter
 // watch) is refused before anything runs: its delete hooks and deletions would act there.
 func (c *Client) Uninstall(ctx context.Context, s Scope, name, description string) error {
+	_, err := c.uninstall(ctx, s, name, description, nil)
+	return err
+}
+
+// KeepFailed removes the objects of a failed install, the release's newest revision, as
+// Uninstall does, and keeps its record as the failure's (records.KeepFailed): Helm's uninstall
+// keeps the history, and the record is marked failed again with the description Helm gave the
+// failure. An Install with Request.Replace makes the next revision over it. Of the failed
+// installs kept before, the oldest go so that the history holds at most maxHistory revisions.
+// A newest revision that is not failed is refused, unchanged. It returns the revision as kept
+// (nil: the release is gone).
+func (c *Client) KeepFailed(ctx context.Context, s Scope, name string, maxHistory int) (*view.Release, error) {
+	return c.uninstall(ctx, s, name, "", &keeping{maxHistory: maxHistory})
+}
+
+// keeping is how KeepFailed keeps a failed install's record: with a history of at most
+// maxHistory revisions (0: every one).
+type keeping struct{ maxHistory int }
+
+// uninstall is Uninstall, or KeepFailed when keep is set.
+func (c *Client) uninstall(ctx context.Context, s Scope, name, description string, keep *keeping) (*view.Release, error) {
 	r, err := c.begin(ctx, s, storing{manifest: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	last, err := records.V1Of(r.conf.Releases.Last(name))
 	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return r.result(err)
+		return nil, r.result(err)
 	}
 	if err := s.CheckRelease(c.mapper, last, nil, true); err != nil {
-		return err
+		return nil, err
+	}
+	if keep != nil {
+		if last.Info.Status != rcommon.StatusFailed {
+			return nil, fmt.Errorf("revision %d of %s is %s: only a failed install is kept", last.Version, name, last.Info.Status)
+		}
+		description = last.Info.Description
 	}
 	if err := r.beforeUninstall(ctx, c.mapper, last); err != nil {
-		return err
+		return nil, err
 	}
 	un := action.NewUninstall(r.conf)
 	un.Description = description
 	un.Timeout = s.Limits.Timeout()
 	un.WaitStrategy = kube.HookOnlyStrategy
+	un.KeepHistory = keep != nil
 	_, err = un.Run(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err == nil {
 		err = r.deleteKeptHooks(ctx, c.mapper, last)
 	}
-	return r.result(err)
+	var kept *release.Release
+	if err == nil && keep != nil {
+		kept, err = records.KeepFailed(r.conf.Releases, name, last.Version, description, keep.maxHistory)
+	}
+	return View(kept), r.result(err)
 }
 
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous

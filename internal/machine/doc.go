@@ -74,8 +74,8 @@
 //     held-back failure, the once-per-value annotations' values handled, what rudder's newest
 //     own revision was made from) are such labels: facts.go reads them, and markRecord writes
 //     them on the newest record from the same records, before the status. What no record
-//     holds (a failed install's failure: it leaves none; the Drifted condition) is read from
-//     the status this process wrote before the cache of CRs shows it (the controller's
+//     holds (the failure of an install an older rudder removed; the Drifted condition) is read
+//     from the status this process wrote before the cache of CRs shows it (the controller's
 //     statuses.go hands it to Run in place of the cache's).
 //     TestPassBehindTheCacheDecidesTheSame and TestPassWithItsStatusLostDecidesTheSame (in
 //     package controllers) get a row.
@@ -135,12 +135,12 @@
 //     holds nothing storage or the API server must confirm.
 //
 // Where a decision still reads the CR's status: the failure of an install that left no record
-// (this version removes a failed install's record; the next keeps it, in the form
-// records.Head.Kept reads already; an install refused before Helm stored anything stores no
-// revision, by the confinement rule), and the facts of records an older rudder made without
-// records.LabelFacts (facts.go, factsOf); and the look at the cache of records (observe.go): a
-// cache behind status.release.revision is read past, and a CR whose status names no release is
-// taken to have none without a read of storage.
+// (an older rudder removed a failed install's record, where this one keeps it,
+// records.Head.Kept; an install refused before Helm stored anything stores no revision, by the
+// confinement rule), and the facts of records an older rudder made without records.LabelFacts
+// (facts.go, factsOf); and the look at the cache of records (observe.go): a cache behind
+// status.release.revision is read past, and a CR whose status names no release is taken to
+// have none without a read of storage.
 //
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is

@@ -17,8 +17,8 @@ import (
 // values of the once-per-value annotations handled) are kept in the labels of its newest
 // record. A pass decides from them as that record carries them, and writes them there before
 // it reports them (markRecord); the status reports them and is read for them only where no
-// record carries them: no record at all (a failed install leaves none) or an older rudder's
-// (records.LabelFacts absent), which the pass then marks with them, once.
+// record carries them: no record at all (an older rudder removed a failed install's record)
+// or an older rudder's (records.LabelFacts absent), which the pass then marks with them, once.
 
 // facts are the release's facts as the pass found them.
 func (ob *observation) facts() records.Facts {

@@ -46,17 +46,25 @@ func (a install) run(ctx context.Context, e *env, obs observed) result {
 	return res
 }
 
-// removeFailedInstall uninstalls a release whose install failed and that has no deployed
-// revision, with the objects it made (records.StateFailed, never deployed).
+// removeFailedInstall removes the objects of a release whose install failed and that has no
+// deployed revision (records.StateFailed, never deployed), and keeps the failed revision's
+// record as the failure's (records.Head.Kept): `helm history` shows it, its labels carry the
+// failure that holds the (chart, values) back, and the next install is made over it.
 type removeFailedInstall struct{}
 
 func (removeFailedInstall) name() plan.Action { return plan.RemoveFailed }
 
 func (removeFailedInstall) run(ctx context.Context, e *env, _ observed) result {
-	if err := e.helm.Uninstall(ctx, e.scope, e.release, "rudder: removing failed install"); err != nil {
+	kept, err := e.helm.KeepFailed(ctx, e.scope, e.release, e.watch.Policies().HistoryLimit())
+	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", e.release, err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: records.StateAbsent}, call: callOK}
+	after := &observed{state: records.StateAbsent}
+	if kept != nil {
+		h := records.HeadOf(kept)
+		after = &observed{head: h, rel: kept, state: records.DetermineState(h, e.want)}
+	}
+	return result{verdict: succeeded, after: after, call: callOK}
 }
 
 // finishUninstall completes an uninstall that died (rudder's clean-up of a failed install,

@@ -47,6 +47,10 @@ type Releases interface {
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
 	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
+	// KeepFailed removes the objects of a failed install, the newest revision, and keeps its
+	// record as the failure's (records.KeepFailed), with a history of at most maxHistory
+	// revisions (0: every one), and returns it as kept (nil: the release is gone).
+	KeepFailed(ctx context.Context, s helm.Scope, name string, maxHistory int) (*release.Release, error)
 	// Unlock marks a pending revision failed, if storage still holds it pending, and returns
 	// the revision as storage now holds it (records.Unlock).
 	Unlock(ctx context.Context, s helm.Scope, rel *release.Release) (now *release.Release, unlocked bool, err error)

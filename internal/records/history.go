@@ -3,6 +3,8 @@ package records
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 
 	"helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
@@ -145,4 +147,58 @@ func SupersedeOlder(st *storage.Storage, name string) ([]int, error) {
 		marked = append(marked, rel.Version)
 	}
 	return marked, nil
+}
+
+// KeepFailed keeps revision version of release name — a failed install whose objects Helm's
+// uninstall has just removed, keeping the history (its status uninstalled) — as the failure's
+// record: failed again, with description (the failure Helm recorded), and LabelObjectsRemoved
+// naming it (Head.Kept). Helm's replace installs over such a record and leaves it in the
+// history. A revision already kept is left as it is. It returns the revision as kept.
+//
+// Helm's install, unlike its upgrade, prunes no history: of the failed installs kept before
+// this one (a spec that failed to install again and again), the oldest are deleted so that the
+// history holds at most max revisions (0: every one, as Helm's maxHistory).
+func KeepFailed(st *storage.Storage, name string, version int, description string, limit int) (*release.Release, error) {
+	rel, err := V1Of(st.Get(name, version))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case kept(rel):
+	case rel.Info.Status != common.StatusUninstalled:
+		return nil, fmt.Errorf("revision %d of %s is %s: only a failed install whose objects were removed is kept", version, name, rel.Info.Status)
+	default:
+		labels := maps.Clone(rel.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelObjectsRemoved] = strconv.Itoa(version)
+		rel.Labels = labels
+		rel.SetStatus(common.StatusFailed, description)
+		if err := st.Update(rel); err != nil {
+			return nil, err
+		}
+	}
+	if limit <= 0 {
+		return rel, nil
+	}
+	hist, err := V1sOf(st.History(name))
+	if err != nil {
+		return nil, err
+	}
+	releaseutil.SortByRevision(hist)
+	for _, old := range hist[:max(len(hist)-limit, 0)] {
+		if old.Version >= version || !kept(old) {
+			break
+		}
+		if _, err := st.Delete(name, old.Version); err != nil {
+			return nil, err
+		}
+	}
+	return rel, nil
+}
+
+// kept reports whether rel is a failed install kept as its record (Head.Kept).
+func kept(rel *release.Release) bool {
+	return rel.Info.Status == common.StatusFailed && rel.Labels[LabelObjectsRemoved] == strconv.Itoa(rel.Version)
 }

@@ -1,6 +1,7 @@
 package records
 
 import (
+	"strconv"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/release/common"
@@ -96,5 +97,54 @@ func TestUnlockCompletesAnUpgradeWhoseLastWriteWasLost(t *testing.T) {
 				t.Errorf("completed revision described %q; want its own description kept", stored.Info.Description)
 			}
 		})
+	}
+}
+
+// TestKeepFailed: a failed install whose objects an uninstall removed (uninstalled, history
+// kept) becomes the failure's kept record — failed, the failure's description, marked
+// LabelObjectsRemoved with its own number, its other labels as they were; keeping it again
+// changes nothing; a revision that is neither is refused unchanged; and the failed installs
+// kept before it go, oldest first, so that the history holds at most the limit.
+func TestKeepFailed(t *testing.T) {
+	st := storage.Init(driver.NewMemory())
+	for v := 1; v <= 3; v++ {
+		status := common.StatusFailed
+		labels := map[string]string{LabelObjectsRemoved: strconv.Itoa(v), LabelOwnerUID: "u"}
+		if v == 3 {
+			status, labels = common.StatusUninstalled, map[string]string{LabelOwnerUID: "u"}
+		}
+		if err := st.Create(&release.Release{Name: "r", Namespace: "ns", Version: v, Labels: labels,
+			Info: &release.Info{Status: status, Description: "Uninstallation complete"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, err := KeepFailed(st, "r", 3, `Release "r" failed: boom`, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist, err := V1sOf(st.History("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 {
+		t.Fatalf("%d revisions kept, want 2 (the limit)", len(hist))
+	}
+	got, _ := Revision(st, "r", 3)
+	if got == nil || !kept(got) || got.Info.Description != `Release "r" failed: boom` || got.Labels[LabelOwnerUID] != "u" {
+		t.Fatalf("revision 3 kept as %+v", got)
+	}
+	if first, _ := Revision(st, "r", 1); first != nil {
+		t.Error("revision 1, the oldest failed install kept, is still there over the limit")
+	}
+
+	if err := st.Create(&release.Release{Name: "r", Namespace: "ns", Version: 4, Info: &release.Info{Status: common.StatusDeployed}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := KeepFailed(st, "r", 4, "x", 0); err == nil {
+		t.Error("a deployed revision kept as a failed install")
+	}
+	if got, _ := Revision(st, "r", 4); got.Info.Status != common.StatusDeployed {
+		t.Errorf("the refused revision became %s", got.Info.Status)
 	}
 }

@@ -3,6 +3,7 @@ package helmtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	hrelease "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/storage"
@@ -206,6 +208,28 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 		return nil
 	}
 	return err
+}
+
+// KeepFailed is Client.KeepFailed over the memory storage.
+func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHistory int) (*view.Release, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.storage(s.Namespace, helm.Marks{})
+	last, err := records.Last(st, name)
+	if err != nil || last == nil {
+		return nil, err
+	}
+	if last.Info.Status != rcommon.StatusFailed {
+		return nil, fmt.Errorf("revision %d of %s is %s: only a failed install is kept", last.Version, name, last.Info.Status)
+	}
+	un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
+	un.Description, un.KeepHistory = last.Info.Description, true
+	un.WaitStrategy = kube.HookOnlyStrategy
+	if _, err := un.Run(name); err != nil {
+		return nil, err
+	}
+	kept, err := records.KeepFailed(st, name, last.Version, last.Info.Description, maxHistory)
+	return helm.View(kept), err
 }
 
 func (m *Memory) Unlock(_ context.Context, s helm.Scope, v *view.Release) (*view.Release, bool, error) {
