@@ -143,3 +143,47 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 		}
 	}
 }
+
+// A process killed between the two writes that keep a failed install (Helm's uninstall,
+// keeping the history, then the mark) leaves the revision uninstalled, its failure among its
+// facts: the next pass finishes keeping it — failed again, marked kept, the failure still held
+// back — instead of purging it as an uninstall that died.
+func TestAKeepThatDiedIsFinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "halfkept", map[string]any{"message": "ok", "invalidService": true})); err != nil {
+		t.Fatal(err)
+	}
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfkept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
+	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "halfkept")
+		return len(h) == 1 && records.HeadOf(helm.View(h[0])).Kept(), nil
+	})
+	cfg := crtest.HelmConfig(t, cluster, ns)
+	rel, err := records.V1Of(cfg.Releases.Last("halfkept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	description := rel.Info.Description
+	delete(rel.Labels, records.LabelObjectsRemoved)
+	rel.SetStatus(common.StatusUninstalled, description) // Helm's uninstall, given the failure's description
+	if err := cfg.Releases.Update(rel); err != nil {
+		t.Fatal(err)
+	}
+	crtest.Update(t, k8s, widgetGVK, ns, "halfkept", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"touched": "1"}) // a pass, the spec unchanged
+	})
+	crtest.Eventually(t, "the keep finished", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, "halfkept")
+		return len(h) == 1 && records.HeadOf(helm.View(h[0])).Kept(), nil
+	})
+	h := crtest.History(t, cluster, ns, "halfkept")
+	if h[0].Version != 1 || h[0].Info.Description != description {
+		t.Fatalf("the finished keep: %s", describe(h))
+	}
+	u := crtest.MustGet(t, k8s, widgetGVK, ns, "halfkept")
+	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rstatus.ReasonInstallFailed {
+		t.Fatalf("Stalled after the keep was finished: %+v", c)
+	}
+}

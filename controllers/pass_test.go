@@ -192,13 +192,29 @@ func (h *harness) record(status common.Status, current bool, madeAs int, owner t
 // removed, its record failed, carrying as its facts the failure of the CR's (chart, values)
 // when current, else of older values.
 func (h *harness) seedKept(current bool) *release.Release {
-	rel := h.record(common.StatusFailed, current, 0, unitUID)
+	rel := h.failedInstall(current, common.StatusFailed)
+	rel.Labels[records.LabelObjectsRemoved] = strconv.Itoa(rel.Version)
+	h.helm.Seed(rel)
+	return rel
+}
+
+// seedUnkept stores a failed install whose objects an uninstall removed, keeping its history,
+// before its record was marked kept (records.Head.Unkept): a keep that died in between.
+func (h *harness) seedUnkept() *release.Release {
+	rel := h.failedInstall(true, common.StatusUninstalled)
+	h.helm.Seed(rel)
+	return rel
+}
+
+// failedInstall is the next revision as a failed install of rudder's leaves it, its failure
+// among its facts, in status.
+func (h *harness) failedInstall(current bool, status common.Status) *release.Release {
+	rel := h.record(status, current, 0, unitUID)
 	failed := records.Failure{ChartDigest: rel.Labels[records.LabelChartDigest], ValuesDigest: rel.Labels[records.LabelValuesDigest],
 		Cause: rstatus.ReasonInstallFailed, Count: 1, At: h.clock.Now().Add(-time.Hour)}
 	maps.Copy(rel.Labels, records.Facts{Failed: &failed}.Labels(rel.Version))
-	rel.Labels[records.LabelAction], rel.Labels[records.LabelObjectsRemoved] = string(records.ActionInstall), strconv.Itoa(rel.Version)
+	rel.Labels[records.LabelAction] = string(records.ActionInstall)
 	rel.Info.Description = `Release "w" failed: boom`
-	h.helm.Seed(rel)
 	return rel
 }
 
@@ -548,6 +564,12 @@ func TestPassDecisionTable(t *testing.T) {
 		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/InstallSucceeded"},
 		events: []string{"Normal InstallSucceeded"},
 		result: "requeue",
+	}, {
+		name:   "a failed install whose keep died after its objects were removed: kept, held back",
+		setup:  func(h *harness) { h.seedUnkept() },
+		calls:  []string{"Last", "KeepFailed"},
+		conds:  []string{"Released=False/InstallFailed", "Ready=False/InstallFailed", "Reconciling=False/InstallFailed", "Stalled=True/InstallFailed"},
+		result: "terminal",
 	}, {
 		name:   "uninstall that died: finished, installed",
 		setup:  func(h *harness) { h.seed(common.StatusUninstalling, true, 0, unitUID) },

@@ -291,8 +291,9 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 // keeps the history, and the record is marked failed again with the description Helm gave the
 // failure. An Install with Request.Replace makes the next revision over it. Of the failed
 // installs kept before, the oldest go so that the history holds at most maxHistory revisions.
-// A newest revision that is not failed is refused, unchanged. It returns the revision as kept
-// (nil: the release is gone).
+// A keep that died after the uninstall (the newest revision uninstalled) is finished. A newest
+// revision in any other state is refused, unchanged. It returns the revision as kept (nil: the
+// release is gone).
 func (c *Client) KeepFailed(ctx context.Context, s Scope, name string, maxHistory int) (*view.Release, error) {
 	return c.uninstall(ctx, s, name, "", &keeping{maxHistory: maxHistory})
 }
@@ -318,7 +319,15 @@ func (c *Client) uninstall(ctx context.Context, s Scope, name, description strin
 		return nil, err
 	}
 	if keep != nil {
-		if last.Info.Status != rcommon.StatusFailed {
+		switch last.Info.Status {
+		case rcommon.StatusUninstalled:
+			// A keep that died after Helm's uninstall removed the objects, before it marked
+			// the record: Helm's uninstall of an uninstalled release kept in the history is
+			// refused, and there is nothing left to remove.
+			kept, err := records.KeepFailed(r.conf.Releases, name, last.Version, last.Info.Description, keep.maxHistory)
+			return View(kept), r.result(err)
+		case rcommon.StatusFailed:
+		default:
 			return nil, fmt.Errorf("revision %d of %s is %s: only a failed install is kept", last.Version, name, last.Info.Status)
 		}
 		description = last.Info.Description

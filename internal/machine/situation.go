@@ -44,7 +44,7 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 	}
 	s.Retries = ob.retriesLeft(f)
 	if h := obs.head; h != nil {
-		s.Revision, s.OlderDeployed, s.Kept = h.Revision, len(h.OlderDeployed) > 0, h.Kept()
+		s.Revision, s.OlderDeployed, s.Kept, s.Unkept = h.Revision, len(h.OlderDeployed) > 0, h.Kept(), h.Unkept()
 		s.TestDue = ob.w.Watch.Policies().Tests() && obs.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
 	}
 	s.TestRollsBack, s.Made = ob.w.Watch.Policies().TestRollsBack(), o.madeStep() != nil

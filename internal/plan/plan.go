@@ -103,6 +103,10 @@ type Situation struct {
 	// whose record is kept (records.Head.Kept): an install replaces it, unless the failure
 	// still holds its (chart, values) back.
 	Kept bool
+	// Unkept: the uninstalled newest revision is a failed install whose objects were removed
+	// but whose record a process that died did not mark kept (records.Head.Unkept): keeping it
+	// is finished (RemoveFailed), not the uninstall.
+	Unkept bool
 	// Foreign: the pending newest revision belongs to an operation rudder did not start that
 	// may still be running.
 	Foreign bool
@@ -211,6 +215,9 @@ func (s Situation) forState() (Choice, Ending) {
 		}
 		return s.once(Choice{Action: Unlock}, EndLast)
 	case records.StateUninstalled:
+		if s.Unkept {
+			return s.once(Choice{Action: RemoveFailed}, EndLast)
+		}
 		return s.once(Choice{Action: FinishUninstall}, EndLast)
 	case records.StateFailed:
 		return s.failed(failedBefore)

@@ -101,6 +101,8 @@ func TestNext(t *testing.T) {
 		{"another operation's, in its grace", Situation{State: records.StateLocked, Foreign: true}, "end:waiting", ""},
 		{"uninstall that died", Situation{State: records.StateUninstalled}, string(FinishUninstall), ""},
 		{"uninstall that died, held back", Situation{State: records.StateUninstalled, HeldBack: true}, string(FinishUninstall), ""},
+		{"a failed install's keep that died after its uninstall", Situation{State: records.StateUninstalled, Unkept: true, HeldBack: true}, string(RemoveFailed), ""},
+		{"a failed install's keep finished", Situation{State: failedS, Kept: true, HeldBack: true}, "end:held back", RemoveFailed},
 		{"another owner's release", Situation{State: records.StateConflict}, "end:conflict", ""},
 		{"another owner's release after a failed install", Situation{State: records.StateConflict, Failed: Install}, "end:conflict", Install},
 

@@ -157,7 +157,7 @@ func SupersedeOlder(st *storage.Storage, name string) ([]int, error) {
 //
 // Helm's install, unlike its upgrade, prunes no history: of the failed installs kept before
 // this one (a spec that failed to install again and again), the oldest are deleted so that the
-// history holds at most max revisions (0: every one, as Helm's maxHistory).
+// history holds at most limit revisions (0: every one, as Helm's maxHistory).
 func KeepFailed(st *storage.Storage, name string, version int, description string, limit int) (*release.Release, error) {
 	rel, err := V1Of(st.Get(name, version))
 	if err != nil {

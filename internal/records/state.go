@@ -97,6 +97,14 @@ func (h *Head) Tested() string {
 // objects, and Helm installs over it with Install.Replace.
 func (h *Head) Kept() bool { return h.RemovedAs == h.Revision && h.Status == release.StatusFailed }
 
+// Unkept reports whether the revision is a failed install whose objects were removed, keeping
+// the history, but whose record was not marked kept: the process that kept it died in between
+// (uninstalled, made by rudder's install, carrying a failure among its own facts). Keeping it
+// is finished; it is not purged as an uninstall that died is.
+func (h *Head) Unkept() bool {
+	return h.Status == release.StatusUninstalled && h.MadeBy() == ActionInstall && h.Facts != nil && h.Facts.Failed != nil
+}
+
 // RudderRollback reports whether the revision is a rollback rudder made.
 func (h *Head) RudderRollback() bool { return h.RollbackAs == h.Revision }
 

@@ -150,3 +150,31 @@ func TestKeptFailedInstall(t *testing.T) {
 		}
 	}
 }
+
+// An uninstalled failed install of rudder's, its failure among its own facts, is a keep that
+// died after its uninstall; an uninstall of a revision that did not fail, or of one rudder
+// did not make from a spec, is not.
+func TestUnkeptFailedInstall(t *testing.T) {
+	failed := (Facts{Failed: &Failure{ChartDigest: "c", ValuesDigest: "v", Cause: "InstallFailed"}}).Labels(1)
+	head := func(status string, extra map[string]string) *Head {
+		l := map[string]string{"version": "1", "status": status, LabelRevision: "1", LabelAction: string(ActionInstall)}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return HeadOfLabels(l)
+	}
+	for _, tc := range []struct {
+		name string
+		head *Head
+		want bool
+	}{
+		{"uninstalled, its failure among its facts", head("uninstalled", failed), true},
+		{"uninstalled, no failure", head("uninstalled", (Facts{}).Labels(1)), false},
+		{"failed, not yet uninstalled", head("failed", failed), false},
+		{"uninstalled, an upgrade's", head("uninstalled", map[string]string{LabelAction: string(ActionUpgrade), LabelFacts: "1", LabelFailedChart: "c"}), false},
+	} {
+		if got := tc.head.Unkept(); got != tc.want {
+			t.Errorf("%s: unkept %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -219,14 +219,17 @@ func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHis
 	if err != nil || last == nil {
 		return nil, err
 	}
-	if last.Info.Status != rcommon.StatusFailed {
+	switch last.Info.Status {
+	case rcommon.StatusUninstalled: // its objects removed by a keep that died before it marked the record
+	case rcommon.StatusFailed:
+		un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
+		un.Description, un.KeepHistory = last.Info.Description, true
+		un.WaitStrategy = kube.HookOnlyStrategy
+		if _, err := un.Run(name); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, fmt.Errorf("revision %d of %s is %s: only a failed install is kept", last.Version, name, last.Info.Status)
-	}
-	un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
-	un.Description, un.KeepHistory = last.Info.Description, true
-	un.WaitStrategy = kube.HookOnlyStrategy
-	if _, err := un.Run(name); err != nil {
-		return nil, err
 	}
 	kept, err := records.KeepFailed(st, name, last.Version, last.Info.Description, maxHistory)
 	return helm.View(kept), err
