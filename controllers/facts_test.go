@@ -56,6 +56,13 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 		}},
 		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 		{name: "a failed install kept", before: func(h *harness) { h.seedKept(true) }},
+		{name: "moved to this shard, its records not in this shard's cache",
+			opts: harnessOpts{carried: []string{"rudder.dev/shard"}, labels: map[string]string{"rudder.dev/shard": "b"}},
+			before: func(h *harness) {
+				h.seed(common.StatusDeployed, true, 0, unitUID).Labels["rudder.dev/shard"] = "a"
+				h.helm.hidden = true
+				h.passOnce() // takes the CR on: finds the release in storage, adopts it
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

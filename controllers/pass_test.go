@@ -124,7 +124,9 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	cr.SetAnnotations(o.annotations)
 	cr.SetLabels(o.labels)
 	if o.status != nil {
+		// A CR with rudder's status was taken on by a pass: it holds rudder's finalizer.
 		cr.Object["status"] = o.status
+		cr.SetFinalizers([]string{Finalizer})
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -822,10 +824,18 @@ func TestPassDecisionTable(t *testing.T) {
 }
 
 // failedBefore records in the CR's status that its (chart, values) failed n times for reason,
-// the last time ago.
+// the last time ago, as the pass that took the CR on (and added rudder's finalizer) left it.
 func (h *harness) failedBefore(reason string, n int, ago time.Duration) {
 	h.t.Helper()
 	u := h.cr()
+	u.SetFinalizers([]string{Finalizer})
+	if err := h.c.Update(context.Background(), u); err != nil {
+		h.t.Fatal(err)
+	}
+	u = h.cr()
+	if u.Object["status"] == nil {
+		delete(u.Object, "status")
+	}
 	failed := map[string]any{"chartDigest": h.chartDigest, "valuesDigest": h.valuesDigest, "reason": reason, "message": "boom",
 		"failures": int64(n), "lastFailure": h.clock.Now().Add(-ago).UTC().Format(time.RFC3339)}
 	if err := unstructured.SetNestedField(u.Object, failed, "status", "release", "failed"); err != nil {

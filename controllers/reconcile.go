@@ -57,7 +57,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	if obj.GetDeletionTimestamp() != nil {
 		return r.finalize(ctx, obj)
 	}
-	if controllerutil.AddFinalizer(obj, Finalizer) {
+	takenOn := controllerutil.AddFinalizer(obj, Finalizer)
+	if takenOn {
 		if err := r.patchFinalizers(ctx, obj); err != nil {
 			return r.conflicted(req.NamespacedName, obj, err)
 		}
@@ -68,5 +69,5 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 			c.wake() // the CR's status may open the gate of a wave
 		}
 	}()
-	return machine.Run(ctx, r.world, obj, read)
+	return machine.Run(ctx, r.world, obj, machine.Read{Status: read, TakenOn: takenOn})
 }

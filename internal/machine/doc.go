@@ -138,9 +138,10 @@
 // (an older rudder removed a failed install's record, where this one keeps it,
 // records.Head.Kept; an install refused before Helm stored anything stores no revision, by the
 // confinement rule), and the facts of records an older rudder made without records.LabelFacts
-// (facts.go, factsOf); and the look at the cache of records (observe.go): a cache behind
-// status.release.revision is read past, and a CR whose status names no release is taken to
-// have none without a read of storage.
+// (facts.go, factsOf). The look at the cache of records (observe.go) reads no status: the
+// cache shows what this process wrote (records.Written), and a release is taken to be
+// absent without a read of storage only when the pass took the CR on (Read.TakenOn: no
+// pass acted on it before), whatever its status says.
 //
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is

@@ -123,14 +123,12 @@ func (ob *observation) observeRelease(ctx context.Context, fromStorage bool) (ob
 		switch {
 		case err != nil:
 			ob.log.V(1).Info("reading the cached release head", "release", ob.relName, "error", err.Error())
-		case h != nil && ob.read.Release != nil && h.Revision < ob.read.Release.Revision:
-			// The cache is behind this CR's own status (a revision a pass just made).
 		case h != nil:
 			ob.want.Applied = ob.applied(h)
 			if s := records.DetermineState(h, ob.want); s == records.StateInSync || s == records.StateRolledBack {
 				return observed{head: h, state: s}, nil
 			}
-		case ob.read.Release == nil:
+		case ob.takenOn:
 			return observed{state: records.StateAbsent, assumed: true}, nil
 		}
 	}

@@ -43,11 +43,23 @@ type pass struct {
 	st rstatus.Common
 }
 
-// newPass is the pass over obj. read is obj's status as the pass found it (the cache's, or
-// the one this process wrote, read in its place): shared, never changed; obj holds a copy.
-func newPass(ctx context.Context, w *World, obj *unstructured.Unstructured, read any) *pass {
+// Read is what the controller found of a CR, besides the copy a pass works on.
+type Read struct {
+	// Status is the CR's status as found (the cache's, or the one this process wrote, read in
+	// its place): shared, never changed. The pass reports from it; it decides nothing.
+	Status any
+	// TakenOn: the controller added rudder's finalizer for this pass. A pass acts on a
+	// release only once the finalizer is written, so no pass acted before this one: unless
+	// the cache of records shows a revision, the release is taken to be absent without a read
+	// of storage (observed.assumed).
+	TakenOn bool
+}
+
+// newPass is the pass over obj, as the controller read it.
+func newPass(ctx context.Context, w *World, obj *unstructured.Unstructured, read Read) *pass {
 	s := newSubject(ctx, w, obj)
-	return &pass{observation: &observation{subject: s}, origStatus: read, st: *s.read.DeepCopy()}
+	s.takenOn = read.TakenOn
+	return &pass{observation: &observation{subject: s}, origStatus: read.Status, st: *s.read.DeepCopy()}
 }
 
 // What the steps of a pass share: the subject (the CR, fixed for the pass) and the
@@ -71,6 +83,8 @@ type subject struct {
 	// read is rudder's part of the CR's status as the pass read it: the conditions the steps
 	// compare with, and what status.release reports.
 	read rstatus.Common
+	// takenOn: no pass acted on the CR before this one (see Read.TakenOn).
+	takenOn bool
 }
 
 // newSubject is the pass's view of obj, whose status it parses.

@@ -175,8 +175,9 @@ type observed struct {
 	rel *release.Release
 	// state is what the release needs, decided once per read by records.DetermineState.
 	state records.State
-	// assumed: nothing was read. Neither the cache nor the CR's status knows a release, so it
-	// is taken to be absent; Helm's install checks the name in storage before it writes.
+	// assumed: nothing was read. The cache of records shows no revision of a CR no pass acted
+	// on before (Read.TakenOn), so its release is taken to be absent; Helm's install checks
+	// the name in storage before it writes.
 	assumed bool
 }
 

@@ -26,10 +26,9 @@ import (
 
 // Run is one pass over obj, a CR of w's watch that is not being deleted and holds rudder's
 // finalizer: observe, act, report, then one patch of its status when the pass changed it.
-// read is obj's status as the controller found it (the cache's, or the one this process
-// wrote, read in its place): shared, never changed; obj is the pass's own copy. It ends with
-// ctx: a CR deleted or rudder stopping cancels whatever the pass runs.
-func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, read any) (res reconcile.Result, err error) {
+// read is what the controller found of obj besides it; obj is the pass's own copy. It ends
+// with ctx: a CR deleted or rudder stopping cancels whatever the pass runs.
+func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, read Read) (res reconcile.Result, err error) {
 	p := newPass(ctx, w, obj, read)
 	ac := &actor{observation: p.observation}
 	defer func() {
