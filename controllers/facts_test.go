@@ -56,6 +56,8 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 		}},
 		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 		{name: "a failed install kept", before: func(h *harness) { h.seedKept(true) }},
+		{name: "an install refused, no revision stored", before: func(h *harness) { h.helm.installErr = refused() }},
+		{name: "a manual rollback kept", before: seedManualRollback},
 		{name: "moved to this shard, its records not in this shard's cache",
 			opts: harnessOpts{carried: []string{"rudder.dev/shard"}, labels: map[string]string{"rudder.dev/shard": "b"}},
 			before: func(h *harness) {
@@ -179,10 +181,9 @@ func TestFactsNotWrittenAreRetried(t *testing.T) {
 	}
 }
 
-// An older rudder's record takes its facts from the CR's status once, and only what rudder
-// could have written there: a failure in a status written over by hand with what no label
-// holds is no fact (it holds nothing back), and is not written on the record (the API server
-// would refuse the patch on every pass).
+// An older rudder's record takes no facts from the CR's status: a failure in a status
+// written over by hand with what no label holds is no fact (it holds nothing back), and is
+// not written on the record (the API server would refuse the patch on every pass).
 func TestFactsTakenOverFromAStatusAreLabelValues(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
@@ -198,5 +199,68 @@ func TestFactsTakenOverFromAStatusAreLabelValues(t *testing.T) {
 		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
 			t.Errorf("label %s=%q: %v", k, v, errs)
 		}
+	}
+}
+
+// An install refused before Helm stored anything leaves no record to carry its facts: the
+// passes of this process keep them (machine.Memory), and a process without them — rudder
+// restarted, the CR's status lost too — renders the release again and is refused again: the
+// same condition, and still no revision stored.
+func TestARefusalIsRefusedAgainByANewProcess(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.helm.installErr = refused()
+	h.passOnce()
+	want := h.conds(rstatus.TypeReleased, rstatus.TypeStalled)
+	if want[1] != "Stalled=True/ChartInvalid" {
+		t.Fatalf("the refused install: %v", want)
+	}
+	h.helm.Calls()
+
+	h.r.memory.Forget(h.key) // what a new process remembers of the CR: nothing
+	cur := h.cr()
+	cur.Object["status"] = map[string]any{}
+	if err := h.c.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	h.passOnce()
+	if got := h.helm.Calls(); !slices.Equal(got, []string{"Last", "Install", "Last"}) {
+		t.Errorf("a new process: Helm calls %q, want the install tried (and refused) again", got)
+	}
+	if got := h.conds(rstatus.TypeReleased, rstatus.TypeStalled); !slices.Equal(got, want) {
+		t.Errorf("a new process reported %v, the process before it %v", got, want)
+	}
+	if hist := h.helm.History("ns", "w"); len(hist) != 0 {
+		t.Errorf("a refused install stored %d revisions", len(hist))
+	}
+}
+
+// The one fact a pass still reads from the CR's status: the failure of an install an older
+// rudder made and removed, record and all (this one keeps it: records.Head.Kept). With no
+// record and nothing in Memory, a status reporting an install's failure holds its (chart,
+// values) back as it did; any other failure it reports (a refusal, computed again by
+// rendering) holds nothing.
+func TestAnOlderRuddersRemovedInstallIsHeldBackByItsStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		reason string
+		calls  []string
+		stall  string
+	}{
+		{rstatus.ReasonInstallFailed, []string{"Last"}, "Stalled=True/InstallFailed"},
+		{rstatus.ReasonChartInvalid, []string{"Last", "Install"}, "Stalled=False/InstallSucceeded"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOpts{watch: "  remediation: {retries: 2}\n"})
+			h.failedBefore(tc.reason, 3, time.Hour)
+			h.passOnce()
+			if got := h.helm.Calls(); !slices.Equal(got, tc.calls) {
+				t.Errorf("Helm calls %q, want %q", got, tc.calls)
+			}
+			if got := h.conds(rstatus.TypeStalled); got[0] != tc.stall {
+				t.Errorf("%v, want %s", got, tc.stall)
+			}
+		})
 	}
 }

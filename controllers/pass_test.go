@@ -190,11 +190,46 @@ func (h *harness) record(status common.Status, current bool, madeAs int, owner t
 	return rel
 }
 
+// refused is the error of an install or upgrade the confinement refuses before Helm stores
+// anything.
+func refused() error {
+	return &guard.ConfinementError{Violations: []guard.Violation{{Kind: "ConfigMap"}}}
+}
+
+// seedManualRollback stores a history whose newest revision is a rollback made with Helm's
+// CLI to revision 1, from revision 2 that rudder made from the CR as it is.
+func seedManualRollback(h *harness) {
+	h.seed(common.StatusSuperseded, false, 0, unitUID)
+	h.seedApplied(common.StatusSuperseded)
+	h.seed(common.StatusDeployed, false, 1, unitUID)
+}
+
+// seedApplied stores the next revision as rudder makes it from the CR as it is: the CR's
+// values, its facts saying it was made from generation 1 and the watch's chart.
+func (h *harness) seedApplied(status common.Status) *release.Release {
+	rel := h.record(status, true, 0, unitUID)
+	maps.Copy(rel.Labels, records.Facts{Applied: &records.Applied{Generation: 1, ChartDigest: h.chartDigest}}.Labels(rel.Version))
+	h.helm.Seed(rel)
+	return rel
+}
+
 // seedKept stores a failed install as rudder keeps one (records.Head.Kept): its objects
 // removed, its record failed, carrying as its facts the failure of the CR's (chart, values)
 // when current, else of older values.
 func (h *harness) seedKept(current bool) *release.Release {
 	rel := h.failedInstall(current, common.StatusFailed)
+	rel.Labels[records.LabelObjectsRemoved] = strconv.Itoa(rel.Version)
+	h.helm.Seed(rel)
+	return rel
+}
+
+// seedKeptFailure stores the CR's failed install as rudder keeps it (see seedKept) after it
+// failed n times, the last time ago.
+func (h *harness) seedKeptFailure(n int, ago time.Duration) *release.Release {
+	rel := h.failedInstall(true, common.StatusFailed)
+	f := records.FactsOf(rel.Labels)
+	f.Failed.Count, f.Failed.At = n, h.clock.Now().Add(-ago)
+	maps.Copy(rel.Labels, f.Labels(rel.Version))
 	rel.Labels[records.LabelObjectsRemoved] = strconv.Itoa(rel.Version)
 	h.helm.Seed(rel)
 	return rel
@@ -589,11 +624,7 @@ func TestPassDecisionTable(t *testing.T) {
 		name: "manual rollback: kept",
 		opts: harnessOpts{status: map[string]any{"release": map[string]any{"name": "w", "revision": int64(2),
 			"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
-		setup: func(h *harness) {
-			h.seed(common.StatusSuperseded, false, 0, unitUID)
-			h.seed(common.StatusSuperseded, true, 0, unitUID)
-			h.seed(common.StatusDeployed, false, 1, unitUID)
-		},
+		setup:  seedManualRollback,
 		calls:  []string{"Last"},
 		conds:  []string{"Released=True/ManualRollback", "Ready=True/ObjectsReady", "Reconciling=False/ObjectsReady", "Stalled=False/ManualRollback"},
 		events: []string{"Normal ManualRollback"},
@@ -605,7 +636,7 @@ func TestPassDecisionTable(t *testing.T) {
 				"applied": map[string]any{"revision": int64(2), "generation": int64(1), "chartDigest": "CHART"}}}},
 		setup: func(h *harness) {
 			h.seed(common.StatusSuperseded, false, 0, unitUID)
-			h.seed(common.StatusDeployed, true, 0, unitUID)
+			h.seedApplied(common.StatusDeployed)
 		},
 		calls:  []string{"Revision 1", "Rollback 1", "Last"},
 		conds:  []string{"Released=True/ManualRollback", "RollbackRequest=True/RolledBack", "Ready=True/ObjectsReady", "Stalled=False/ManualRollback"},
@@ -735,7 +766,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name:   "a failed install whose retry is not due: nothing tried",
 		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
-		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 1, time.Second) },
+		setup:  func(h *harness) { h.seedKeptFailure(1, time.Second) },
 		waits:  true,
 		calls:  []string{"Last"},
 		conds:  []string{"Ready=False/RetryScheduled", "Reconciling=True/RetryScheduled", "Stalled=False/RetryScheduled"},
@@ -743,7 +774,7 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name:   "a failed install whose retry is due: installed",
 		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
-		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 2, 11*time.Second) },
+		setup:  func(h *harness) { h.seedKeptFailure(2, 11*time.Second) },
 		calls:  []string{"Last", "Install"},
 		conds:  []string{"Released=True/InstallSucceeded", "Ready=True/ObjectsReady", "Stalled=False/InstallSucceeded"},
 		events: []string{"Normal InstallSucceeded"},
@@ -751,14 +782,19 @@ func TestPassDecisionTable(t *testing.T) {
 	}, {
 		name:   "a failed install out of retries: held back",
 		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
-		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonInstallFailed, 3, time.Hour) },
+		setup:  func(h *harness) { h.seedKeptFailure(3, time.Hour) },
 		calls:  []string{"Last"},
 		conds:  []string{"Ready=False/InstallFailed", "Stalled=True/InstallFailed"},
 		result: "terminal",
 	}, {
-		name:   "a confinement failure is not retried",
-		opts:   harnessOpts{watch: "  remediation: {retries: 2}\n"},
-		setup:  func(h *harness) { h.failedBefore(rstatus.ReasonChartInvalid, 1, time.Hour) },
+		name: "a confinement failure is not retried",
+		opts: harnessOpts{watch: "  remediation: {retries: 2}\n"},
+		setup: func(h *harness) {
+			h.helm.installErr = refused()
+			h.passOnce() // no revision stored
+			h.helm.installErr = nil
+			h.eventReasons()
+		},
 		calls:  []string{"Last"},
 		conds:  []string{"Ready=False/ChartInvalid", "Stalled=True/ChartInvalid"},
 		result: "terminal",

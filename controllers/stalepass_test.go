@@ -64,6 +64,10 @@ func TestPassBehindTheCacheDecidesTheSame(t *testing.T) {
 			}},
 		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 		{name: "tested", opts: harnessOpts{chart: "tested", watch: "  test: {enable: true}\n"}},
+		{name: "an install refused, no revision stored",
+			before:  func(h *harness) { h.helm.installErr = refused() },
+			between: func(h *harness) { h.helm.installErr = nil }},
+		{name: "a manual rollback kept", before: seedManualRollback},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

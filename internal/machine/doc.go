@@ -73,10 +73,11 @@
 //     from a cache behind that write decides the same. The release's facts (records.Facts: a
 //     held-back failure, the once-per-value annotations' values handled, what rudder's newest
 //     own revision was made from) are such labels: facts.go reads them, and markRecord writes
-//     them on the newest record from the same records, before the status. What no record
-//     holds (the failure of an install an older rudder removed; the Drifted condition) is read
-//     from the status this process wrote before the cache of CRs shows it (the controller's
-//     statuses.go hands it to Run in place of the cache's).
+//     them on the newest record from the same records, before the status; a release with no
+//     record keeps them in Memory (markRecord). What the report compares with (the Drifted
+//     condition, what status.release says already) is read from the status this process wrote
+//     before the cache of CRs shows it (the controller's statuses.go hands it to Run in place
+//     of the cache's).
 //     TestPassBehindTheCacheDecidesTheSame and TestPassWithItsStatusLostDecidesTheSame (in
 //     package controllers) get a row.
 //  4. The Releases boundary (releases.go), when it needs a new call of Helm: the method, on
@@ -131,17 +132,22 @@
 //     one pass, so that Helm's repeated queries of the same records within an action cost one
 //     request each; it ends with the pass.
 //   - Memory (memory.go): what passes derive and keep between them (which CRs need a drift
-//     check, the identities of each release's objects, the phase each pass ended in); it
-//     holds nothing storage or the API server must confirm.
+//     check, the identities of each release's objects, the phase each pass ended in, the
+//     facts of a release with no record); it holds nothing storage or the API server must
+//     confirm, and a new process computes it again.
 //
-// Where a decision still reads the CR's status: the failure of an install that left no record
-// (an older rudder removed a failed install's record, where this one keeps it,
-// records.Head.Kept; an install refused before Helm stored anything stores no revision, by the
-// confinement rule), and the facts of records an older rudder made without records.LabelFacts
-// (facts.go, factsOf). The look at the cache of records (observe.go) reads no status: the
-// cache shows what this process wrote (records.Written), and a release is taken to be
-// absent without a read of storage only when the pass took the CR on (Read.TakenOn: no
-// pass acted on it before), whatever its status says.
+// Where a decision still reads the CR's status: in one case, the failure of an install an
+// older rudder made and removed, record and all, where this one keeps it (records.Head.Kept):
+// with no record and no Memory of the release's facts, a status that reports an install's
+// failure holds its (chart, values) back (facts.go, factsOf). It goes once the rudder users
+// run before this one (hack/previous-version) keeps failed installs. Every other fact is a
+// record's label, or, for a release with no record (an install refused before Helm stored
+// anything: the confinement rule stores no revision), kept in Memory, which a new process
+// computes again by rendering (the refusal repeats). The look at the cache of records
+// (observe.go) reads no status: the cache shows what this process wrote (records.Written),
+// and a release is taken to be absent without a read of storage only when the pass took the
+// CR on (Read.TakenOn: no pass acted on it before), whatever its status says. What a pass
+// reads of its status otherwise serves the report: what to write, and what is written already.
 //
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is

@@ -14,11 +14,14 @@ import (
 )
 
 // The release's facts (records.Facts: the failure that holds a (chart, values) back, the
-// values of the once-per-value annotations handled) are kept in the labels of its newest
-// record. A pass decides from them as that record carries them, and writes them there before
-// it reports them (markRecord); the status reports them and is read for them only where no
-// record carries them: no record at all (an older rudder removed a failed install's record)
-// or an older rudder's (records.LabelFacts absent), which the pass then marks with them, once.
+// values of the once-per-value annotations handled, what rudder's newest own revision was
+// made from) are kept in the labels of its newest record. A pass decides from them as that
+// record carries them, and writes them there before it reports them (markRecord); the
+// status reports them. A release without a record (an install refused before Helm stored
+// anything) has its facts in Memory: what they hold is computed again by a process without
+// them (the refusal repeats). The status is read for them in one case: no record and no
+// Memory of them, and the status reports an install's failure — an older rudder removed the
+// failed install's record that this one keeps (records.Head.Kept).
 
 // facts are the release's facts as the pass found them.
 func (ob *observation) facts() records.Facts {
@@ -30,14 +33,22 @@ func (ob *observation) facts() records.Facts {
 }
 
 // factsOf are the release's facts with newest revision h (nil: none): as its records carry
-// them, else as the CR's status reports them.
+// them; with no record, as Memory keeps them, else as an older rudder's status reports the
+// failed install it removed (see above). A record that carries none (an older rudder's, or
+// another owner's) has none.
 func (ob *observation) factsOf(h *records.Head) records.Facts {
-	if h != nil && h.Facts != nil && h.OwnerUID == ob.want.OwnerUID {
-		return *h.Facts
-	}
 	var f records.Facts
+	switch {
+	case h != nil && h.Facts != nil && h.OwnerUID == ob.want.OwnerUID:
+		return *h.Facts
+	case h != nil:
+		return f
+	}
+	if kept, _, ok := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID()); ok {
+		return kept
+	}
 	st := ob.read.Release
-	if st == nil {
+	if st == nil || st.Failed == nil || st.Failed.Reason != rstatus.ReasonInstallFailed {
 		return f
 	}
 	// What is not a label value was not written by rudder (a status written over by hand): it
@@ -75,7 +86,9 @@ func (ob *observation) heldBackFailure() (*failure, bool) {
 	if !f.At.IsZero() {
 		held.failed.LastFailure = &metav1.Time{Time: f.At}
 	}
-	if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
+	if _, msg, ok := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID()); ok && ob.release.head == nil && msg != "" {
+		held.failed.Message = msg
+	} else if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
 		held.failed.Message = st.Failed.Message
 		if st.Failed.LastFailure != nil && st.Failed.LastFailure.Unix() == f.At.Unix() {
 			held.failed.LastFailure = st.Failed.LastFailure
@@ -149,6 +162,28 @@ func (ob *observation) factsAfter(o *outcome) records.Facts {
 		}
 	}
 	return f
+}
+
+// failureMessageAfter is the message of the failure the release's facts hold once the
+// pass's steps recorded what they learned: the last failure a step met, else the one held
+// back ("": none).
+func (ob *observation) failureMessageAfter(o *outcome) string {
+	msg := ""
+	if held, ok := ob.heldBackFailure(); ok {
+		msg = held.failed.Message
+	}
+	if o == nil {
+		return msg
+	}
+	for _, rec := range o.records {
+		switch {
+		case rec.failed != nil:
+			msg = rec.failed.failed.Message
+		case rec.clearFailed:
+			msg = ""
+		}
+	}
+	return msg
 }
 
 // sameFailure reports whether a and b report the same failure (times to the second, as the

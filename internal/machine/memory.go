@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -36,12 +37,25 @@ type Memory struct {
 	// states is the phase each CR's last pass ended in, for the rudder_release_state gauge
 	// (whose label "state" holds that phase, not the release state the pass decided from).
 	states map[types.NamespacedName]string
+	// unrecorded are the facts of each release that has no record to carry them, by CR key.
+	unrecorded map[types.NamespacedName]unrecorded
+}
+
+// unrecorded are the facts a pass learned of a release with no revision (an install refused
+// before Helm stored anything: the confinement rule stores no revision of it), of the CR
+// with uid, and the message of the failure among them. They are derived, not kept: a new
+// process that does not have them renders the release again and is refused again.
+type unrecorded struct {
+	uid     types.UID
+	facts   records.Facts
+	message string
 }
 
 // NewMemory is the memory of the passes of watch w.
 func NewMemory(w *watches.Watch) *Memory {
 	return &Memory{label: w.String(), dirty: map[types.NamespacedName]drift{}, verified: map[types.NamespacedName]types.UID{},
-		manifests: map[types.NamespacedName]parsedManifest{}, states: map[types.NamespacedName]string{}}
+		manifests: map[types.NamespacedName]parsedManifest{}, states: map[types.NamespacedName]string{},
+		unrecorded: map[types.NamespacedName]unrecorded{}}
 }
 
 // parsedManifest is what Memory keeps of a release's newest revision: the identities of its
@@ -72,10 +86,43 @@ func (m *Memory) Forget(key types.NamespacedName) {
 	delete(m.dirty, key)
 	delete(m.verified, key)
 	delete(m.manifests, key)
+	delete(m.unrecorded, key)
 	if old, ok := m.states[key]; ok {
 		releaseStates.DeleteLabelValues(m.label, key.Namespace, key.Name, old)
 		delete(m.states, key)
 	}
+}
+
+// keepUnrecorded remembers the facts f of the release of the CR at key (with uid) that has no
+// record, and the message of the failure among them; facts that are all zero are forgotten.
+func (m *Memory) keepUnrecorded(key types.NamespacedName, uid types.UID, f records.Facts, message string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.Equal(&records.Facts{}) {
+		delete(m.unrecorded, key)
+		return
+	}
+	m.unrecorded[key] = unrecorded{uid: uid, facts: f, message: message}
+}
+
+// unrecordedFacts are the facts kept of the release of the CR at key (with uid) while it had
+// no record (see keepUnrecorded), and the message of the failure among them.
+func (m *Memory) unrecordedFacts(key types.NamespacedName, uid types.UID) (records.Facts, string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.unrecorded[key]
+	if !ok || u.uid != uid {
+		return records.Facts{}, "", false
+	}
+	return u.facts, u.message, true
+}
+
+// forgetUnrecorded drops the facts kept of key's release without a record: a record of it
+// carries its facts now.
+func (m *Memory) forgetUnrecorded(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.unrecorded, key)
 }
 
 // recordPhase keeps the rudder_release_state gauge at one series per CR: the phase its last

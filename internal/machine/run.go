@@ -61,8 +61,10 @@ func (p *pass) run(ctx context.Context, ac *actor) (reconcile.Result, error) {
 
 // markRecord writes the release's facts, as the pass leaves them, on the newest revision's
 // record, when it does not carry them already: the pass's status is written after it, and
-// reports what the record holds. A release that is not the CR's (another owner's), one
-// another operation holds (pending), and no release, are not written.
+// reports what the record holds. A release that is not the CR's (another owner's), and one
+// another operation holds (pending), are not written; the facts of a release without a
+// record (an install refused before Helm stored anything) are kept in Memory, where the next
+// pass reads them (factsOf).
 func (p *pass) markRecord(ctx context.Context, o *outcome) error {
 	h := o.newest
 	if !o.ended && len(o.steps) > 0 {
@@ -73,7 +75,13 @@ func (p *pass) markRecord(ctx context.Context, o *outcome) error {
 			return err
 		}
 	}
-	if h == nil || h.OwnerUID != p.want.OwnerUID || h.Pending() {
+	if h == nil {
+		f, msg := p.factsAfter(o), p.failureMessageAfter(o)
+		p.w.Memory.keepUnrecorded(p.key, p.obj.GetUID(), f, msg)
+		return nil
+	}
+	p.w.Memory.forgetUnrecorded(p.key)
+	if h.OwnerUID != p.want.OwnerUID || h.Pending() {
 		return nil
 	}
 	f := p.factsAfter(o)
