@@ -136,18 +136,14 @@
 //     facts of a release with no record); it holds nothing storage or the API server must
 //     confirm, and a new process computes it again.
 //
-// Where a decision still reads the CR's status: in one case, the failure of an install an
-// older rudder made and removed, record and all, where this one keeps it (records.Head.Kept):
-// with no record and no Memory of the release's facts, a status that reports an install's
-// failure holds its (chart, values) back (facts.go, factsOf). It goes once the rudder users
-// run before this one (hack/previous-version) keeps failed installs. Every other fact is a
-// record's label, or, for a release with no record (an install refused before Helm stored
-// anything: the confinement rule stores no revision), kept in Memory, which a new process
-// computes again by rendering (the refusal repeats). The look at the cache of records
-// (observe.go) reads no status: the cache shows what this process wrote (records.Written),
-// and a release is taken to be absent without a read of storage only when the pass took the
-// CR on (Read.TakenOn: no pass acted on it before), whatever its status says. What a pass
-// reads of its status otherwise serves the report: what to write, and what is written already.
+// No decision reads the CR's status. Every fact is a record's label, or, for a release with
+// no record (an install refused before Helm stored anything: the confinement rule stores no
+// revision), kept in Memory, which a new process computes again by rendering (the refusal
+// repeats). The look at the cache of records (observe.go) reads no status: the cache shows
+// what this process wrote (records.Written), and a release is taken to be absent without a
+// read of storage only when the pass took the CR on (Read.TakenOn: no pass acted on it
+// before), whatever its status says. What a pass reads of its status serves the report: what
+// to write, what is written already, and a failure's message, which no label holds.
 //
 // It owns what a CR's status says and the releases' lifecycle; the work queue, the watches
 // and the status writes are the controller's (package controllers), how a release is

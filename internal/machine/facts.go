@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -19,9 +18,8 @@ import (
 // record carries them, and writes them there before it reports them (markRecord); the
 // status reports them. A release without a record (an install refused before Helm stored
 // anything) has its facts in Memory: what they hold is computed again by a process without
-// them (the refusal repeats). The status is read for them in one case: no record and no
-// Memory of them, and the status reports an install's failure — an older rudder removed the
-// failed install's record that this one keeps (records.Head.Kept).
+// them (the refusal repeats). No decision reads the CR's status: a pass whose CR comes with
+// no status, or with one from a cache behind, decides the same.
 
 // facts are the release's facts as the pass found them.
 func (ob *observation) facts() records.Facts {
@@ -33,9 +31,8 @@ func (ob *observation) facts() records.Facts {
 }
 
 // factsOf are the release's facts with newest revision h (nil: none): as its records carry
-// them; with no record, as Memory keeps them, else as an older rudder's status reports the
-// failed install it removed (see above). A record that carries none (an older rudder's, or
-// another owner's) has none.
+// them; with no record, as Memory keeps them. A record that carries none (an older rudder's,
+// or another owner's) has none, and so has a release with neither.
 func (ob *observation) factsOf(h *records.Head) records.Facts {
 	var f records.Facts
 	switch {
@@ -47,20 +44,6 @@ func (ob *observation) factsOf(h *records.Head) records.Facts {
 	if kept, _, ok := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID()); ok {
 		return kept
 	}
-	st := ob.read.Release
-	if st == nil || st.Failed == nil || st.Failed.Reason != rstatus.ReasonInstallFailed {
-		return f
-	}
-	// What is not a label value was not written by rudder (a status written over by hand): it
-	// is no fact.
-	if x := st.Failed; x != nil && labelValues(x.ChartDigest, x.ValuesDigest, x.Reason) {
-		f.Failed = failureFact(*x)
-	}
-	if a := st.Applied; a != nil && labelValues(a.ChartDigest) {
-		f.Applied = &records.Applied{Generation: a.Generation, ChartDigest: a.ChartDigest}
-	}
-	f.RollbackTo = records.HandledValue(st.RollbackRequest)
-	f.ReconcileAt, f.ResetAt = records.HandledValue(st.ReconcileRequest), records.HandledValue(st.ResetRequest)
 	return f
 }
 
@@ -197,16 +180,6 @@ func sameFailure(a, b rstatus.FailedRelease) bool {
 	}
 	return a.ChartDigest == b.ChartDigest && a.ValuesDigest == b.ValuesDigest && a.Reason == b.Reason &&
 		max(a.Failures, 1) == max(b.Failures, 1) && at(a.LastFailure) == at(b.LastFailure) && a.Message == b.Message
-}
-
-// labelValues reports whether every v is a valid label value.
-func labelValues(vs ...string) bool {
-	for _, v := range vs {
-		if len(validation.IsValidLabelValue(v)) > 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // testedFromRecord is the run of revision h's tests as its record holds it: the outcome its

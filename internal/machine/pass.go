@@ -46,8 +46,8 @@ type pass struct {
 // Read is what the controller found of a CR, besides the copy a pass works on.
 type Read struct {
 	// Status is the CR's status as found (the cache's, or the one this process wrote, read in
-	// its place): shared, never changed. The pass reports from it; a decision reads it in one
-	// case only, the failed install an older rudder removed (facts.go).
+	// its place): shared, never changed. The pass reports from it (what changed, a failure's
+	// message no label holds); it decides nothing.
 	Status any
 	// TakenOn: the controller added rudder's finalizer for this pass. A pass acts on a
 	// release only once the finalizer is written, so no pass acted before this one: unless
