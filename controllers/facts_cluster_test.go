@@ -89,19 +89,7 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
-	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "kept", map[string]any{"message": "ok", "invalidService": true})); err != nil {
-		t.Fatal(err)
-	}
-	crtest.WaitCondition(t, k8s, widgetGVK, ns, "kept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
-	var description string
-	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "kept")
-		if len(h) != 1 || !records.HeadOf(helm.View(h[0])).Kept() {
-			return false, nil
-		}
-		description = h[0].Info.Description
-		return true, nil
-	})
+	description := failedInstallKept(t, ns, "kept")
 	if !strings.Contains(description, "70000") {
 		t.Fatalf("the kept record's description %q is not Helm's failure", description)
 	}
@@ -150,16 +138,8 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 // back — instead of purging it as an uninstall that died.
 func TestAKeepThatDiedIsFinished(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := crtest.NewNamespace(t, k8s, "t-")
-	if err := k8s.Create(ctx, crtest.NewCR(widgetGVK, ns, "halfkept", map[string]any{"message": "ok", "invalidService": true})); err != nil {
-		t.Fatal(err)
-	}
-	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfkept", rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
-	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "halfkept")
-		return len(h) == 1 && records.HeadOf(helm.View(h[0])).Kept(), nil
-	})
+	failedInstallKept(t, ns, "halfkept")
 	cfg := crtest.HelmConfig(t, cluster, ns)
 	rel, err := records.V1Of(cfg.Releases.Last("halfkept"))
 	if err != nil {
@@ -186,4 +166,24 @@ func TestAKeepThatDiedIsFinished(t *testing.T) {
 	if c := crtest.Condition(u, rstatus.TypeStalled); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rstatus.ReasonInstallFailed {
 		t.Fatalf("Stalled after the keep was finished: %+v", c)
 	}
+}
+
+// failedInstallKept creates Widget name in ns with a Service the API server refuses, waits
+// until its install failed and its record is kept, and returns that record's description.
+func failedInstallKept(t *testing.T, ns, name string) string {
+	t.Helper()
+	if err := k8s.Create(context.Background(), crtest.NewCR(widgetGVK, ns, name, map[string]any{"message": "ok", "invalidService": true})); err != nil {
+		t.Fatal(err)
+	}
+	crtest.WaitCondition(t, k8s, widgetGVK, ns, name, rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
+	var description string
+	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
+		h := crtest.History(t, cluster, ns, name)
+		if len(h) != 1 || !records.HeadOf(helm.View(h[0])).Kept() {
+			return false, nil
+		}
+		description = h[0].Info.Description
+		return true, nil
+	})
+	return description
 }
