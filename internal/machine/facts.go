@@ -34,17 +34,14 @@ func (ob *observation) facts() records.Facts {
 // them; with no record, as Memory keeps them. A record that carries none (an older rudder's,
 // or another owner's) has none, and so has a release with neither.
 func (ob *observation) factsOf(h *records.Head) records.Facts {
-	var f records.Facts
 	switch {
-	case h != nil && h.Facts != nil && h.OwnerUID == ob.want.OwnerUID:
-		return *h.Facts
-	case h != nil:
-		return f
-	}
-	if kept, _, ok := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID()); ok {
+	case h == nil:
+		kept, _, _ := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID())
 		return kept
+	case h.Facts != nil && h.OwnerUID == ob.want.OwnerUID:
+		return *h.Facts
 	}
-	return f
+	return records.Facts{}
 }
 
 // failureFact is the fact of a failure as status.release.failed reports it.
