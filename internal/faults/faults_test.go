@@ -8,10 +8,12 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -302,38 +304,52 @@ func TestControlPlaneRestarts(t *testing.T) {
 	start(t, "rudder")
 	var ns string
 	var names []string
-	killMidWork(t, "kube-apiserver", func() int {
+	killMidWork(t, "kube-apiserver", func() map[string]int {
 		ns = crtest.NewNamespace(t, k8s, "faults-")
 		names = createWebs(t, ns, 10, 1)
-		return 1
-	}, func() (string, []string) { return ns, names })
+		return every(names, 1)
+	}, func() string { return ns })
 	converged(t, ns, names, 1)
 
 	replicas := int64(1)
-	killMidWork(t, "etcd", func() int {
+	killMidWork(t, "etcd", func() map[string]int {
 		converged(t, ns, names, replicas) // the work of a try that missed is over first
-		revision := newestRevision(t, ns, names[0]) + 1
+		// Each release from its own newest revision on: an install the kill of
+		// kube-apiserver failed was followed by another, so the histories differ in length.
+		to := map[string]int{}
+		for _, n := range names {
+			to[n] = newestRevision(t, ns, n) + 1
+		}
 		replicas++
 		setReplicas(t, ns, names, replicas)
-		return revision
-	}, func() (string, []string) { return ns, names })
+		return to
+	}, func() string { return ns })
 	converged(t, ns, names, replicas)
 }
 
-// killMidWork starts work (which returns the revision every CR's release moves to, or past:
+// every is the revision each of names moves to or past: the same for all.
+func every(names []string, revision int) map[string]int {
+	to := make(map[string]int, len(names))
+	for _, n := range names {
+		to[n] = revision
+	}
+	return to
+}
+
+// killMidWork starts work (which returns, for each release, the revision it moves to, or past:
 // a revision the kill failed is followed by another), waits until it is under way (a record of
-// that revision stored) and kills the control-plane component proc while it is (not every
+// such a revision stored) and kills the control-plane component proc while it is (not every
 // release there yet), keeping it down 3 s. The kill landed in the middle of the work when a
-// record of the revision or after was stored or updated after the restart too; otherwise (the
-// work was over before the kill, or done before it took effect) the work is started again, up
-// to three times.
-func killMidWork(t *testing.T, proc string, work func() (revision int), of func() (string, []string)) {
+// record of such a revision was stored or updated after the restart too; otherwise (the work
+// was over before the kill, or done before it took effect) the work is started again, up to
+// three times.
+func killMidWork(t *testing.T, proc string, work func() (to map[string]int), namespace func() string) {
 	t.Helper()
 	const tries = 3
 	for try := 1; ; try++ {
-		revision := work()
-		ns, names := of()
-		if !underWay(t, ns, names, revision) {
+		to := work()
+		ns := namespace()
+		if !underWay(t, ns, to) {
 			t.Logf("try %d: the work was over before %s could be killed", try, proc)
 		} else {
 			if err := cluster.KillAndRestart(context.Background(), proc, 3*time.Second); err != nil {
@@ -345,13 +361,16 @@ func killMidWork(t *testing.T, proc string, work func() (revision int), of func(
 			up := time.Now()
 			// As patient as converged: a CR whose passes failed while the API server was down
 			// waits out its back-off first.
-			crtest.Eventually(t, fmt.Sprintf("revision %d or after deployed for every release", revision), 10*time.Minute, func(context.Context) (bool, error) {
-				return records(t, ns, revision).deployed == len(names), nil
+			crtest.Eventually(t, "every release deployed at the revision it moves to, or after", 10*time.Minute, func(context.Context) (bool, error) {
+				if r := records(t, ns, to); r.deployed != len(to) {
+					return false, fmt.Errorf("not yet: %s", strings.Join(r.behind, "; "))
+				}
+				return true, nil
 			})
-			if records(t, ns, revision).newest.After(up.Add(-time.Second)) {
+			if records(t, ns, to).newest.After(up.Add(-time.Second)) {
 				return // a record was stored or updated after the restart: the kill was in the middle
 			}
-			t.Logf("try %d: every record of revision %d was stored before %s was killed", try, revision, proc)
+			t.Logf("try %d: every record of the work was stored before %s was killed", try, proc)
 		}
 		if try == tries {
 			t.Fatalf("%d tries, and no kill of %s landed in the middle of the work", tries, proc)
@@ -359,31 +378,36 @@ func killMidWork(t *testing.T, proc string, work func() (revision int), of func(
 	}
 }
 
-// underWay waits until a release of names has a record of revision (or after) and reports true
-// if, then, not every one is deployed there yet.
-func underWay(t *testing.T, ns string, names []string, revision int) bool {
+// underWay waits until a release has a record of the revision it moves to (or after) and
+// reports true if, then, not every one is deployed there yet.
+func underWay(t *testing.T, ns string, to map[string]int) bool {
 	t.Helper()
 	var r revisionRecords
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		r = records(t, ns, revision)
-		return r.deployed == len(names) || r.stored > 0, nil
+		r = records(t, ns, to)
+		return r.deployed == len(to) || r.stored > 0, nil
 	})
 	if err != nil {
-		t.Fatalf("no release of namespace %s reached revision %d in a minute", ns, revision)
+		t.Fatalf("no release of namespace %s reached the revision it moves to in a minute: %v", ns, to)
 	}
-	return r.deployed != len(names)
+	return r.deployed != len(to)
 }
 
-// revisionRecords counts the release records of a namespace from one revision on.
+// revisionRecords counts the release records of a namespace, each release's from the revision
+// it moves to on.
 type revisionRecords struct {
-	// stored counts the records of the revision or after; deployed the releases whose newest
-	// record is one of those, deployed.
+	// stored counts the records of those revisions; deployed the releases whose newest record
+	// is one of them, deployed.
 	stored, deployed int
+	// behind names the releases not deployed at such a revision yet, with their newest
+	// record's revision and status.
+	behind []string
 	// newest is when the newest of them was stored or updated (to the second).
 	newest time.Time
 }
 
-func records(t *testing.T, ns string, revision int) revisionRecords {
+// records counts the records of the releases to names, from the revision each moves to on.
+func records(t *testing.T, ns string, to map[string]int) revisionRecords {
 	t.Helper()
 	var list corev1.SecretList
 	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
@@ -393,8 +417,12 @@ func records(t *testing.T, ns string, revision int) revisionRecords {
 	newestOf := map[string]*corev1.Secret{}
 	for i := range list.Items {
 		s := &list.Items[i]
+		from, ok := to[s.Labels["name"]]
 		v, _ := strconv.Atoi(s.Labels["version"])
-		if v < revision {
+		if n := newestOf[s.Labels["name"]]; ok && (n == nil || v > atoi(n.Labels["version"])) {
+			newestOf[s.Labels["name"]] = s
+		}
+		if !ok || v < from {
 			continue
 		}
 		r.stored++
@@ -405,13 +433,16 @@ func records(t *testing.T, ns string, revision int) revisionRecords {
 				r.newest = time.Unix(sec, 0)
 			}
 		}
-		if n := newestOf[s.Labels["name"]]; n == nil || v > atoi(n.Labels["version"]) {
-			newestOf[s.Labels["name"]] = s
-		}
 	}
-	for _, s := range newestOf {
-		if s.Labels["status"] == common.StatusDeployed.String() {
+	for _, name := range slices.Sorted(maps.Keys(to)) {
+		s := newestOf[name]
+		switch {
+		case s == nil:
+			r.behind = append(r.behind, name+": no record")
+		case atoi(s.Labels["version"]) >= to[name] && s.Labels["status"] == common.StatusDeployed.String():
 			r.deployed++
+		default:
+			r.behind = append(r.behind, fmt.Sprintf("%s: %s at revision %s, moving to %d", name, s.Labels["status"], s.Labels["version"], to[name]))
 		}
 	}
 	return r

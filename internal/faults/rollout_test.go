@@ -77,7 +77,7 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 	// and at least one CR has none yet.
 	n := 0
 	err = wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 3*time.Minute, true, func(context.Context) (bool, error) {
-		n = records(t, ns, 2).stored
+		n = records(t, ns, every(names, 2)).stored
 		if n >= len(names) {
 			return false, errors.New("every CR moved")
 		}
