@@ -35,6 +35,9 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 		name   string
 		opts   harnessOpts
 		before func(h *harness)
+		// unrecorded: the release has no record; the failure's message Memory keeps is
+		// reported as the pass before reported it.
+		unrecorded bool
 	}{
 		{name: "a failed upgrade held back", opts: harnessOpts{watch: "  remediation: {retries: 0}\n"}, before: upgradeFails},
 		{name: "a failed upgrade with retries left", opts: harnessOpts{watch: "  remediation: {retries: 3}\n"}, before: upgradeFails},
@@ -56,7 +59,7 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 		}},
 		{name: "rollback-to refused", opts: harnessOpts{annotations: map[string]string{machine.AnnotationRollbackTo: "9"}}},
 		{name: "a failed install kept", before: func(h *harness) { h.seedKept(true) }},
-		{name: "an install refused, no revision stored", before: func(h *harness) { h.helm.installErr = refused() }},
+		{name: "an install refused, no revision stored", before: func(h *harness) { h.helm.installErr = refused() }, unrecorded: true},
 		{name: "a manual rollback kept", before: seedManualRollback},
 		{name: "moved to this shard, its records not in this shard's cache",
 			opts: harnessOpts{carried: []string{"rudder.dev/shard"}, labels: map[string]string{"rudder.dev/shard": "b"}},
@@ -74,6 +77,7 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 			}
 			_, _ = h.pass()
 			want := factsReported(h.cr())
+			wantMsg, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "failed", "message")
 			h.helm.Calls()
 			writes := h.helm.factWrites
 
@@ -96,6 +100,8 @@ func TestPassWithItsStatusLostDecidesTheSame(t *testing.T) {
 			if msg, _, _ := unstructured.NestedString(h.cr().Object, "status", "release", "failed", "message"); strings.Contains(tc.name, "failed") &&
 				!strings.Contains(msg, "as the release's record says") {
 				t.Errorf("the failure's message: %q", msg)
+			} else if tc.unrecorded && (msg == "" || msg != wantMsg) {
+				t.Errorf("the failure's message: %q, the pass before reported %q", msg, wantMsg)
 			}
 		})
 	}

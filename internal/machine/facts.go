@@ -24,24 +24,25 @@ import (
 // facts are the release's facts as the pass found them.
 func (ob *observation) facts() records.Facts {
 	if ob.known == nil {
-		f := ob.factsOf(ob.release.head)
-		ob.known = &f
+		f, msg := ob.factsOf(ob.release.head)
+		ob.known = &known{facts: f, message: msg}
 	}
-	return *ob.known
+	return ob.known.facts
 }
 
 // factsOf are the release's facts with newest revision h (nil: none): as its records carry
 // them; with no record, as Memory keeps them. A record that carries none (an older rudder's,
-// or another owner's) has none, and so has a release with neither.
-func (ob *observation) factsOf(h *records.Head) records.Facts {
+// or another owner's) has none, and so has a release with neither. With them, the message of
+// the failure among them Memory keeps ("": none; a record's facts have none, no label holds it).
+func (ob *observation) factsOf(h *records.Head) (records.Facts, string) {
 	switch {
 	case h == nil:
-		kept, _, _ := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID())
-		return kept
+		kept, message, _ := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID())
+		return kept, message
 	case h.Facts != nil && h.OwnerUID == ob.want.OwnerUID:
-		return *h.Facts
+		return *h.Facts, ""
 	}
-	return records.Facts{}
+	return records.Facts{}, ""
 }
 
 // failureFact is the fact of a failure as status.release.failed reports it.
@@ -66,7 +67,7 @@ func (ob *observation) heldBackFailure() (*failure, bool) {
 	if !f.At.IsZero() {
 		held.failed.LastFailure = &metav1.Time{Time: f.At}
 	}
-	if _, msg, ok := ob.w.Memory.unrecordedFacts(ob.key, ob.obj.GetUID()); ok && ob.release.head == nil && msg != "" {
+	if msg := ob.known.message; msg != "" {
 		held.failed.Message = msg
 	} else if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
 		held.failed.Message = st.Failed.Message

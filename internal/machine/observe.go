@@ -150,4 +150,7 @@ func (ob *observation) observeRelease(ctx context.Context, fromStorage bool) (ob
 
 // applied is what rudder's newest own revision was made from, as the release's facts with
 // newest revision h have it (see factsOf).
-func (ob *observation) applied(h *records.Head) *records.Applied { return ob.factsOf(h).Applied }
+func (ob *observation) applied(h *records.Head) *records.Applied {
+	f, _ := ob.factsOf(h)
+	return f.Applied
+}

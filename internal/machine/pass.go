@@ -142,7 +142,15 @@ type observation struct {
 	// pin is where the watch's rollouts leave the CR (see rollout.go).
 	pin pin
 	// known are the release's facts as the pass found them (see facts).
-	known *records.Facts
+	known *known
+}
+
+// known are a release's facts as a pass found them, with the message of the failure among
+// them that Memory keeps with the facts of a release without a record ("": none, or the
+// release has a record: no label holds a message).
+type known struct {
+	facts   records.Facts
+	message string
 }
 
 // pin is where a rollout leaves a pass's CR.
