@@ -12,8 +12,11 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
@@ -168,12 +171,13 @@ func TestRolloutPerShard(t *testing.T) {
 		}
 		return len(byShard) == 2, nil
 	})
-	// Each shard's rollout moved every CR of the kind it selects: this run's two, and those an
-	// earlier run (go test -count=N) left in a namespace still being deleted.
+	// Each shard's rollout moved every CR of the kind it selects: this run's two, and those
+	// earlier runs (go test -count=N) left in their namespaces.
 	for _, shard := range []string{shardLabel + "=a", shardLabel + "!=a"} {
+		selected := crsSelected(t, gvk, shard)
 		ro := byShard[shard]
-		if ro == nil || ro.Status.Total < 2 || ro.Status.Moved != ro.Status.Total || ro.Name != rolloutv1.Name(gvk, shard, ro.Spec.To) {
-			t.Errorf("shard %s's rollout: %+v", shard, ro)
+		if ro == nil || ro.Status.Total != selected || ro.Status.Moved != selected || ro.Name != rolloutv1.Name(gvk, shard, ro.Spec.To) {
+			t.Errorf("shard %s's rollout (%d CRs of the kind selected): %+v", shard, selected, ro)
 		}
 	}
 	for n := range names {
@@ -182,4 +186,20 @@ func TestRolloutPerShard(t *testing.T) {
 			t.Errorf("%s: %d revisions", n, len(h))
 		}
 	}
+}
+
+// crsSelected counts the CRs of kind gvk, in every namespace, that the label selector shard
+// selects.
+func crsSelected(t *testing.T, gvk schema.GroupVersionKind, shard string) int32 {
+	t.Helper()
+	sel, err := labels.Parse(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list unstructured.UnstructuredList
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := k8s.List(context.Background(), &list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		t.Fatal(err)
+	}
+	return int32(len(list.Items))
 }
