@@ -105,6 +105,23 @@ func TestNewSubdirectoryAfterStart(t *testing.T) {
 	waitFor(t, "reload of a file in the new directory", func() bool { return digestOf(s, dir) != d1 })
 }
 
+// A watched directory removed and made anew at its path (a checkout, a restore) lost its
+// watch with its inode: it is watched again, and an edit in it reloads.
+func TestDirectoryMadeAnewIsWatched(t *testing.T) {
+	dir := plainChart(t)
+	s, _ := started(t, dir, Options{Watch: true})
+	d0 := digestOf(s, dir)
+	if err := os.RemoveAll(filepath.Join(dir, "templates")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("two"))
+	waitFor(t, "reload", func() bool { return digestOf(s, dir) != d0 })
+	// Written at once: before the directory is watched again or after, it is read.
+	d1 := digestOf(s, dir)
+	write(t, filepath.Join(dir, "templates", "cm.yaml"), cm("three"))
+	waitFor(t, "reload of a file in the directory made anew", func() bool { return digestOf(s, dir) != d1 })
+}
+
 func TestEditorRenameSave(t *testing.T) {
 	dir := plainChart(t)
 	s, _ := started(t, dir, Options{Watch: true})

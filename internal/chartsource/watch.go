@@ -54,11 +54,11 @@ func (s *Source) Start(ctx context.Context) error {
 			if err := l.watch(); err != nil {
 				return err
 			}
-			s.reloadAll(l.w)
+			s.reloadAll(l)
 		case <-l.timer.C:
 			l.reload()
 		case <-rescan:
-			s.reloadAll(l.w)
+			s.reloadAll(l)
 		}
 	}
 }
@@ -105,18 +105,25 @@ func (l *loop) reload() {
 	}
 	clear(l.pending)
 	l.s.setPending(l.pending)
-	if l.w != nil {
-		l.w.sync()
+	l.sync()
+}
+
+// sync brings the watches up to the trees just read; the charts of a directory it began to
+// watch are read once more, for what was written there between the read and the watch.
+func (l *loop) sync() {
+	if l.w == nil {
+		return
+	}
+	for _, d := range l.w.sync() {
+		l.changed(d)
 	}
 }
 
-func (s *Source) reloadAll(w *watcher) {
+func (s *Source) reloadAll(l *loop) {
 	for _, p := range s.Paths() {
 		_, _ = s.Reload(p)
 	}
-	if w != nil {
-		w.sync()
-	}
+	l.sync()
 }
 
 // chartsFor maps a changed file to the charts whose tree (or parent, where a ConfigMap's
@@ -161,11 +168,12 @@ func (s *Source) watchedDirs() map[string]bool {
 }
 
 // watcher wraps the one fsnotify watcher of the process. fsnotify is not recursive: sync adds
-// every directory of every chart tree and drops the ones that went away.
+// every directory of every chart tree and drops the ones that went away. What is watched is
+// fsnotify's own list: a directory removed and made anew at the same path (a checkout, a copy)
+// lost its watch with its inode, and is watched again.
 type watcher struct {
-	s       *Source
-	fs      *fsnotify.Watcher
-	watched map[string]bool
+	s  *Source
+	fs *fsnotify.Watcher
 }
 
 func newWatcher(s *Source) (*watcher, error) {
@@ -173,15 +181,21 @@ func newWatcher(s *Source) (*watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting chart watcher: %w", err)
 	}
-	w := &watcher{s: s, fs: fw, watched: map[string]bool{}}
+	w := &watcher{s: s, fs: fw}
 	w.sync()
 	return w, nil
 }
 
-func (w *watcher) sync() {
+// sync watches what the charts' trees are now, and returns the directories it began to watch:
+// what was written in them before the watch began sent no event.
+func (w *watcher) sync() (added []string) {
 	want := w.s.watchedDirs()
+	watched := map[string]bool{}
+	for _, d := range w.fs.WatchList() {
+		watched[d] = true
+	}
 	for d := range want {
-		if w.watched[d] {
+		if watched[d] {
 			continue
 		}
 		if err := w.fs.Add(d); err != nil {
@@ -190,15 +204,15 @@ func (w *watcher) sync() {
 			}
 			continue
 		}
-		w.watched[d] = true
+		added = append(added, d)
 	}
-	for d := range w.watched {
+	for d := range watched {
 		if !want[d] {
 			_ = w.fs.Remove(d)
-			delete(w.watched, d)
 		}
 	}
 	w.s.syncs.Add(1)
+	return added
 }
 
 func (w *watcher) close() { _ = w.fs.Close() }
