@@ -2,7 +2,6 @@ package chartsource
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
@@ -64,10 +62,6 @@ type Options struct {
 	Watch bool
 	Log   logr.Logger
 }
-
-// lintNamespace is the namespace Helm's lint renders a chart in, as `helm lint` does: a
-// chart's lint does not depend on the CRs that will use it.
-const lintNamespace = "default"
 
 // Source owns a set of chart directories. Its methods are safe for concurrent use.
 type Source struct {
@@ -222,18 +216,12 @@ func (s *Source) Reload(path string) (changed bool, err error) {
 // load lints the exact files read (from a private copy), with check on top of the chart's
 // defaults, and loads them.
 func (s *Source) load(path string, files []*archive.BufferedFile, d string, check map[string]any) (*Snapshot, error) {
-	ch, err := loader.LoadFiles(files)
-	if err != nil {
-		return nil, fmt.Errorf("loading: %w", err)
-	}
-	dir, err := materialize(files, ch.Name())
+	ch, err := loadFiles(files)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(filepath.Dir(dir))
-	linter := lint.RunAll(dir, check, lintNamespace)
 	var msgs []string
-	for _, m := range linter.Messages {
+	for _, m := range lintFiles(ch, files, check) {
 		if m.Severity >= support.ErrorSev {
 			msgs = append(msgs, m.Error())
 		}

@@ -329,3 +329,39 @@ func runCLI(args ...string) (int, string, string) {
 	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut})
 	return code, out.String(), errOut.String()
 }
+
+// Every command that reads a chart reads it as the watcher does: a symlink out of the chart
+// refuses it, naming the file and where it points, and nothing of its target is printed.
+func TestCommandsReadOnlyTheChart(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "kubeconfig")
+	writeFile(t, secret, "token: s3cr3t-admin\n")
+	writeFiles(t, dir, map[string]string{
+		"chart/Chart.yaml":        "apiVersion: v2\nname: leaky\nversion: 0.1.0\n",
+		"chart/values.yaml":       "a: 1\n",
+		"chart/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata:\n{{- range $p, $_ := .Files.Glob \"files/*\" }}\n  {{ base $p }}: {{ $.Files.Get $p | quote }}\n{{- end }}\n",
+		"watches.yaml":            "- {group: test.rudder.dev, version: v1, kind: Leaky, chart: chart}\n",
+		"clean/Chart.yaml":        "apiVersion: v2\nname: leaky\nversion: 0.1.0\n",
+		"clean/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+		"clean.yaml":              "- {group: test.rudder.dev, version: v1, kind: Leaky, chart: clean}\n",
+		"cr.yaml":                 "apiVersion: test.rudder.dev/v1\nkind: Leaky\nmetadata: {name: r, namespace: ns}\nspec: {}\n",
+	})
+	if err := os.MkdirAll(filepath.Join(dir, "chart", "files"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "chart", "files", "creds")); err != nil {
+		t.Fatal(err)
+	}
+	wf, cr := filepath.Join(dir, "watches.yaml"), filepath.Join(dir, "cr.yaml")
+	for _, args := range [][]string{
+		{"lint", "--watches-file", wf, cr},
+		{"template", "--watches-file", wf, cr},
+		{"diff", "--from", filepath.Join(dir, "clean.yaml"), "--watches-file", wf, cr},
+		{"scaffold", "--chart", filepath.Join(dir, "chart"), "--group", "test.rudder.dev", "--version", "v1", "--kind", "Leaky", "--output", filepath.Join(dir, "out")},
+	} {
+		code, out, errOut := runCLI(args...)
+		if code == 0 || !strings.Contains(out+errOut, "files/creds is a symlink to "+secret) || strings.Contains(out+errOut, "s3cr3t") {
+			t.Errorf("rudder %s: exit %d, stdout:\n%s\nstderr:\n%s", args[0], code, out, errOut)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -90,7 +91,7 @@ func lint(ctx context.Context, wf, valuesFrom string, files []string, env Env) e
 // subcharts): an install fails on crds/ the watch does not allow, and a policy for a chart
 // without crds/ does nothing.
 func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, msg string)) {
-	ch, err := helm.LoadChart(w.ChartPath())
+	ch, err := chartsource.Load(w.ChartPath())
 	if err != nil {
 		return // lintChart says why
 	}
@@ -110,7 +111,7 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 	if len(w.AllowClusterScoped) == 0 || strings.Contains(w.ReleaseName, ".metadata.namespace") {
 		return
 	}
-	ch, err := helm.LoadChart(w.ChartPath())
+	ch, err := chartsource.Load(w.ChartPath())
 	if err != nil {
 		return // lintChart says why
 	}
@@ -125,7 +126,7 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 // lintChart is Helm's strict lint of the chart at path, with check (the watches' checkValues)
 // on top of its defaults.
 func lintChart(path string, check map[string]any, report func(file, severity, msg string)) {
-	for _, m := range helm.Lint(path, check) {
+	for _, m := range chartsource.Lint(path, check) {
 		report(m.File, m.Severity, m.Err.Error())
 	}
 	if _, err := os.Stat(filepath.Join(path, "values.schema.json")); errors.Is(err, os.ErrNotExist) {

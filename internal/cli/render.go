@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
@@ -111,7 +112,7 @@ func (r *renderer) render(ctx context.Context, cr *unstructured.Unstructured) (*
 	if cr.GetNamespace() == "" {
 		cr.SetNamespace("default")
 	}
-	ch, err := helm.LoadChart(w.ChartPath())
+	ch, err := chartsource.Load(w.ChartPath())
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", w.ChartPath(), err)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
 )
 
@@ -71,7 +72,7 @@ func scaffold(_ context.Context, o scaffoldOptions, env Env) error {
 	if err := checkScaffoldFlags(o.chartDir, o.group, o.version, o.kind, o.out); err != nil {
 		return err
 	}
-	ch, err := helm.LoadChart(o.chartDir)
+	ch, err := chartsource.Load(o.chartDir)
 	if err != nil {
 		return fmt.Errorf("--chart %s does not load: %w", o.chartDir, err)
 	}

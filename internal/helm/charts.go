@@ -1,14 +1,10 @@
 package helm
 
 import (
-	"path/filepath"
-
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
@@ -23,9 +19,6 @@ type Chart = chart.Chart
 
 // Capabilities are what a render knows of the cluster (.Capabilities).
 type Capabilities = common.Capabilities
-
-// LoadChart loads the chart at path (a directory or an archive).
-func LoadChart(path string) (*Chart, error) { return loader.Load(path) }
 
 // CopyChart is a private copy of ch, loaded anew from the files it was loaded from: Helm's
 // actions modify the chart they are given.
@@ -79,43 +72,4 @@ type ValueOptions struct {
 func (o ValueOptions) Merge() (map[string]any, error) {
 	v := values.Options{ValueFiles: o.ValueFiles, Values: o.Values, StringValues: o.StringValues}
 	return v.MergeValues(getter.Providers{})
-}
-
-// LintMessage is one finding of Helm's lint.
-type LintMessage struct {
-	// Severity is "error" (strict: Helm's warnings are errors too) or "info" (a severity Helm
-	// did not name).
-	Severity string
-	// File is the file it is about: the chart's path, or a file in it.
-	File string
-	Err  error
-}
-
-// Lint is Helm's strict lint of the chart at path (`helm lint --strict`), with check on top of
-// its defaults.
-func Lint(path string, check map[string]any) []LintMessage {
-	l := action.NewLint()
-	l.Strict = true
-	res := l.Run([]string{path}, check)
-	var out []LintMessage
-	for _, m := range res.Messages {
-		sev := "info"
-		switch m.Severity {
-		case support.ErrorSev, support.WarningSev: // strict
-			sev = "error"
-		case support.InfoSev:
-			continue
-		}
-		file := path
-		if m.Path != "" {
-			file = filepath.Join(path, m.Path)
-		}
-		out = append(out, LintMessage{Severity: sev, File: file, Err: m.Err})
-	}
-	if res.TotalChartsLinted == 0 && len(res.Messages) == 0 {
-		for _, err := range res.Errors {
-			out = append(out, LintMessage{Severity: "error", File: path, Err: err})
-		}
-	}
-	return out
 }

@@ -8,10 +8,12 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // ValidateValues checks the final values (chart defaults coalesced) against the chart's
-// values.schema.json; a chart without one accepts anything.
+// values.schema.json and its subcharts' (their $refs confined to the chart, see
+// render.ValidateValues); a chart without one accepts anything.
 func ValidateValues(ch *chart.Chart, values map[string]any) error {
 	if len(ch.Schema) == 0 {
 		return nil
@@ -20,7 +22,7 @@ func ValidateValues(ch *chart.Chart, values map[string]any) error {
 	if err != nil {
 		return err
 	}
-	return commonutil.ValidateAgainstSchema(ch, vals)
+	return render.ValidateValues(ch, vals)
 }
 
 // ChartRef is a chart as status.release.chart, Events and revision descriptions name it:

@@ -150,8 +150,8 @@ func (m *monitor) watch() {
 
 // renderJob renders as Helm's install and upgrade do before they render: dependencies
 // processed (conditions, tags, import-values), values coalesced and validated against the
-// charts' schemas, then the engine. Its output is then bounded (output.go), post-rendered
-// (internal/postrender) and bounded again.
+// charts' schemas (schema.go: their references confined to the chart), then the engine. Its
+// output is then bounded (output.go), post-rendered (internal/postrender) and bounded again.
 func renderJob(job *Job, lookups *rest.Config) *Result {
 	ch := job.Chart.Chart()
 	vals := map[string]any(job.Values)
@@ -161,8 +161,15 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 	if err := chartutil.ProcessDependencies(ch, vals); err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
-	rv, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, job.ReleaseOptions, job.Caps, false)
+	rv, err := commonutil.ToRenderValuesWithSchemaValidation(ch, vals, job.ReleaseOptions, job.Caps, true)
 	if err != nil {
+		return &Result{Error: cutError(err.Error())}
+	}
+	coalesced, ok := rv["Values"].(common.Values)
+	if !ok {
+		return &Result{Error: fmt.Sprintf("the render values hold %T, not Helm's values", rv["Values"])}
+	}
+	if err := ValidateValues(ch, coalesced); err != nil {
 		return &Result{Error: cutError(err.Error())}
 	}
 	var files map[string]string

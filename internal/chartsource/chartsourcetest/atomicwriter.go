@@ -3,6 +3,9 @@
 package chartsourcetest
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io/fs"
 	"os"
@@ -68,4 +71,54 @@ func ReadDir(dir string) (map[string]string, error) {
 		return err
 	})
 	return files, err
+}
+
+// ArchiveBomb is a chart archive (.tgz) of a chart named name whose one other file inflates to
+// size bytes of zeros (a whole number of mebibytes), in about a kilobyte per mebibyte: the gzip
+// stream is one member per mebibyte, which gzip readers read as one stream.
+func ArchiveBomb(name string, size int64) ([]byte, error) {
+	const mib = 1 << 20
+	if size%mib != 0 {
+		return nil, fmt.Errorf("size %d is not a whole number of mebibytes", size)
+	}
+	chart := []byte("apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n")
+	var head bytes.Buffer
+	tw := tar.NewWriter(&head)
+	if err := tw.WriteHeader(&tar.Header{Name: name + "/Chart.yaml", Mode: 0o644, Size: int64(len(chart))}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(chart); err != nil {
+		return nil, err
+	}
+	// The header of the zeros goes out as it is written; the zeros themselves are the members
+	// below, never written through tw (whose Close would want them).
+	if err := tw.WriteHeader(&tar.Header{Name: name + "/files/zeros", Mode: 0o644, Size: size}); err != nil {
+		return nil, err
+	}
+	var out, block bytes.Buffer
+	if err := gzipMember(&out, head.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := gzipMember(&block, make([]byte, mib)); err != nil {
+		return nil, err
+	}
+	for range size / mib {
+		out.Write(block.Bytes())
+	}
+	// The end of the archive: two zero blocks (the file needs no padding: it is whole blocks).
+	if err := gzipMember(&out, make([]byte, 1024)); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+func gzipMember(w *bytes.Buffer, data []byte) error {
+	zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(data); err != nil {
+		return err
+	}
+	return zw.Close()
 }
