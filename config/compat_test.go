@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/watches"
@@ -35,6 +36,9 @@ type compatCase struct {
 	// drift, when set, changes an operand of the release by hand and waits until rudder has
 	// restored it.
 	drift func(t *testing.T, ns, release string)
+	// public: one of the public charts, served for a CR whose name holds the chart's too (their
+	// fullname helpers then drop the chart's name from their objects' names).
+	public bool
 }
 
 // compatCases are the public charts of config/testdata/public and the suite's own, each written the
@@ -43,9 +47,9 @@ type compatCase struct {
 func compatCases(t *testing.T) []compatCase {
 	shared := filepath.Join(root, "config", "testdata", "public")
 	cases := []compatCase{
-		{kind: "Grafana", chart: filepath.Join(shared, "grafana")},
-		{kind: "IngressNginx", chart: filepath.Join(shared, "ingress-nginx")},
-		{kind: "BitnamiNginx", chart: filepath.Join(shared, "bitnami-nginx")},
+		{kind: "Grafana", chart: filepath.Join(shared, "grafana"), public: true},
+		{kind: "IngressNginx", chart: filepath.Join(shared, "ingress-nginx"), public: true},
+		{kind: "BitnamiNginx", chart: filepath.Join(shared, "bitnami-nginx"), public: true},
 		// Cluster-scoped kinds, an aggregated role, bindings of existing roles, a required value.
 		{kind: "Agent", chart: filepath.Join(root, "config", "testdata", "charts", "clusterwide"), args: []string{"--set", "clusterName=compat"}},
 		// ClusterRoles aggregated from parts (as kyverno's are): created under scaffold's role
@@ -74,7 +78,7 @@ func compatCases(t *testing.T) []compatCase {
 // ServiceAccount, with config/rbac plus the scaffolded role and nothing else, and the scaffolded
 // watches entry unchanged — brings the sample (the chart's defaults) to Ready, makes no new
 // revision while idle, makes exactly one on a chart edit, and leaves none of the release's
-// objects once the CR is deleted.
+// objects once the CR is deleted; a public chart then serves a CR named after the chart too.
 func TestChartCompat(t *testing.T) {
 	crtest.NeedsCluster(t)
 	deploy(t)
@@ -150,6 +154,38 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 		}
 		return true, nil
 	})
+
+	// 7. A public chart serves a CR whose name holds the chart's too, by the same watch: the
+	// chart's fullname helper drops its suffix, and what the defaults name after the release
+	// follows (issue 63). After the sample is gone: a public chart's fixed cluster-scoped names
+	// (an IngressClass) hold one release per cluster.
+	if tc.public {
+		ch, err := chartsource.Load(tc.chart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(s.watchesFile), "sample.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &again.Object); err != nil {
+			t.Fatal(err)
+		}
+		again.SetName(ch.Name())
+		again.SetNamespace(ns)
+		if err := k8s.Create(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		crtest.WaitCondition(t, k8s, gvk, ns, ch.Name(), "Ready", metav1.ConditionTrue, "", 3*time.Minute)
+		if err := k8s.Delete(ctx, again); err != nil {
+			t.Fatal(err)
+		}
+		crtest.Eventually(t, "the CR named "+ch.Name()+" gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := crtest.Get(ctx, k8s, gvk, ns, ch.Name())
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+	}
 }
 
 // scaffolded is a chart served as a kind by serveScaffolded: its CR is applied.

@@ -365,3 +365,45 @@ func TestCommandsReadOnlyTheChart(t *testing.T) {
 		}
 	}
 }
+
+// What a chart's defaults name after the release is the chart's whatever the release is
+// called: under its scaffolded watch, the webstack chart (helm create's fullname helper, a pod
+// template reading "<fullname>-redis", which it does not make) renders for CRs named sample,
+// webstack-sample and webstack, although the last two name "<release>-redis", not the
+// "<release>-webstack-redis" scaffold saw; a Secret values add is refused for each.
+func TestReferencesHoldForEveryReleaseName(t *testing.T) {
+	dir := t.TempDir()
+	chart, err := filepath.Abs(filepath.Join("..", "..", "config", "testdata", "charts", "webstack"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if code, _, errOut := runCLI("scaffold", "--chart", chart, "--group", "webstack.test.rudder.dev", "--version", "v1", "--kind", "Webstack", "--output", out); code != 0 {
+		t.Fatalf("scaffold: exit %d: %s", code, errOut)
+	}
+	wf := filepath.Join(out, "watches.yaml")
+	watch, err := os.ReadFile(wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(watch), "Secret/<release>-webstack-redis") {
+		t.Fatalf("scaffold's watch does not list the reference it saw:\n%s", watch)
+	}
+	for _, name := range []string{"sample", "webstack-sample", "webstack"} {
+		for _, extra := range []string{"", "other", name + "-other"} {
+			cr := filepath.Join(dir, name+extra+".yaml")
+			writeFile(t, cr, fmt.Sprintf("apiVersion: webstack.test.rudder.dev/v1\nkind: Webstack\nmetadata: {name: %s, namespace: ns}\nspec: {extraEnvSecret: %q}\n", name, extra))
+			code, stdout, errOut := runCLI("template", "--watches-file", wf, cr)
+			fullname := name + "-webstack"
+			if strings.Contains(name, "webstack") {
+				fullname = name
+			}
+			switch {
+			case extra == "" && (code != 0 || !strings.Contains(stdout, "name: "+fullname+"-redis")):
+				t.Errorf("%s: exit %d, stderr %q, stdout:\n%s", name, code, errOut, stdout)
+			case extra != "" && (code == 0 || !strings.Contains(errOut, fmt.Sprintf("names the Secret %q", extra))):
+				t.Errorf("%s with extraEnvSecret %s: exit %d, stderr %q", name, extra, code, errOut)
+			}
+		}
+	}
+}

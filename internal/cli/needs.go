@@ -107,7 +107,8 @@ func writeGrants(b *strings.Builder, s *chartScan) {
 	roles := map[string]*sourced{}
 	for _, ref := range s.sortedBound() {
 		if !s.made[ref] {
-			roles[ref.kind+"/"+ref.name] = s.bound[ref]
+			// A name built from the release's stands for every release's (guard.ChartOwnOf).
+			roles[ref.kind+"/"+strings.ReplaceAll(ref.name, scanRelease, guard.ReleasePlaceholder)] = s.bound[ref]
 		}
 	}
 	if len(roles) > 0 {
@@ -136,6 +137,11 @@ func writeReferences(b *strings.Builder, s *chartScan) {
 		b.WriteString("  # What the chart's objects name (a Pod's Secrets and ConfigMaps, an HPA's target, an Ingress's\n" +
 			"  # Services) and it does not make: a release names, and looks up, only these besides its own.\n" +
 			"  # An object may also say it is meant for one CR (annotation " + guard.AnnotationValuesFor + ").\n")
+		if slices.ContainsFunc(sortedKeys(s.reads), func(k string) bool { return s.reads[k].byDefault && strings.Contains(k, guard.ReleasePlaceholder) }) {
+			b.WriteString("  # What the defaults name after the release (" + guard.ReleasePlaceholder + ") a release may name whatever it is called: the\n" +
+				"  # defaults rendered for its own name decide it (a fullname helper drops a suffix when the\n" +
+				"  # release's name holds the chart's); these entries are what its lookups may read.\n")
+		}
 		writeAllowed(b, "allowReads", s.reads)
 	}
 	if len(s.externalIPs) == 0 {

@@ -313,6 +313,8 @@ func (s *chartScan) addIdentities(rel *release.Release, how string) error {
 	}
 	byDefault := how == "defaults"
 	for _, sa := range needs.ServiceAccounts {
+		// A name built from the release's stands for every release's (guard.ChartOwnOf).
+		sa = strings.ReplaceAll(sa, scanRelease, guard.ReleasePlaceholder)
 		addSourced(s.serviceAccounts, sa, "Pods run as it, or a token or binding names it ("+how+")", byDefault)
 	}
 	for _, sub := range needs.Subjects {

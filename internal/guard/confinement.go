@@ -56,8 +56,39 @@ type Confinement struct {
 	// AllowExternalIPs lets the release's Services set externalIPs.
 	AllowExternalIPs bool
 	// Release is the release's name, which "<release>" stands for in the names of
-	// AllowReads; "" where no release is named yet.
+	// AllowReads, AllowServiceAccounts and AllowRoles; "" where no release is named yet.
 	Release string
+	// ChartOwn, when set, reports whether an entry (OwnServiceAccount, OwnRole) is what the
+	// chart's defaults, rendered as this release, hand out or bind after the release: what a
+	// "<release>" entry of allowServiceAccounts or allowRoles stands for besides its name, since
+	// a chart's fullname helper drops a suffix when the release's name holds the chart's (see
+	// ChartOwnOf). Called at most when such an entry does not match by its name.
+	ChartOwn func(entry string) bool
+}
+
+// ReleasePlaceholder stands for the release's name in the names of allowReads,
+// allowServiceAccounts and allowRoles.
+const ReleasePlaceholder = "<release>"
+
+// allowsByRelease reports whether a "<release>" entry of list allows item, the entry own names
+// for ChartOwn: by its name with the release's in place of "<release>", or, when item's name
+// holds the release's, as what the chart's defaults name after the release. prefix is the part
+// of an entry before the name ("ClusterRole/"), which must be item's too.
+func (c Confinement) allowsByRelease(list []string, prefix, item, own string) bool {
+	if c.Release == "" || !strings.HasPrefix(item, prefix) {
+		return false
+	}
+	byChart := false
+	for _, e := range list {
+		if !strings.HasPrefix(e, prefix) || !strings.Contains(e, ReleasePlaceholder) {
+			continue
+		}
+		if strings.ReplaceAll(e, ReleasePlaceholder, c.Release) == item {
+			return true
+		}
+		byChart = true
+	}
+	return byChart && c.ChartOwn != nil && strings.Contains(strings.TrimPrefix(item, prefix), c.Release) && c.ChartOwn(own)
 }
 
 // AllowsNamespace reports whether namespaced objects of ns are within reach.

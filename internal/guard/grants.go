@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
@@ -26,10 +27,24 @@ import (
 // keeps working and only what values add is refused. Which subjects a binding may name is
 // the identity rules' (identity.go).
 
+// OwnRole is the entry of ChartOwnOf for a role the release's bindings bind.
+func OwnRole(kind, name string) string { return "role:" + kind + "/" + name }
+
 // grantViolations decides the grant rules for the objects of one release.
 func (rs *releaseSet) grantViolations(needs *Needs) []Violation {
 	if needs != nil {
-		return nil // scaffold reads a chart's roles and bindings itself, with their sources
+		// scaffold reads a chart's roles and bindings itself, with their sources; what they
+		// bind and do not make is noted for ChartOwnOf.
+		for _, o := range rs.objs {
+			if k := o.obj.GetKind(); o.obj.GroupVersionKind().Group == rbacv1.GroupName && (k == "RoleBinding" || k == "ClusterRoleBinding") {
+				if rs.roleRef(o) != "" {
+					kind, _, _ := unstructured.NestedString(o.obj.Object, "roleRef", "kind")
+					name, _, _ := unstructured.NestedString(o.obj.Object, "roleRef", "name")
+					needs.Roles = append(needs.Roles, kind+"/"+name)
+				}
+			}
+		}
+		return nil
 	}
 	var out []Violation
 	for _, o := range rs.objs {
@@ -73,7 +88,8 @@ func (rs *releaseSet) roleRef(o identityObject) string {
 // AllowsRole reports whether the watch's allowRoles names the Role or ClusterRole name ("*":
 // any).
 func (c Confinement) AllowsRole(kind, name string) bool {
-	return slices.Contains(c.AllowRoles, kind+"/"+name) || slices.Contains(c.AllowRoles, "*")
+	return slices.Contains(c.AllowRoles, kind+"/"+name) || slices.Contains(c.AllowRoles, "*") ||
+		c.allowsByRelease(c.AllowRoles, kind+"/", kind+"/"+name, OwnRole(kind, name))
 }
 
 // rules says which rules of a role the watch's allowRules do not cover; "" when it covers all.

@@ -25,6 +25,10 @@ import (
 // subject) widen each. The release's own ServiceAccounts are those of its manifest and hooks,
 // in the namespace they are rendered to.
 
+// OwnServiceAccount is the entry of ChartOwnOf for a ServiceAccount of the release's namespace
+// that the release hands out.
+func OwnServiceAccount(name string) string { return "serviceaccount:" + name }
+
 // identityCheck decides the identity rules for the objects of one release.
 type identityCheck struct {
 	c  Confinement
@@ -89,7 +93,8 @@ func (ic identityCheck) serviceAccount(ns, name string) bool {
 	if ic.rs.makes(schema.GroupKind{Kind: "ServiceAccount"}, ns, name) {
 		return true
 	}
-	return ns == ic.c.Namespace && (slices.Contains(ic.c.AllowServiceAccounts, name) || slices.Contains(ic.c.AllowServiceAccounts, "*"))
+	return ns == ic.c.Namespace && (slices.Contains(ic.c.AllowServiceAccounts, name) || slices.Contains(ic.c.AllowServiceAccounts, "*") ||
+		ic.c.allowsByRelease(ic.c.AllowServiceAccounts, "", name, OwnServiceAccount(name)))
 }
 
 // needServiceAccount notes a ServiceAccount the release would need allowed: in allowServiceAccounts

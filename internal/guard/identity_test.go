@@ -93,3 +93,65 @@ func TestNeededIdentities(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// TestReleaseEntries: a "<release>" entry of allowServiceAccounts or allowRoles allows the name
+// with the release's in its place, and a name that holds the release's that the chart's defaults
+// hand out or bind for this release (ChartOwn); never without such an entry, never a name that
+// does not hold the release's, and what ChartOwnOf finds of a render is what it names after the
+// release and does not make.
+func TestReleaseEntries(t *testing.T) {
+	own := map[string]bool{OwnServiceAccount("webstack-sa"): true, OwnRole("ClusterRole", "webstack-reader"): true}
+	asked := 0
+	chartOwn := func(e string) bool { asked++; return own[e] }
+	c := Confinement{Namespace: "tenant", Release: "webstack", ChartOwn: chartOwn,
+		AllowServiceAccounts: []string{"<release>-webstack-sa"}, AllowRoles: []string{"ClusterRole/<release>-webstack-reader"}}
+	pod := func(sa string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {serviceAccountName: " + sa + ", containers: [{name: c, image: i}]}\n"
+	}
+	binding := "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: b}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s}\nsubjects: []\n"
+	tests := []struct {
+		name     string
+		c        Confinement
+		manifest string
+		refused  string
+	}{
+		{"the entry's name for this release", c, pod("webstack-webstack-sa"), ""},
+		{"the chart's own, named by its defaults", c, pod("webstack-sa"), ""},
+		{"not the chart's", c, pod("webstack-other"), `"webstack-other"`},
+		{"not after the release", c, pod("payments"), `"payments"`},
+		{"the chart's own without an entry", Confinement{Namespace: "tenant", Release: "webstack", ChartOwn: chartOwn}, pod("webstack-sa"), `"webstack-sa"`},
+		{"a role the chart binds", c, strings.Replace(binding, "%s", "webstack-reader", 1), ""},
+		{"a role it does not", c, strings.Replace(binding, "%s", "webstack-admin", 1), `binds the ClusterRole "webstack-admin"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.CheckObjectRules(&release.Release{Name: "webstack", Namespace: "tenant", Manifest: tt.manifest}, nil)
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("got %v, want a refusal naming %s", err, tt.refused)
+			}
+		})
+	}
+	if asked == 0 {
+		t.Fatal("ChartOwn was never asked")
+	}
+
+	found, err := ChartOwnOf("tenant", &release.Release{Name: "webstack", Namespace: "tenant", Manifest: pod("webstack-sa") + "---\n" +
+		strings.Replace(binding, "%s", "webstack-reader", 1) + "---\n" + strings.Replace(binding, "%s", "view", 1) + "---\n" +
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec: {containers: [{name: c, image: i, envFrom: [{secretRef: {name: webstack-redis}}, {secretRef: {name: shared}}]}]}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{OwnServiceAccount("webstack-sa"): true, OwnRole("ClusterRole", "webstack-reader"): true,
+		OwnRead(secretKind, "webstack-redis"): true}
+	if len(found) != len(want) {
+		t.Fatalf("ChartOwnOf = %v, want %v", found, want)
+	}
+	for e := range want {
+		if !found[e] {
+			t.Fatalf("ChartOwnOf = %v, want %v", found, want)
+		}
+	}
+}

@@ -60,9 +60,6 @@ func (c Confinement) AllowsRead(gk schema.GroupKind, name string) bool {
 	return false
 }
 
-// ReleasePlaceholder stands for the release's name in the names of allowReads.
-const ReleasePlaceholder = "<release>"
-
 // Lookups holds one render's Lookups to the rule above, in front of the action's guard.
 type Lookups struct {
 	g     *Guard

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,6 +101,44 @@ func NeededBy(ns string, rel *release.Release) (*Needs, error) {
 	slices.Sort(needs.ServiceAccounts)
 	needs.ServiceAccounts = slices.Compact(needs.ServiceAccounts)
 	return needs, nil
+}
+
+// ChartOwnOf is what rel, a chart's defaults rendered as the release they are for in namespace
+// ns, names after the release (the name holds the release's name) and does not make: the
+// objects it names in ns (OwnRead), the ServiceAccounts of ns it hands out (OwnServiceAccount)
+// and the roles it binds (OwnRole). They are the chart's own: a chart's fullname helper keeps
+// or drops a suffix by what the release is called (helm create's `contains $name
+// .Release.Name`), so no name fixed beforehand names them for every release; the chart's
+// defaults, rendered for this release, do. A reference among them is the release's to name; an
+// identity or role, where the watch has a "<release>" entry for it (Confinement.ChartOwn).
+func ChartOwnOf(ns string, rel *release.Release) (map[string]bool, error) {
+	needs := &Needs{Reads: map[string][]string{}}
+	objs, err := parseStreams(releaseStreams(rel))
+	if err != nil {
+		return nil, err
+	}
+	// No Release in the confinement: the entries keep the names as they are.
+	if _, err := (Confinement{Namespace: ns}).violations(objs, objectRules{needs: needs}); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	after := func(name string) bool { return rel.Name != "" && strings.Contains(name, rel.Name) }
+	for entry := range needs.Reads {
+		if _, name, _ := strings.Cut(entry, "/"); after(name) {
+			out["read:"+entry] = true
+		}
+	}
+	for _, sa := range needs.ServiceAccounts {
+		if after(sa) {
+			out[OwnServiceAccount(sa)] = true
+		}
+	}
+	for _, r := range needs.Roles {
+		if kind, name, _ := strings.Cut(r, "/"); after(name) {
+			out[OwnRole(kind, name)] = true
+		}
+	}
+	return out, nil
 }
 
 // checkIdentities checks the objects of the streams of one release (its manifest and every

@@ -49,6 +49,13 @@ func KindEntry(gk schema.GroupKind) string {
 	return gk.Kind + "." + gk.Group
 }
 
+// ReferenceEntry is how allowReads names an object of kind gk named name.
+func ReferenceEntry(gk schema.GroupKind, name string) string { return KindEntry(gk) + "/" + name }
+
+// OwnRead is the entry of ChartOwnOf for an object of kind gk named name that the release's
+// objects name.
+func OwnRead(gk schema.GroupKind, name string) string { return "read:" + ReferenceEntry(gk, name) }
+
 // reference is one name an object gives of another object of its namespace.
 type reference struct {
 	gk    schema.GroupKind
@@ -80,7 +87,7 @@ func (rs *releaseSet) referenceViolations(env objectRules) ([]Violation, error) 
 			if ok {
 				continue
 			}
-			entry := KindEntry(ref.gk) + "/" + ref.name
+			entry := ReferenceEntry(ref.gk, ref.name)
 			if env.needs != nil {
 				if rs.c.Release != "" {
 					entry = strings.ReplaceAll(entry, rs.c.Release, ReleasePlaceholder)

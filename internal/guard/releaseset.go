@@ -48,6 +48,9 @@ type Needs struct {
 	// Reads are the allowReads entries of what its objects name and it does not make, each
 	// with the object and field that names it.
 	Reads map[string][]string
+	// Roles are the roles its bindings bind and it does not make, "ClusterRole/name" or
+	// "Role/name".
+	Roles []string
 }
 
 // identityStream is one manifest of a release: its text and where it comes from.

@@ -153,7 +153,7 @@ func (c *Client) precheck(ctx context.Context, req *Request) error {
 // renderOffline renders a release as Install would, without the cluster: lookups find nothing,
 // and the capabilities are the cluster's when the Client has read them, else Helm's defaults.
 func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
-	return renderOffline(ctx, c.pool, req, c.mapper, c.known())
+	return renderOffline(ctx, c.pool, req, c.mapper, c.known(), c.chartOwn)
 }
 
 // renderFor renders the chart of an install or upgrade of run r on a worker, with the
@@ -163,7 +163,8 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts commo
 	if err != nil {
 		return nil, err
 	}
-	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper), r.postRenderer(req, c.mapper))
+	own := newChartOwn(ctx, c.pool, r.conf.Capabilities, req, c.chartOwn)
+	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper), own, r.postRenderer(req, c.mapper))
 	over, withheld := lk.Outcome()
 	req.Withheld = withheld
 	if over {

@@ -61,6 +61,8 @@ type Client struct {
 	records client.Reader
 	foreign client.Reader
 	pool    *render.Pool
+	// chartOwn keeps what charts' defaults name for each release (chartrefs.go).
+	chartOwn *chartOwnCache
 	// server is the API server's URL; prefix its path, which request paths start with.
 	server *url.URL
 	prefix string
@@ -98,7 +100,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		connections: connections{cfg: opts.Config, secrets: cs, log: opts.Log,
 			drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{}, written: records.NewWritten()},
 		clusterInfo: clusterInfo{disc: disc},
-		mapper:      opts.Mapper, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool,
+		mapper:      opts.Mapper, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, chartOwn: newChartOwnCache(),
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
 	}, nil
 }
@@ -143,7 +145,14 @@ func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 			// A rollback's target was made under the watch as it was: its identities, grants,
 			// pod privileges and references are checked as the watch is now (an install's and
 			// an upgrade's were, after the render).
-			if err := s.CheckObjectRules(View(rel), r.references(ctx, c.mapper)); err != nil {
+			// What the target's chart names with its defaults for this release is its own, as
+			// it was when the revision was made (chartrefs.go).
+			cs, refs := s, r.references(ctx, c.mapper)
+			if rel.Chart != nil {
+				own := newChartOwn(ctx, c.pool, caps, &Request{Scope: s, ReleaseName: rel.Name, Chart: rel.Chart}, nil)
+				cs, refs = own.scope(), own.references(refs)
+			}
+			if err := cs.CheckObjectRules(View(rel), refs); err != nil {
 				return err
 			}
 		}

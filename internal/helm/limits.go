@@ -9,6 +9,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/render"
 )
 
 // Limits bound what one release may render and how long one of its actions may wait, so that
@@ -128,4 +129,27 @@ func (l Limits) lookups() int {
 		return l.MaxLookups
 	}
 	return guard.DefaultMaxLookups
+}
+
+// The defaults of the render limits.
+const (
+	DefaultRenderTimeout = 30 * time.Second
+	DefaultRenderMemory  = 256 << 20
+)
+
+// The names of the render limits, as watches.yaml's limits field spells them.
+const (
+	LimitRenderTimeout = "renderTimeout"
+	LimitRenderMemory  = "renderMemory"
+)
+
+func (l Limits) renderLimits() render.Limits {
+	rl := render.Limits{Timeout: l.RenderTimeout, Memory: l.RenderMemory}
+	if rl.Timeout <= 0 {
+		rl.Timeout = DefaultRenderTimeout
+	}
+	if rl.Memory <= 0 {
+		rl.Memory = DefaultRenderMemory
+	}
+	return rl
 }

@@ -9,7 +9,6 @@ import (
 	"path"
 	"sort"
 	"strings"
-	"time"
 
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -32,35 +31,13 @@ import (
 // after it (hooks sorted from manifests, NOTES, the checks, the release record) is as before.
 // The record stores the chart as it was given, not the rendered one.
 
-// The defaults of the render limits.
-const (
-	DefaultRenderTimeout = 30 * time.Second
-	DefaultRenderMemory  = 256 << 20
-)
-
-// The names of the render limits, as watches.yaml's limits field spells them.
-const (
-	LimitRenderTimeout = "renderTimeout"
-	LimitRenderMemory  = "renderMemory"
-)
-
-func (l Limits) renderLimits() render.Limits {
-	rl := render.Limits{Timeout: l.RenderTimeout, Memory: l.RenderMemory}
-	if rl.Timeout <= 0 {
-		rl.Timeout = DefaultRenderTimeout
-	}
-	if rl.Memory <= 0 {
-		rl.Memory = DefaultRenderMemory
-	}
-	return rl
-}
-
 // renderChart renders req's chart on a worker, as Helm would render it with opts and caps,
 // checks what it made (guard.Confinement.CheckRendered), post-renders its manifests (post;
 // see postRenderer.renderFiles), and returns the chart to give Helm's action. up, when set, is
 // where the render's lookups go; without it they find nothing. refs resolves what the
-// release's objects name that it does not make (nil: nothing is).
-func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, post *postRenderer) (*chart.Chart, error) {
+// release's objects name that it does not make (nil: nothing is) after the chart's own names
+// (own, chartrefs.go; nil: none are).
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, own *chartOwn, post *postRenderer) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, ReleaseOptions: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
@@ -78,7 +55,11 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 		for i, m := range manifests {
 			contents[i] = m.Content
 		}
-		if err := req.scope().CheckRendered(mapper, CRDFiles(req.Chart), contents, View(&release.Release{Hooks: hooks}).Hooks, refs); err != nil {
+		scope := req.scope()
+		if own != nil {
+			scope, refs = own.scope(), own.references(refs)
+		}
+		if err := scope.CheckRendered(mapper, CRDFiles(req.Chart), contents, View(&release.Release{Hooks: hooks}).Hooks, refs); err != nil {
 			return nil, err
 		}
 		if res.Files, err = post.renderFiles(res.Files, manifests, hooks); err != nil {
@@ -176,10 +157,11 @@ func Render(req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*v
 	if err != nil {
 		return nil, err
 	}
-	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps))
+	return viewOf(renderOffline(context.Background(), pool, req, mapper, caps, nil))
 }
 
-func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*release.Release, error) {
+// renderOffline renders as Render does; cache keeps the chart's own names (nil: not kept).
+func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities, cache *chartOwnCache) (*release.Release, error) {
 	// The capabilities a client-only install renders with.
 	rc := common.DefaultCapabilities.Copy()
 	if caps != nil {
@@ -187,7 +169,8 @@ func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper 
 		rc.APIVersions = append(rc.APIVersions, caps.APIVersions...)
 	}
 	rendered, err := renderChart(ctx, pool, mapper, req,
-		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil, req.postRenderer(mapper))
+		common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: 1, IsInstall: true}, rc, nil, nil,
+		newChartOwn(ctx, pool, rc, req, cache), req.postRenderer(mapper))
 	if err != nil {
 		return nil, err
 	}

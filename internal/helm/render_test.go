@@ -105,7 +105,7 @@ func TestRenderMatchesHelm(t *testing.T) {
 				ReleaseName: "fidelity", Chart: got, Values: values}
 			pool := testPool(t)
 			rendered, err := renderChart(t.Context(), pool, StaticMapper(), req, common.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
-				testCaps(), nil, nil, nil)
+				testCaps(), nil, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +149,7 @@ func TestPostRenderBeforeTheAction(t *testing.T) {
 	}
 	post := req.postRenderer(StaticMapper())
 	rendered, err := renderChart(t.Context(), testPool(t), StaticMapper(), req, common.ReleaseOptions{Name: "fidelity", Namespace: "ns", Revision: 1, IsInstall: true},
-		testCaps(), nil, nil, post)
+		testCaps(), nil, nil, nil, post)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,10 @@ type Scope struct {
 	Apply ApplyPolicy
 	// Wait is what its actions wait for besides their hooks (see wait.go).
 	Wait WaitPolicy
+	// CheckValues are the values every CR of the kind gives at least (the watch's
+	// checkValues): with the chart's defaults, what the chart's own references are decided by
+	// (see chartrefs.go).
+	CheckValues map[string]any
 }
 
 // Request is everything an install or upgrade needs.

@@ -20,7 +20,10 @@ import (
 //   - allowServiceAccounts: ServiceAccounts of the CR's namespace, besides "default" and those
 //     the release makes, that its Pods (and the pod templates of workloads) may run as, that
 //     a token Secret may be made for, and that its bindings may name — for example one the
-//     platform team provides; "*" allows any ServiceAccount of the namespace.
+//     platform team provides; "*" allows any ServiceAccount of the namespace. "<release>" in a
+//     name (allowRoles' too) stands for the release's name, and for what the chart's defaults
+//     name after the release (guard.ChartOwnOf): a fullname helper drops a suffix when the
+//     release's name holds the chart's.
 //   - allowSubjects: other subjects (users, groups, ServiceAccounts of other namespaces) its
 //     RoleBindings and ClusterRoleBindings may name.
 //   - allowRoles: the existing roles its bindings may bind ("ClusterRole/view", "Role/reader"),
@@ -36,7 +39,7 @@ func (w loading) checkIdentities() error {
 		}
 	}
 	for i, sa := range w.AllowServiceAccounts {
-		if errs := validation.IsDNS1123Subdomain(sa); len(errs) > 0 && sa != "*" {
+		if errs := validation.IsDNS1123Subdomain(strings.ReplaceAll(sa, guard.ReleasePlaceholder, "r")); len(errs) > 0 && sa != "*" {
 			return fmt.Errorf("allowServiceAccounts[%d]: %q: %s", i, sa, strings.Join(errs, "; "))
 		}
 	}

@@ -78,6 +78,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		Post:           w.PostRender(),
 		Apply:          w.Policies().ApplyPolicy(),
 		Wait:           w.Policies().WaitPolicy(),
+		CheckValues:    w.CheckValues,
 	}
 }
 
