@@ -162,6 +162,13 @@ func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc strin
 	return f.Memory.Uninstall(ctx, s, name, desc)
 }
 
+func (f *fakeHelm) LetGo(ctx context.Context, s helm.Scope, name string) (int, error) {
+	if err := f.call("LetGo", ""); err != nil {
+		return 0, err
+	}
+	return f.Memory.LetGo(ctx, s, name)
+}
+
 func (f *fakeHelm) KeepFailed(ctx context.Context, s helm.Scope, name string, maxHistory int) (*release.Release, error) {
 	if err := f.call("KeepFailed", ""); err != nil {
 		return nil, err

@@ -162,6 +162,8 @@ func (ac *actor) runner(c plan.Choice, o *outcome) (action, bool) {
 		a = reapply{objects: o.objects, whole: o.whole, serverSide: o.serverSide}
 	case plan.Uninstall:
 		a = uninstall{}
+	case plan.LetGo:
+		a = letGo{}
 	}
 	return a, a != nil
 }

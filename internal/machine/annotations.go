@@ -22,4 +22,9 @@ const (
 	// AnnotationRolloutHold: "true" keeps the CR on the chart its release has while rollouts
 	// move the rest of the kind; removing it lets the CR join (the Rollout condition says so).
 	AnnotationRolloutHold = "rudder.dev/rollout-hold"
+	// AnnotationOnDelete: "keep" leaves the CR's release and objects in place when the CR is
+	// deleted, for whoever manages them next (plain Helm, another operator): rudder takes its
+	// marks and the CR's owner reference off them and uninstalls nothing (plan.LetGo). Read
+	// when the CR is deleted; any other value uninstalls, as without it.
+	AnnotationOnDelete = "rudder.dev/on-delete"
 )

@@ -47,6 +47,9 @@ type Releases interface {
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
 	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
+	// LetGo hands release name over, its records and objects kept, rudder's marks and the
+	// owner's reference taken off them; it returns how many objects it changed.
+	LetGo(ctx context.Context, s helm.Scope, name string) (int, error)
 	// KeepFailed removes the objects of a failed install, the newest revision, and keeps its
 	// record as the failure's (records.KeepFailed), with a history of at most maxHistory
 	// revisions (0: every one), and returns it as kept (nil: the release is gone).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -201,7 +202,8 @@ func (ac *actor) uninstall(ctx context.Context) error {
 		}
 	}()
 	for range maxSteps {
-		c, end := plan.Next(plan.Situation{Deleting: true, State: obs.state, Taken: o.taken})
+		keep := strings.TrimSpace(ac.obj.GetAnnotations()[AnnotationOnDelete]) == "keep"
+		c, end := plan.Next(plan.Situation{Deleting: true, Keep: keep, State: obs.state, Taken: o.taken})
 		if c.None() {
 			if end == plan.EndGone && obs.state == records.StateConflict {
 				ac.log.Info("release belongs to another owner; leaving it", "release", ac.relName)

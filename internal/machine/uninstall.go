@@ -26,3 +26,20 @@ func (uninstall) run(ctx context.Context, e *env, _ observed) result {
 	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
 		notes: []note{{corev1.EventTypeNormal, "Uninstalled", "Uninstall", fmt.Sprintf("release %s uninstalled", e.release)}}}
 }
+
+// letGo hands a deleted CR's release over instead of uninstalling it (plan.LetGo): its objects
+// and records stay, without rudder's marks or the CR's owner reference (helm.Client.LetGo).
+type letGo struct{}
+
+func (letGo) name() plan.Action { return plan.LetGo }
+
+func (letGo) run(ctx context.Context, e *env, _ observed) result {
+	n, err := e.helm.LetGo(ctx, e.scope, e.release)
+	if err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("letting release %s go: %w", e.release, err), call: callFailed}
+	}
+	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
+		notes: []note{{corev1.EventTypeNormal, "LetGo", "LetGo", fmt.Sprintf(
+			"release %s and its objects kept (%s: keep): %d objects and every revision's record no longer carry rudder's marks or an owner reference to this %s",
+			e.release, AnnotationOnDelete, n, e.kind)}}}
+}

@@ -31,6 +31,9 @@ const (
 	RolloutRollback Action = "rollout-rollback"
 	// Uninstall is the uninstall of a deleted CR's release.
 	Uninstall Action = "uninstall"
+	// LetGo hands a deleted CR's release, records and objects, over to whoever manages them
+	// next, uninstalling nothing (Situation.Keep).
+	LetGo Action = "let-go"
 )
 
 // Choice is the action Next chose and what it acts on. The zero Choice is none: the pass ends.
@@ -82,6 +85,8 @@ type Situation struct {
 	// Deleting: the CR is being deleted; State is StateAbsent when it has no release, and
 	// StateConflict when the release is another owner's.
 	Deleting bool
+	// Keep: the CR is deleted with its release and objects kept (rudder.dev/on-delete: keep).
+	Keep bool
 	// Held: a pre-release hook holds the release ("not now").
 	Held bool
 	// RollbackTo is the rudder.dev/rollback-to value to act on ("" when none is due).
@@ -176,8 +181,11 @@ func (s Situation) step() (Choice, Ending) {
 // deleting is the step for a deleted CR: its own release is uninstalled, once; a release of
 // another owner, or none, lets the CR go.
 func (s Situation) deleting() (Choice, Ending) {
-	if s.State == records.StateAbsent || s.State == records.StateConflict {
+	switch {
+	case s.State == records.StateAbsent || s.State == records.StateConflict:
 		return Choice{}, EndGone
+	case s.Keep:
+		return s.once(Choice{Action: LetGo}, EndGone)
 	}
 	return s.once(Choice{Action: Uninstall}, EndLast)
 }

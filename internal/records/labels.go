@@ -18,6 +18,9 @@ const RecordPrefix = "sh.helm.release.v1."
 // RecordType is the type of the Secrets Helm's storage driver writes.
 const RecordType = "helm.sh/release.v1"
 
+// LabelPrefix is the prefix of every label rudder puts on a record (its facts) or an object.
+const LabelPrefix = "rudder.dev/"
+
 const (
 	// LabelOwnerUID ties a release to exactly one CR; a release without it, or with another
 	// UID, is never taken over.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,6 +209,32 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 		return nil
 	}
 	return err
+}
+
+// LetGo is Client.LetGo over the memory storage, which holds no objects: every record of the
+// release loses rudder's labels.
+func (m *Memory) LetGo(_ context.Context, s helm.Scope, name string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.storage(s.Namespace, helm.Marks{})
+	hist, err := records.V1sOf(st.History(name))
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, rel := range hist {
+		for k := range rel.Labels {
+			if strings.HasPrefix(k, records.LabelPrefix) {
+				delete(rel.Labels, k)
+			}
+		}
+		if err := st.Update(rel); err != nil {
+			return 0, err
+		}
+	}
+	return 0, nil
 }
 
 // KeepFailed is Client.KeepFailed over the memory storage.
