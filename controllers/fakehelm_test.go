@@ -162,6 +162,20 @@ func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc strin
 	return f.Memory.Uninstall(ctx, s, name, desc)
 }
 
+func (f *fakeHelm) ProveForeign(ctx context.Context, s helm.Scope, name string) (*helm.Proof, error) {
+	if err := f.call("ProveForeign", ""); err != nil {
+		return nil, err
+	}
+	return f.Memory.ProveForeign(ctx, s, name)
+}
+
+func (f *fakeHelm) AdoptForeign(ctx context.Context, s helm.Scope, name string, p *helm.Proof, labels map[string]string) error {
+	if err := f.call("AdoptForeign", ""); err != nil {
+		return err
+	}
+	return f.Memory.AdoptForeign(ctx, s, name, p, labels)
+}
+
 func (f *fakeHelm) LetGo(ctx context.Context, s helm.Scope, name string) (int, error) {
 	if err := f.call("LetGo", ""); err != nil {
 		return 0, err

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -9,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -69,5 +72,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 			c.wake() // the CR's status may open the gate of a wave
 		}
 	}()
-	return machine.Run(ctx, r.world, obj, machine.Read{Status: read, TakenOn: takenOn})
+	res, err := machine.Run(ctx, r.world, obj, machine.Read{Status: read, TakenOn: takenOn})
+	if err == nil {
+		err = r.replaceForeignFinalizers(ctx, obj)
+	}
+	return res, err
+}
+
+// replaceForeignFinalizers drops the finalizers operator-sdk's and HOP's helm-operators put on
+// a CR (helm.ForeignFinalizers) once its release is rudder's — adopted: the cache of release
+// records shows it with the CR as its owner — so that deleting the CR waits for rudder's
+// finalizer alone. A CR without them costs nothing; one whose release is not rudder's keeps
+// them (they are the other operator's).
+func (r *Reconciler) replaceForeignFinalizers(ctx context.Context, obj *unstructured.Unstructured) error {
+	before := obj.GetFinalizers()
+	after := slices.DeleteFunc(slices.Clone(before), func(f string) bool { return slices.Contains(helm.ForeignFinalizers, f) })
+	if len(after) == len(before) {
+		return nil
+	}
+	name, err := r.opts.Watch.ReleaseNameOf(obj)
+	if err != nil {
+		return nil
+	}
+	h, err := r.world.Helm.Head(ctx, r.opts.Watch.Scope(obj, r.opts.DefaultServiceAccount), name)
+	if err != nil || h == nil || h.OwnerUID != string(obj.GetUID()) {
+		return err
+	}
+	obj.SetFinalizers(after)
+	if err := r.patchFinalizers(ctx, obj); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("replacing the finalizers %v of the other helm-operator: %w", before, err)
+	}
+	// On a conflict the CR changed since the cache read it: its next pass replaces them.
+	return nil
 }

@@ -161,9 +161,15 @@ func letGoRecord(rel *release.Release, uid types.UID) error {
 var documentStart = regexp.MustCompile(`(?m)^---[ \t]*$\n?`)
 
 // unmarkManifest is manifest with rudder's marks and the owner reference to uid taken off each
-// object; a document's leading comments (Helm's "# Source:") and every document without them
-// stay as they are.
+// object (see rewriteManifest).
 func unmarkManifest(manifest string, uid types.UID) (string, error) {
+	return rewriteManifest(manifest, func(obj map[string]any) bool { return unmark(obj, uid) })
+}
+
+// rewriteManifest is manifest with change applied to each object; a document's leading
+// comments (Helm's "# Source:"), and every document change leaves as it is (it reports
+// false), stay as they are, and emptied metadata maps and lists go.
+func rewriteManifest(manifest string, change func(obj map[string]any) bool) (string, error) {
 	docs := documentStart.Split(manifest, -1)
 	for i, doc := range docs {
 		body := doc
@@ -177,7 +183,7 @@ func unmarkManifest(manifest string, uid types.UID) (string, error) {
 		if err := yaml.Unmarshal([]byte(body), &obj); err != nil {
 			return "", fmt.Errorf("a document of the manifest: %w", err)
 		}
-		if obj == nil || !unmark(obj, uid) {
+		if obj == nil || !change(obj) {
 			continue
 		}
 		if meta, ok := obj["metadata"].(map[string]any); ok {

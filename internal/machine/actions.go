@@ -164,6 +164,15 @@ func (ac *actor) runner(c plan.Choice, o *outcome) (action, bool) {
 		a = uninstall{}
 	case plan.LetGo:
 		a = letGo{}
+	case plan.AdoptRelease:
+		if ac.proof == nil {
+			return nil, false
+		}
+		chart := ""
+		if ac.snap != nil && ac.chartDigest == ac.snap.Digest {
+			chart = helm.ChartFingerprint(ac.snap.Chart)
+		}
+		a = adoptRelease{proof: ac.proof, chart: chart}
 	}
 	return a, a != nil
 }

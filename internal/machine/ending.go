@@ -201,6 +201,12 @@ func (en *ending) conflict(rel *release.Release) result {
 	}
 	msg := fmt.Sprintf("release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
 		en.relName, en.key.Namespace, owner)
+	if p := en.proof; p != nil && p.Why != "" && rel.Labels[records.LabelOwnerUID] == "" {
+		msg = fmt.Sprintf("release %q in namespace %s was made by something other than rudder, and does not prove it is this CR's: %s; "+
+			"rudder takes a release over only when every object of its newest deployed revision that exists carries an owner reference to the CR "+
+			"(or, where none can point at it, the annotations %s and %s naming it), as operator-sdk's and HOP's helm-operators write them",
+			en.relName, en.key.Namespace, p.Why, helm.AnnotationPrimaryResource, helm.AnnotationPrimaryResourceType)
+	}
 	return result{verdict: blocked, reason: rstatus.ReasonReleaseNameConflict, message: msg,
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonReleaseNameConflict, msg}}
 }
@@ -236,9 +242,16 @@ func (en *ending) retryLater(o *outcome) result {
 func (en *ending) keepRollback(ctx context.Context, obs observed, o *outcome) result {
 	h, rel := obs.head, obs.rel
 	to := h.RolledBackTo()
+	if to == 0 && rel == nil {
+		// A rollback someone made with Helm's CLI to a revision without rudder's label (an
+		// adopted one, or a helm upgrade's): Helm's own description is all that says where to,
+		// and the cache of records holds no description.
+		var err error
+		if rel, err = en.w.Helm.Last(ctx, en.scope, en.relName); err != nil {
+			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", en.relName, err)}
+		}
+	}
 	if to == 0 && rel != nil {
-		// A rollback someone made with Helm's CLI to a revision without rudder's label: Helm's
-		// own description is all that says where to.
 		to, _ = libtext.HelmRollbackTarget(rel.Description)
 	}
 	st := en.read.Release

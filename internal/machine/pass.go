@@ -143,6 +143,9 @@ type observation struct {
 	pin pin
 	// known are the release's facts as the pass found them (see facts).
 	known *known
+	// proof is what a release of the CR's name that rudder did not make showed of the CR
+	// (nil: not read; see proveForeign).
+	proof *helm.Proof
 }
 
 // known are a release's facts as a pass found them, with the message of the failure among

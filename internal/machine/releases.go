@@ -50,6 +50,12 @@ type Releases interface {
 	// LetGo hands release name over, its records and objects kept, rudder's marks and the
 	// owner's reference taken off them; it returns how many objects it changed.
 	LetGo(ctx context.Context, s helm.Scope, name string) (int, error)
+	// ProveForeign reads a release rudder did not make and the objects of its newest deployed
+	// revision, and says whether they prove it is the scope's owner's (helm.Proof.Why "").
+	ProveForeign(ctx context.Context, s helm.Scope, name string) (*helm.Proof, error)
+	// AdoptForeign takes a proven release over: rudder's marks on the objects the proof read
+	// (on the condition that they are as it read them), labels on every record.
+	AdoptForeign(ctx context.Context, s helm.Scope, name string, p *helm.Proof, labels map[string]string) error
 	// KeepFailed removes the objects of a failed install, the newest revision, and keeps its
 	// record as the failure's (records.KeepFailed), with a history of at most maxHistory
 	// revisions (0: every one), and returns it as kept (nil: the release is gone).

@@ -108,3 +108,44 @@ func (adopt) run(ctx context.Context, e *env, obs observed) result {
 		"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
 		e.release, len(objs), DescribeLabels(keys, want))}}}
 }
+
+// adoptRelease takes over a release of the CR's name that another Helm operator (operator-sdk's
+// or HOP's helm-operator) or a person made, whose objects proved it is the CR's (proof): each
+// object it read gets rudder's marks, on the condition that it is as read, and every record
+// rudder's labels. The labels' digests are the CR's where the revision holds the chart and the
+// values rudder would make it from, so that it is in sync and nothing follows; else the next
+// step is one upgrade. No revision is made, nothing is deleted or recreated.
+type adoptRelease struct {
+	proof *helm.Proof
+	// chart is the fingerprint of the chart the CR is made from (helm.ChartFingerprint); ""
+	// when the watch layers something on it, which no other operator's revision holds.
+	chart string
+}
+
+func (adoptRelease) name() plan.Action { return plan.AdoptRelease }
+
+func (a adoptRelease) run(ctx context.Context, e *env, _ observed) result {
+	chartDigest, valuesDigest := "adopted", "adopted"
+	if a.chart != "" && a.chart == a.proof.Chart {
+		chartDigest = e.want.ChartDigest
+	}
+	if a.proof.ValuesDigest == e.want.ValuesDigest {
+		valuesDigest = e.want.ValuesDigest
+	}
+	labels := map[string]string{
+		records.LabelOwnerUID:     e.want.OwnerUID,
+		records.LabelOwnerKind:    records.KindLabel(e.scope.Owner.GVK.GroupKind()),
+		records.LabelChartDigest:  chartDigest,
+		records.LabelValuesDigest: valuesDigest,
+	}
+	if err := e.helm.AdoptForeign(ctx, e.scope, e.release, a.proof, labels); err != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err), call: callFailed}
+	}
+	then := "its chart and values are the CR's: no new revision"
+	if chartDigest != e.want.ChartDigest || valuesDigest != e.want.ValuesDigest {
+		then = "its chart or values differ from the CR's: one upgrade follows"
+	}
+	return result{verdict: succeeded, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
+		"release %s adopted from %s: the %d objects of revision %d that exist carry this %s's owner reference (or annotations); %s",
+		e.release, a.proof.By, len(a.proof.Objects), a.proof.Revision, e.kind, then)}}}
+}

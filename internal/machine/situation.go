@@ -49,6 +49,13 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 	}
 	s.TestRollsBack, s.Made = ob.w.Watch.Policies().TestRollsBack(), o.madeStep() != nil
 	s.Relabel = obs.rel != nil && ob.needsAdoption(obs.rel)
+	if obs.state == records.StateConflict && obs.head != nil && obs.head.OwnerUID == "" && !s.Deleting {
+		p, err := ob.proveForeign(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.Adoptable = p.Why == ""
+	}
 	if h := obs.head; ob.pin.back > 0 && h != nil && h.ChartDigest == ob.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
 		s.RolloutBack = ob.pin.back
 	}
@@ -103,6 +110,19 @@ func (ob *observation) foreign(rel *release.Release) bool {
 func (ob *observation) needsAdoption(rel *release.Release) bool {
 	keys := ob.w.Carried
 	return len(keys) > 0 && rel.Labels[records.LabelOwnerUID] == ob.want.OwnerUID && !helm.CarriedMatch(keys, ob.carried(), rel.Labels)
+}
+
+// proveForeign reads, once per pass, whether the release of the CR's name that rudder did not
+// make proves it is the CR's (helm.Client.ProveForeign).
+func (ob *observation) proveForeign(ctx context.Context) (*helm.Proof, error) {
+	if ob.proof == nil {
+		p, err := ob.w.Helm.ProveForeign(ctx, ob.scope, ob.relName)
+		if err != nil {
+			return nil, fmt.Errorf("reading release %s, which rudder did not make, and its objects: %w", ob.relName, err)
+		}
+		ob.proof = p
+	}
+	return ob.proof, nil
 }
 
 // rollbackDue returns the rudder.dev/rollback-to value this pass has to act on: set, and not

@@ -31,6 +31,9 @@ const (
 	RolloutRollback Action = "rollout-rollback"
 	// Uninstall is the uninstall of a deleted CR's release.
 	Uninstall Action = "uninstall"
+	// AdoptRelease takes over a release another Helm operator (or helm) made, whose objects
+	// prove it is the CR's (Situation.Adoptable): no new revision, nothing recreated.
+	AdoptRelease Action = "adopt-release"
 	// LetGo hands a deleted CR's release, records and objects, over to whoever manages them
 	// next, uninstalling nothing (Situation.Keep).
 	LetGo Action = "let-go"
@@ -104,6 +107,11 @@ type Situation struct {
 	OlderDeployed bool
 	// Relabel: the release's records carry other shard labels than the CR has.
 	Relabel bool
+	// Adoptable: in StateConflict, the release is not rudder's, and every object of its newest
+	// deployed revision that exists says it is the CR's (an owner reference to it, or
+	// operator-sdk's primary-resource annotations), as the helm-operators of operator-sdk and
+	// HOP write them.
+	Adoptable bool
 	// Kept: the failed newest revision is a failed install whose objects were removed and
 	// whose record is kept (records.Head.Kept): an install replaces it, unless the failure
 	// still holds its (chart, values) back.
@@ -203,6 +211,9 @@ func (s Situation) forState() (Choice, Ending) {
 	failedBefore := s.HeldBack || s.Failed != ""
 	switch s.State {
 	case records.StateConflict:
+		if s.Adoptable {
+			return s.once(Choice{Action: AdoptRelease}, EndConflict)
+		}
 		return Choice{}, EndConflict
 	case records.StateInSync, records.StateRolledBack:
 		end := EndInSync

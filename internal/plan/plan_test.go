@@ -118,6 +118,9 @@ func TestNext(t *testing.T) {
 		{"deleted, uninstalled", Situation{Deleting: true, State: records.StateInSync}, "end:last", Uninstall},
 		{"deleted, no release", Situation{Deleting: true, State: absent}, "end:gone", ""},
 		{"deleted, another owner's release", Situation{Deleting: true, State: records.StateConflict}, "end:gone", ""},
+		{"another Helm operator's release, proven the CR's", Situation{State: records.StateConflict, Adoptable: true}, string(AdoptRelease), ""},
+		{"another Helm operator's release, adopted", Situation{State: records.StateConflict, Adoptable: true}, "end:conflict", AdoptRelease},
+		{"deleted, another Helm operator's release proven the CR's", Situation{Deleting: true, State: records.StateConflict, Adoptable: true}, "end:gone", ""},
 		{"deleted to be kept, its release deployed", Situation{Deleting: true, Keep: true, State: records.StateInSync}, string(LetGo), ""},
 		{"deleted to be kept, its release pending", Situation{Deleting: true, Keep: true, State: records.StateLocked, Foreign: true}, string(LetGo), ""},
 		{"deleted to be kept, let go", Situation{Deleting: true, Keep: true, State: records.StateInSync}, "end:gone", LetGo},
@@ -148,10 +151,10 @@ func TestNextEnds(t *testing.T) {
 	states := []records.State{records.StateAbsent, records.StateConflict, records.StateLocked, records.StateUninstalled,
 		records.StateFailed, records.StateOutOfSync, records.StateInSync, records.StateRolledBack}
 	for _, st := range states {
-		for flags := range 1 << 13 {
+		for flags := range 1 << 14 {
 			s := Situation{State: st, HeldBack: flags&1 != 0, RollsBack: flags&2 != 0, OlderDeployed: flags&4 != 0,
 				Relabel: flags&8 != 0, Foreign: flags&16 != 0, TestDue: flags&128 != 0, TestRollsBack: flags&256 != 0,
-				Retries: flags&512 != 0, Deleting: flags&1024 != 0, DriftDue: flags&2048 != 0, Keep: flags&4096 != 0, Taken: map[Action]bool{}}
+				Retries: flags&512 != 0, Deleting: flags&1024 != 0, DriftDue: flags&2048 != 0, Keep: flags&4096 != 0, Adoptable: flags&8192 != 0, Taken: map[Action]bool{}}
 			if flags&32 != 0 {
 				s.Deployed = 1
 			}
@@ -164,7 +167,7 @@ func TestNextEnds(t *testing.T) {
 					break
 				}
 				if n > 10 || s.Taken[c.Action] {
-					t.Fatalf("%s %013b: %s again after %d steps", st, flags, c.Action, n)
+					t.Fatalf("%s %014b: %s again after %d steps", st, flags, c.Action, n)
 				}
 				s.Taken[c.Action] = true
 			}

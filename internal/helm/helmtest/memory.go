@@ -237,6 +237,16 @@ func (m *Memory) LetGo(_ context.Context, s helm.Scope, name string) (int, error
 	return 0, nil
 }
 
+// ProveForeign over the memory storage, which holds no objects: nothing proves a release.
+func (m *Memory) ProveForeign(context.Context, helm.Scope, string) (*helm.Proof, error) {
+	return &helm.Proof{Why: "the memory storage holds no objects to prove it"}, nil
+}
+
+// AdoptForeign over the memory storage: nothing is ever proven to it.
+func (m *Memory) AdoptForeign(context.Context, helm.Scope, string, *helm.Proof, map[string]string) error {
+	return errors.New("the memory storage adopts nothing")
+}
+
 // KeepFailed is Client.KeepFailed over the memory storage.
 func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHistory int) (*view.Release, error) {
 	m.mu.Lock()

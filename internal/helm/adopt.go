@@ -1,0 +1,320 @@
+package helm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	hrelease "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// Adopting a release another Helm-based operator made: operator-sdk's helm-operator and
+// operator-framework's helm-operator-plugins (HOP) keep one release per CR, named after it, in
+// its namespace, on Helm's Secret storage, as rudder does, and mark each object they apply as
+// the CR's — an owner reference to the CR (a controller reference) where one can point at it,
+// else the annotations operator-sdk/primary-resource ("<namespace>/<name>") and
+// operator-sdk/primary-resource-type ("<Kind>.<group>"). rudder takes such a release over only
+// on that proof, read from the objects themselves, never from the record (which whoever may
+// write Secrets in the namespace writes): every object of the newest deployed revision that
+// exists must carry it, and one must exist.
+
+// The marks of operator-sdk's and HOP's helm-operators.
+const (
+	AnnotationPrimaryResource     = "operator-sdk/primary-resource"
+	AnnotationPrimaryResourceType = "operator-sdk/primary-resource-type"
+)
+
+// ForeignFinalizers are the finalizers operator-sdk's and HOP's helm-operators put on a CR so
+// that they uninstall its release first: rudder's replaces them once it has adopted it.
+var ForeignFinalizers = []string{"helm.sdk.operatorframework.io/uninstall-release", "uninstall-helm-release"}
+
+// Proof is what a release rudder did not make showed of its CR.
+type Proof struct {
+	// Why says which object failed the proof and why; "" when every one passed.
+	Why string
+	// Revision is the newest deployed revision, whose objects were read.
+	Revision int
+	// Objects are its objects that exist, as read (their resourceVersion the precondition of
+	// adopting them).
+	Objects []*unstructured.Unstructured
+	// Chart is the revision's chart's fingerprint (ChartFingerprint) and ValuesDigest its
+	// values' digest (records.ValuesDigest): what adopting compares with the CR's.
+	Chart, ValuesDigest string
+	// By names what made it, for the Adopted Event.
+	By string
+}
+
+// ProveForeign reads the release name, which rudder did not make, and the objects of its
+// newest deployed revision, as the scope's identity, and says whether they prove it is the
+// scope's owner's. A release that is rudder's (of another CR, or of this one) proves nothing.
+func (c *Client) ProveForeign(ctx context.Context, s Scope, name string) (*Proof, error) {
+	d, err := c.driver(s)
+	if err != nil {
+		return nil, err
+	}
+	found, err := d.WithContext(ctx).Query(map[string]string{"name": name, "owner": "helm"})
+	if err != nil {
+		return nil, fmt.Errorf("reading the records of release %s: %w", name, err)
+	}
+	newest, why, err := newestForeign(found)
+	if err != nil || why != "" {
+		return &Proof{Why: why}, err
+	}
+	p := &Proof{Revision: newest.Version, Chart: ChartFingerprint(newest.Chart), By: "another Helm operator (or helm)"}
+	// A release handed over: its newest record claims the CR, as a valuesFrom source does,
+	// written by someone who may write the namespace's Secrets.
+	claimed := false
+	rec, err := d.Records().Get(ctx, fmt.Sprintf("%s%s.v%d", records.RecordPrefix, name, newest.Version), metav1.GetOptions{})
+	if err == nil && guard.Claims(rec.Annotations[guard.AnnotationValuesFor], guard.ClaimRef(s.Owner.GVK.GroupKind(), s.Owner.Key.Name)) {
+		claimed, p.By = true, "helm (handed over by its record's annotation "+guard.AnnotationValuesFor+")"
+	}
+	if p.ValuesDigest, err = records.ValuesDigest(newest.Config); err != nil {
+		return nil, err
+	}
+	objs, err := ParseIdentities(newest.Manifest, s.Namespace, c.mapper)
+	if err != nil {
+		return nil, fmt.Errorf("reading the objects of revision %d of release %s: %w", newest.Version, name, err)
+	}
+	mc, err := metadata.NewForConfig(c.restConfig(s))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range objs {
+		m, err := c.mapper.RESTMapping(id.GroupVersionKind().GroupKind(), id.GroupVersionKind().Version)
+		if err != nil {
+			return nil, err
+		}
+		live, err := mc.Resource(m.Resource).Namespace(id.GetNamespace()).Get(ctx, id.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsForbidden(err):
+			p.Why = fmt.Sprintf("%s cannot be read: %v", Describe(id), err)
+			return p, nil
+		case err != nil:
+			return nil, fmt.Errorf("reading %s of release %s: %w", Describe(id), name, err)
+		}
+		if why := provesOwner(live, s, claimed); why != "" {
+			p.Why = fmt.Sprintf("%s of revision %d %s", Describe(id), newest.Version, why)
+			return p, nil
+		}
+		if !claimed && live.GetLabels()["helm.sdk.operatorframework.io/chart"] != "" {
+			p.By = "operator-sdk's helm-operator"
+		}
+		o := id.DeepCopy()
+		o.SetResourceVersion(live.GetResourceVersion())
+		p.Objects = append(p.Objects, o)
+	}
+	if len(p.Objects) == 0 {
+		p.Why = fmt.Sprintf("none of the objects of revision %d exists to prove it", newest.Version)
+	}
+	return p, nil
+}
+
+// newestForeign is the newest deployed revision of a release rudder did not make; why says why
+// there is none to prove anything.
+func newestForeign(found []hrelease.Releaser) (*release.Release, string, error) {
+	var newest *release.Release
+	for _, r := range found {
+		rel, err := records.V1(r)
+		if err != nil {
+			return nil, "", err
+		}
+		if rel.Labels[records.LabelOwnerUID] != "" {
+			return nil, "it is a release rudder made", nil
+		}
+		if rel.Info != nil && rel.Info.Status == rcommon.StatusDeployed && (newest == nil || rel.Version > newest.Version) {
+			newest = rel
+		}
+	}
+	if newest == nil {
+		return nil, "it has no deployed revision", nil
+	}
+	return newest, "", nil
+}
+
+// provesOwner says why live does not say it is the scope's owner's; "" when it does. An object
+// of a claimed release needs to say nothing, but must not be another rudder release's.
+func provesOwner(live *metav1.PartialObjectMetadata, s Scope, claimed bool) string {
+	if claimed {
+		if why := guard.NotMadeBy(live.GetAnnotations(), guard.OwnerOf(s.Owner)); why != "" && live.GetAnnotations()[records.AnnotationOwner] != "" {
+			return why
+		}
+		return ""
+	}
+	for _, r := range live.OwnerReferences {
+		if r.UID == s.Owner.UID {
+			return ""
+		}
+	}
+	want := s.Owner.Key.Namespace + "/" + s.Owner.Key.Name
+	kind := guard.KindEntry(s.Owner.GVK.GroupKind())
+	a := live.GetAnnotations()
+	if a[AnnotationPrimaryResource] == want && a[AnnotationPrimaryResourceType] == kind {
+		return ""
+	}
+	if len(live.OwnerReferences) > 0 {
+		return fmt.Sprintf("has no owner reference to this %s (uid %s), only to %s %s", s.Owner.GVK.Kind, s.Owner.UID,
+			live.OwnerReferences[0].Kind, live.OwnerReferences[0].Name)
+	}
+	return fmt.Sprintf("has neither an owner reference to this %s (uid %s) nor the annotations %s: %s and %s: %s", s.Owner.GVK.Kind,
+		s.Owner.UID, AnnotationPrimaryResource, want, AnnotationPrimaryResourceType, kind)
+}
+
+// AdoptForeign takes release name over on proof p (Proof.Why ""): each object p read gets
+// rudder's marks, on the condition that it is as p read it, and every record of the release
+// the labels (records.Labels) labels. Written as the scope's identity within its confinement;
+// nothing is created, deleted or recreated, and no revision is made.
+func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proof, labels map[string]string) error {
+	hc, err := c.httpClient(s)
+	if err != nil {
+		return err
+	}
+	// The owner's marks are what this writes: the guard holds it to the confinement, and the
+	// resourceVersion of each patch to the object p proved.
+	g := guard.New(ctx, s.Confinement, c.mapper, c.prefix, "")
+	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper,
+		HTTPClient: &http.Client{Transport: g.Wrap(hc.Transport), Timeout: hc.Timeout}})
+	if err != nil {
+		return err
+	}
+	mark := guard.OwnerOf(s.Owner)
+	for _, o := range p.Objects {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": o.GetResourceVersion(),
+			"labels":          map[string]any{records.LabelManaged: "true"},
+			"annotations":     map[string]any{records.AnnotationOwner: mark},
+		}})
+		if err != nil {
+			return err
+		}
+		target := &unstructured.Unstructured{}
+		target.SetGroupVersionKind(o.GroupVersionKind())
+		target.SetNamespace(o.GetNamespace())
+		target.SetName(o.GetName())
+		if err := w.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("adopting %s: %w", Describe(o), err)
+		}
+	}
+	// The records: rudder's labels, and its marks on every revision's manifest and hooks, so
+	// that a helm rollback to a revision the other operator made keeps them.
+	d, err := c.driver(s)
+	if err != nil {
+		return err
+	}
+	found, err := d.WithContext(ctx).Query(map[string]string{"name": name, "owner": "helm"})
+	if err != nil {
+		return fmt.Errorf("reading the records of release %s: %w", name, err)
+	}
+	for _, r := range found {
+		rel, err := records.V1(r)
+		if err != nil {
+			return err
+		}
+		if err := c.markRecord(rel, s, mark, labels); err != nil {
+			return fmt.Errorf("revision %d of release %s: %w", rel.Version, name, err)
+		}
+		if err := d.WithContext(ctx).Update(fmt.Sprintf("%s%s.v%d", records.RecordPrefix, rel.Name, rel.Version), rel); err != nil {
+			return fmt.Errorf("adopting revision %d of release %s: %w", rel.Version, name, err)
+		}
+	}
+	return nil
+}
+
+// markRecord gives a revision's record labels, and each object of its manifest and hooks the
+// marks rudder's post-renderer gives a release's objects (label rudder.dev/managed, annotation
+// rudder.dev/owner mark, an owner reference to the scope's owner where it is namespaced in the
+// owner's namespace).
+func (c *Client) markRecord(rel *release.Release, s Scope, mark string, labels map[string]string) error {
+	if rel.Labels == nil {
+		rel.Labels = map[string]string{}
+	}
+	maps.Copy(rel.Labels, labels)
+	ref := metav1.OwnerReference{APIVersion: s.Owner.GVK.GroupVersion().String(), Kind: s.Owner.GVK.Kind, Name: s.Owner.Key.Name,
+		UID: s.Owner.UID, BlockOwnerDeletion: new(true)}
+	markObj := func(obj map[string]any) bool {
+		u := unstructured.Unstructured{Object: obj}
+		l := u.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[records.LabelManaged] = "true"
+		u.SetLabels(l)
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[records.AnnotationOwner] = mark
+		u.SetAnnotations(a)
+		m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+		namespaced := err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace
+		if namespaced && (u.GetNamespace() == "" || u.GetNamespace() == s.Namespace) {
+			refs := u.GetOwnerReferences()
+			if !slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == s.Owner.UID }) {
+				u.SetOwnerReferences(append(refs, ref))
+			}
+		}
+		return true
+	}
+	var err error
+	if rel.Manifest, err = rewriteManifest(rel.Manifest, markObj); err != nil {
+		return err
+	}
+	for _, h := range rel.Hooks {
+		if h.Manifest, err = rewriteManifest(h.Manifest, markObj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ChartFingerprint is a hash of what a chart renders from: its name and version, templates,
+// default values, schema and other files ("" for none). A chart decoded from a release record
+// and the same chart loaded from its files have the same fingerprint.
+func ChartFingerprint(ch *chart.Chart) string {
+	if ch == nil || ch.Metadata == nil {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", ch.Metadata.Name, ch.Metadata.Version)
+	for _, files := range [][]string{fileDigests(ch.Templates), fileDigests(ch.Files)} {
+		for _, f := range files {
+			fmt.Fprintf(h, "%s\x00", f)
+		}
+		h.Write([]byte{1})
+	}
+	vals, _ := json.Marshal(ch.Values)
+	h.Write(vals)
+	h.Write(ch.Schema)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func fileDigests(files []*common.File) []string {
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		sum := sha256.Sum256(f.Data)
+		out = append(out, f.Name+"="+hex.EncodeToString(sum[:]))
+	}
+	sort.Strings(out)
+	return out
+}
