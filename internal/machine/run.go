@@ -201,8 +201,8 @@ func (ac *actor) uninstall(ctx context.Context) error {
 			ac.event(n)
 		}
 	}()
+	keep := strings.TrimSpace(ac.obj.GetAnnotations()[AnnotationOnDelete]) == "keep"
 	for range maxSteps {
-		keep := strings.TrimSpace(ac.obj.GetAnnotations()[AnnotationOnDelete]) == "keep"
 		c, end := plan.Next(plan.Situation{Deleting: true, Keep: keep, State: obs.state, Taken: o.taken})
 		if c.None() {
 			if end == plan.EndGone && obs.state == records.StateConflict {
