@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -270,6 +271,64 @@ func TestAdoptsAClaimedHelmRelease(t *testing.T) {
 		uid := o.GetUID()
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil || o.GetUID() != uid || o.GetAnnotations()[records.AnnotationOwner] == "" {
 			t.Fatalf("%s: %v, uid %s (was %s), annotations %v", kindOf(o), err, o.GetUID(), uid, o.GetAnnotations())
+		}
+	}
+}
+
+var takeGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "TakeProbe"}
+
+// TestTakeOwnershipOfClaimedObjects (issue 61): with install.takeOwnership, an object the release
+// renders that exists outside any release is taken into it when it claims the CR
+// (rudder.dev/values-for) — the same object, now the release's — and refused, unchanged, when
+// it does not; a watch without the policy takes nothing, claimed or not.
+func TestTakeOwnershipOfClaimedObjects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := crtest.NewNamespace(t, k8s, "t-")
+	existing := func(name, claim string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"message": "old"}}
+		if claim != "" {
+			cm.Annotations = map[string]string{"rudder.dev/values-for": claim}
+		}
+		if err := k8s.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	claimed := existing("claimed", "TakeProbe.test.rudder.dev/claimed")
+	unclaimed := existing("unclaimed", "")
+	elsewhere := existing("elsewhere", "Widget.test.rudder.dev/elsewhere")
+	for _, cr := range []*unstructured.Unstructured{
+		crtest.NewCR(takeGVK, ns, "claimed", map[string]any{"message": "new"}),
+		crtest.NewCR(takeGVK, ns, "unclaimed", map[string]any{"message": "new"}),
+		crtest.NewCR(widgetGVK, ns, "elsewhere", map[string]any{"message": "new"}),
+	} {
+		if err := k8s.Create(ctx, cr); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	crtest.WaitCondition(t, k8s, takeGVK, ns, "claimed", "Ready", metav1.ConditionTrue, "", timeout)
+	var cm corev1.ConfigMap
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claimed), &cm); err != nil || cm.UID != claimed.UID || cm.Data["message"] != "new" ||
+		cm.Annotations[records.AnnotationOwner] == "" {
+		t.Fatalf("the claimed ConfigMap: %v, uid %s (was %s), data %v, annotations %v", err, cm.UID, claimed.UID, cm.Data, cm.Annotations)
+	}
+	if h := crtest.History(t, cluster, ns, "claimed"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
+		t.Fatalf("history: %s", describe(h))
+	}
+
+	for _, c := range []struct {
+		gvk schema.GroupVersionKind
+		cm  *corev1.ConfigMap
+	}{{takeGVK, unclaimed}, {widgetGVK, elsewhere}} {
+		u := crtest.WaitCondition(t, k8s, c.gvk, ns, c.cm.Name, "Released", metav1.ConditionFalse, "InstallFailed", timeout)
+		if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "exists and cannot be imported") {
+			t.Errorf("%s: Released does not say the ConfigMap exists: %s", c.cm.Name, msg)
+		}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(c.cm), &cm); err != nil || cm.UID != c.cm.UID || cm.Data["message"] != "old" ||
+			cm.Annotations[records.AnnotationOwner] != "" || cm.Labels["app.kubernetes.io/managed-by"] != "" {
+			t.Errorf("%s: the existing ConfigMap changed: %v, data %v, labels %v, annotations %v", c.cm.Name, err, cm.Data, cm.Labels, cm.Annotations)
 		}
 	}
 }

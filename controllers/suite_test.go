@@ -145,6 +145,7 @@ const testWatches = `
   - {kind: Secret, name: '{{ .metadata.name }}-msg', valuesKey: message, targetPath: message, optional: true}
 - {group: test.rudder.dev, version: v1, kind: NudgeProbe, chart: widget}
 - {group: test.rudder.dev, version: v1, kind: LeakProbe, chart: leaky}
+- {group: test.rudder.dev, version: v1, kind: TakeProbe, chart: widget, install: {takeOwnership: true}}
 - {group: test.rudder.dev, version: v1, kind: ValuesGizmo, chart: valuesgizmo, valuesFrom: [{kind: Secret, name: '{{ .metadata.name }}-db'}]}
 - group: test.rudder.dev
   version: v1

@@ -76,6 +76,9 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := c.takeOwnership(ctx, req); err != nil {
+		return nil, err
+	}
 	in := action.NewInstall(r.conf)
 	in.SkipCRDs = true // applied above, marked as the release's
 	in.Timeout = req.Scope.Limits.Timeout()
@@ -213,6 +216,9 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 		return nil, err
 	}
 	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
+	if err == nil {
+		err = c.takeOwnership(ctx, req)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sort"
 
@@ -186,15 +185,9 @@ func provesOwner(live *metav1.PartialObjectMetadata, s Scope, claimed bool) stri
 // the labels (records.Labels) labels. Written as the scope's identity within its confinement;
 // nothing is created, deleted or recreated, and no revision is made.
 func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proof, labels map[string]string) error {
-	hc, err := c.httpClient(s)
-	if err != nil {
-		return err
-	}
 	// The owner's marks are what this writes: the guard holds it to the confinement, and the
 	// resourceVersion of each patch to the object p proved.
-	g := guard.New(ctx, s.Confinement, c.mapper, c.prefix, "")
-	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper,
-		HTTPClient: &http.Client{Transport: g.Wrap(hc.Transport), Timeout: hc.Timeout}})
+	w, err := c.confinedWriter(ctx, s)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,9 @@ type ApplyPolicy struct {
 	// the conflict, which the CR's Ready condition reports. A drift restore always takes them:
 	// restoring them is what it is for.
 	ForceConflicts bool
+	// TakeOwnership: an object the release renders that exists outside any release, and claims
+	// the release's CR (guard.AnnotationValuesFor), is taken into the release (see take.go).
+	TakeOwnership bool
 }
 
 // CheckUpgrade says what is wrong with an Upgrade value.

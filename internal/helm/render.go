@@ -55,6 +55,7 @@ func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper,
 		for i, m := range manifests {
 			contents[i] = m.Content
 		}
+		req.manifests = contents
 		scope := req.scope()
 		if own != nil {
 			scope, refs = own.scope(), own.references(refs)

@@ -87,6 +87,12 @@ type Request struct {
 	// found because the release may not read it (see internal/guard, lookups.go).
 	Withheld []string
 
+	// Taken is filled in by an Install or Upgrade of a watch with install.takeOwnership: the
+	// existing objects that claimed the CR and were taken into the release (see take.go).
+	Taken []string
+	// manifests are the render's manifests before the post-render, kept for TakeOwnership.
+	manifests []string
+
 	// Objects is filled in by a successful Install or Upgrade: the identities of the new
 	// revision's objects, as ParseIdentities would find them in its manifest, known from the
 	// post-render without reading the manifest again.

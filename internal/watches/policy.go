@@ -224,7 +224,7 @@ func (p Policies) WaitPolicy() helm.WaitPolicy {
 func (p Policies) ApplyPolicy() helm.ApplyPolicy {
 	var a helm.ApplyPolicy
 	if p.w.Install != nil {
-		a.Install = p.w.Install.ServerSideApply
+		a.Install, a.TakeOwnership = p.w.Install.ServerSideApply, p.w.Install.TakeOwnership
 	}
 	if p.w.Upgrade != nil {
 		a.Upgrade, a.ForceConflicts = string(p.w.Upgrade.ServerSideApply), p.w.Upgrade.ForceConflicts

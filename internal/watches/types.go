@@ -193,6 +193,10 @@ type Install struct {
 	// ServerSideApply: new releases are applied server-side, as rudder's field manager
 	// (default false: client-side, as Helm 3 applied).
 	ServerSideApply bool `json:"serverSideApply,omitempty"`
+	// TakeOwnership: an object the release renders that exists outside any release is taken
+	// into the release when it claims the CR (annotation rudder.dev/values-for naming it);
+	// any other existing object is refused as without it (Flux's takeOwnership, on proof).
+	TakeOwnership bool `json:"takeOwnership,omitempty"`
 }
 
 // Wait is a watch's wait field: what an install, upgrade or rollback waits for besides its
