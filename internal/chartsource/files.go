@@ -49,6 +49,22 @@ func readTree(root string) (files []*archive.BufferedFile, dirs []string, err er
 
 // readTreeWith is readTree with resolved called between each file's check and its read.
 func readTreeWith(root string, resolved func(relName string)) (files []*archive.BufferedFile, dirs []string, err error) {
+	// A path that resolved a moment ago and is gone now is a tree changing under the read (a
+	// volume's atomic swap removes the directory its links pointed into): it is read again, as
+	// it is now, a few times before the change is taken for the error it says.
+	for range treeReads - 1 {
+		files, dirs, err = readTreeOnce(root, resolved)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return files, dirs, err
+		}
+	}
+	return readTreeOnce(root, resolved)
+}
+
+// treeReads is how often a tree that changes under its read is read.
+const treeReads = 3
+
+func readTreeOnce(root string, resolved func(relName string)) (files []*archive.BufferedFile, dirs []string, err error) {
 	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return nil, nil, err

@@ -208,3 +208,26 @@ func TestTreeArchiveBombIsBounded(t *testing.T) {
 		t.Fatalf("Load: %v, want Helm's bound on the inflated size", err)
 	}
 }
+
+// A ConfigMap volume swapped while it is read (the kubelet removes the directory the links
+// pointed into): the tree is read again, as it is now, not refused.
+func TestTreeVolumeSwappedMidReadIsReadAgain(t *testing.T) {
+	vol := filepath.Join(t.TempDir(), "demo")
+	publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("one")})
+	swapped := false
+	files, _, err := readTreeWith(vol, func(rel string) {
+		if swapped || rel != "templates/cm.yaml" {
+			return
+		}
+		swapped = true
+		publish(t, vol, map[string]string{"Chart.yaml": chartYAML, "templates/cm.yaml": cm("two")})
+	})
+	if err != nil || !swapped {
+		t.Fatalf("the read across the swap: %v (swapped: %v)", err, swapped)
+	}
+	for _, f := range files {
+		if f.Name == "templates/cm.yaml" && string(f.Data) != cm("two") {
+			t.Fatalf("templates/cm.yaml = %q, want the swapped-in version", f.Data)
+		}
+	}
+}
