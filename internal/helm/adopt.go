@@ -7,20 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
-	hrelease "helm.sh/helm/v4/pkg/release"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -67,51 +63,43 @@ type Proof struct {
 // newest deployed revision, as the scope's identity, and says whether they prove it is the
 // scope's owner's. A release that is rudder's (of another CR, or of this one) proves nothing.
 func (c *Client) ProveForeign(ctx context.Context, s Scope, name string) (*Proof, error) {
-	d, err := c.driver(s)
+	_, revisions, err := c.history(ctx, s, name)
 	if err != nil {
 		return nil, err
 	}
-	found, err := d.WithContext(ctx).Query(map[string]string{"name": name, "owner": "helm"})
-	if err != nil {
-		return nil, fmt.Errorf("reading the records of release %s: %w", name, err)
-	}
-	newest, why, err := newestForeign(found)
-	if err != nil || why != "" {
-		return &Proof{Why: why}, err
+	newest, why := newestForeign(revisions)
+	if why != "" {
+		return &Proof{Why: why}, nil
 	}
 	p := &Proof{Revision: newest.Version, Chart: ChartFingerprint(newest.Chart), By: "another Helm operator (or helm)"}
-	// A release handed over: its newest record claims the CR, as a valuesFrom source does,
-	// written by someone who may write the namespace's Secrets.
-	claimed := false
-	rec, err := d.Records().Get(ctx, fmt.Sprintf("%s%s.v%d", records.RecordPrefix, name, newest.Version), metav1.GetOptions{})
-	if err == nil && guard.Claims(rec.Annotations[guard.AnnotationValuesFor], guard.ClaimRef(s.Owner.GVK.GroupKind(), s.Owner.Key.Name)) {
-		claimed, p.By = true, "helm (handed over by its record's annotation "+guard.AnnotationValuesFor+")"
-	}
 	if p.ValuesDigest, err = records.ValuesDigest(newest.Config); err != nil {
 		return nil, err
+	}
+	claimed, err := c.handedOver(ctx, s, newest)
+	if err != nil {
+		return nil, err
+	}
+	if claimed {
+		p.By = "helm (handed over by its record's annotation " + guard.AnnotationValuesFor + ")"
 	}
 	objs, err := ParseIdentities(newest.Manifest, s.Namespace, c.mapper)
 	if err != nil {
 		return nil, fmt.Errorf("reading the objects of revision %d of release %s: %w", newest.Version, name, err)
 	}
-	mc, err := metadata.NewForConfig(c.restConfig(s))
+	read, err := c.metadataReader(s)
 	if err != nil {
 		return nil, err
 	}
 	for _, id := range objs {
-		m, err := c.mapper.RESTMapping(id.GroupVersionKind().GroupKind(), id.GroupVersionKind().Version)
-		if err != nil {
-			return nil, err
-		}
-		live, err := mc.Resource(m.Resource).Namespace(id.GetNamespace()).Get(ctx, id.GetName(), metav1.GetOptions{})
+		live, err := read(ctx, id)
 		switch {
-		case apierrors.IsNotFound(err):
-			continue
 		case apierrors.IsForbidden(err):
 			p.Why = fmt.Sprintf("%s cannot be read: %v", Describe(id), err)
 			return p, nil
 		case err != nil:
 			return nil, fmt.Errorf("reading %s of release %s: %w", Describe(id), name, err)
+		case live == nil:
+			continue
 		}
 		if why := provesOwner(live, s, claimed); why != "" {
 			p.Why = fmt.Sprintf("%s of revision %d %s", Describe(id), newest.Version, why)
@@ -132,24 +120,34 @@ func (c *Client) ProveForeign(ctx context.Context, s Scope, name string) (*Proof
 
 // newestForeign is the newest deployed revision of a release rudder did not make; why says why
 // there is none to prove anything.
-func newestForeign(found []hrelease.Releaser) (*release.Release, string, error) {
-	var newest *release.Release
-	for _, r := range found {
-		rel, err := records.V1(r)
-		if err != nil {
-			return nil, "", err
-		}
+func newestForeign(revisions []*release.Release) (newest *release.Release, why string) {
+	for _, rel := range revisions {
 		if rel.Labels[records.LabelOwnerUID] != "" {
-			return nil, "it is a release rudder made", nil
+			return nil, "it is a release rudder made"
 		}
-		if rel.Info != nil && rel.Info.Status == rcommon.StatusDeployed && (newest == nil || rel.Version > newest.Version) {
-			newest = rel
+		if rel.Info != nil && rel.Info.Status == rcommon.StatusDeployed {
+			newest = rel // revisions are oldest first
 		}
 	}
 	if newest == nil {
-		return nil, "it has no deployed revision", nil
+		return nil, "it has no deployed revision"
 	}
-	return newest, "", nil
+	return newest, ""
+}
+
+// handedOver reports whether the record of rel claims the scope's owner, as a valuesFrom source
+// does (guard.AnnotationValuesFor): a release handed over by someone who may write the
+// namespace's Secrets.
+func (c *Client) handedOver(ctx context.Context, s Scope, rel *release.Release) (bool, error) {
+	d, err := c.driver(s)
+	if err != nil {
+		return false, err
+	}
+	rec, err := d.Records().Get(ctx, records.RecordName(rel.Name, rel.Version), metav1.GetOptions{})
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return guard.Claims(rec.Annotations[guard.AnnotationValuesFor], guard.ClaimRef(s.Owner.GVK.GroupKind(), s.Owner.Key.Name)), nil
 }
 
 // provesOwner says why live does not say it is the scope's owner's; "" when it does. An object
@@ -193,88 +191,31 @@ func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proo
 	}
 	mark := guard.OwnerOf(s.Owner)
 	for _, o := range p.Objects {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": o.GetResourceVersion(),
-			"labels":          map[string]any{records.LabelManaged: "true"},
-			"annotations":     map[string]any{records.AnnotationOwner: mark},
-		}})
-		if err != nil {
-			return err
-		}
-		target := &unstructured.Unstructured{}
-		target.SetGroupVersionKind(o.GroupVersionKind())
-		target.SetNamespace(o.GetNamespace())
-		target.SetName(o.GetName())
-		if err := w.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := markLive(ctx, w, o, o.GetResourceVersion(), map[string]any{records.LabelManaged: "true"},
+			map[string]any{records.AnnotationOwner: mark}); err != nil {
 			return fmt.Errorf("adopting %s: %w", Describe(o), err)
 		}
 	}
-	// The records: rudder's labels, and its marks on every revision's manifest and hooks, so
-	// that a helm rollback to a revision the other operator made keeps them.
-	d, err := c.driver(s)
+	// The records: rudder's labels, and the marks its post-renderer gives a release's objects
+	// on every revision's manifest and hooks, so that a helm rollback to a revision the other
+	// operator made keeps them.
+	st, revisions, err := c.history(ctx, s, name)
 	if err != nil {
 		return err
 	}
-	found, err := d.WithContext(ctx).Query(map[string]string{"name": name, "owner": "helm"})
-	if err != nil {
-		return fmt.Errorf("reading the records of release %s: %w", name, err)
-	}
-	for _, r := range found {
-		rel, err := records.V1(r)
+	post := &postRenderer{owner: s.Owner}
+	for _, rel := range revisions {
+		if rel.Labels == nil {
+			rel.Labels = map[string]string{}
+		}
+		maps.Copy(rel.Labels, labels)
+		err := rewriteRecord(st, rel, func(obj map[string]any) bool {
+			u := &unstructured.Unstructured{Object: obj}
+			m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+			post.mark(u, mark, err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace)
+			return true
+		})
 		if err != nil {
-			return err
-		}
-		if err := c.markRecord(rel, s, mark, labels); err != nil {
-			return fmt.Errorf("revision %d of release %s: %w", rel.Version, name, err)
-		}
-		if err := d.WithContext(ctx).Update(fmt.Sprintf("%s%s.v%d", records.RecordPrefix, rel.Name, rel.Version), rel); err != nil {
-			return fmt.Errorf("adopting revision %d of release %s: %w", rel.Version, name, err)
-		}
-	}
-	return nil
-}
-
-// markRecord gives a revision's record labels, and each object of its manifest and hooks the
-// marks rudder's post-renderer gives a release's objects (label rudder.dev/managed, annotation
-// rudder.dev/owner mark, an owner reference to the scope's owner where it is namespaced in the
-// owner's namespace).
-func (c *Client) markRecord(rel *release.Release, s Scope, mark string, labels map[string]string) error {
-	if rel.Labels == nil {
-		rel.Labels = map[string]string{}
-	}
-	maps.Copy(rel.Labels, labels)
-	ref := metav1.OwnerReference{APIVersion: s.Owner.GVK.GroupVersion().String(), Kind: s.Owner.GVK.Kind, Name: s.Owner.Key.Name,
-		UID: s.Owner.UID, BlockOwnerDeletion: new(true)}
-	markObj := func(obj map[string]any) bool {
-		u := unstructured.Unstructured{Object: obj}
-		l := u.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[records.LabelManaged] = "true"
-		u.SetLabels(l)
-		a := u.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[records.AnnotationOwner] = mark
-		u.SetAnnotations(a)
-		m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
-		namespaced := err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace
-		if namespaced && (u.GetNamespace() == "" || u.GetNamespace() == s.Namespace) {
-			refs := u.GetOwnerReferences()
-			if !slices.ContainsFunc(refs, func(r metav1.OwnerReference) bool { return r.UID == s.Owner.UID }) {
-				u.SetOwnerReferences(append(refs, ref))
-			}
-		}
-		return true
-	}
-	var err error
-	if rel.Manifest, err = rewriteManifest(rel.Manifest, markObj); err != nil {
-		return err
-	}
-	for _, h := range rel.Hooks {
-		if h.Manifest, err = rewriteManifest(h.Manifest, markObj); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,15 @@ package helm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,25 +34,9 @@ import (
 // release's. It returns how many live objects it changed. A LetGo that died part way is done
 // again: what is already let go is left as it is.
 func (c *Client) LetGo(ctx context.Context, s Scope, name string) (int, error) {
-	d, err := c.driver(s)
-	if err != nil {
+	st, revisions, err := c.history(ctx, s, name)
+	if err != nil || len(revisions) == 0 {
 		return 0, err
-	}
-	found, err := d.WithContext(ctx).Query(map[string]string{"name": name, "owner": "helm"})
-	if err != nil {
-		return 0, fmt.Errorf("reading the records of release %s: %w", name, err)
-	}
-	revisions := make([]*release.Release, 0, len(found))
-	for _, r := range found {
-		rel, err := records.V1(r)
-		if err != nil {
-			return 0, err
-		}
-		revisions = append(revisions, rel)
-	}
-	sort.Slice(revisions, func(i, j int) bool { return revisions[i].Version < revisions[j].Version })
-	if len(revisions) == 0 {
-		return 0, nil
 	}
 	w, err := c.Writer(s)
 	if err != nil {
@@ -71,14 +58,49 @@ func (c *Client) LetGo(ctx context.Context, s Scope, name string) (int, error) {
 		}
 	}
 	for _, rel := range revisions {
-		if err := letGoRecord(rel, s.Owner.UID); err != nil {
-			return changed, fmt.Errorf("revision %d of release %s: %w", rel.Version, name, err)
+		for k := range rel.Labels {
+			if strings.HasPrefix(k, records.LabelPrefix) {
+				delete(rel.Labels, k)
+			}
 		}
-		if err := d.WithContext(ctx).Update(fmt.Sprintf("sh.helm.release.v1.%s.v%d", rel.Name, rel.Version), rel); err != nil {
-			return changed, fmt.Errorf("revision %d of release %s: %w", rel.Version, name, err)
+		if err := rewriteRecord(st, rel, func(obj map[string]any) bool { return unmark(obj, s.Owner.UID) }); err != nil {
+			return changed, err
 		}
 	}
 	return changed, nil
+}
+
+// history is every revision of release name, oldest first (none: empty), read from storage,
+// with the storage to write them back to.
+func (c *Client) history(ctx context.Context, s Scope, name string) (*storage.Storage, []*release.Release, error) {
+	st, err := c.storageOf(ctx, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	revisions, err := records.V1sOf(st.History(name))
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil, fmt.Errorf("reading the records of release %s: %w", name, err)
+	}
+	sort.Slice(revisions, func(i, j int) bool { return revisions[i].Version < revisions[j].Version })
+	return st, revisions, nil
+}
+
+// rewriteRecord stores rel again with change applied to each object of its manifest and hooks
+// (rewriteManifest).
+func rewriteRecord(st *storage.Storage, rel *release.Release, change func(obj map[string]any) bool) error {
+	var err error
+	if rel.Manifest, err = rewriteManifest(rel.Manifest, change); err != nil {
+		return fmt.Errorf("revision %d of release %s: %w", rel.Version, rel.Name, err)
+	}
+	for _, h := range rel.Hooks {
+		if h.Manifest, err = rewriteManifest(h.Manifest, change); err != nil {
+			return fmt.Errorf("revision %d of release %s: %w", rel.Version, rel.Name, err)
+		}
+	}
+	if err := st.Update(rel); err != nil {
+		return fmt.Errorf("revision %d of release %s: %w", rel.Version, rel.Name, err)
+	}
+	return nil
 }
 
 func hookManifests(rel *release.Release) []string {
@@ -138,33 +160,7 @@ func unmark(obj map[string]any, uid types.UID) bool {
 	return changed
 }
 
-// letGoRecord takes rudder's labels off a revision's record, and rudder's marks and the owner
-// reference to uid off its manifest and hooks.
-func letGoRecord(rel *release.Release, uid types.UID) error {
-	for k := range rel.Labels {
-		if strings.HasPrefix(k, records.LabelPrefix) {
-			delete(rel.Labels, k)
-		}
-	}
-	var err error
-	if rel.Manifest, err = unmarkManifest(rel.Manifest, uid); err != nil {
-		return err
-	}
-	for _, h := range rel.Hooks {
-		if h.Manifest, err = unmarkManifest(h.Manifest, uid); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 var documentStart = regexp.MustCompile(`(?m)^---[ \t]*$\n?`)
-
-// unmarkManifest is manifest with rudder's marks and the owner reference to uid taken off each
-// object (see rewriteManifest).
-func unmarkManifest(manifest string, uid types.UID) (string, error) {
-	return rewriteManifest(manifest, func(obj map[string]any) bool { return unmark(obj, uid) })
-}
 
 // rewriteManifest is manifest with change applied to each object; a document's leading
 // comments (Helm's "# Source:"), and every document change leaves as it is (it reports

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// unmarkManifest takes rudder's marks and the CR's owner reference off each object of a
+// rewriteManifest with unmark takes rudder's marks and the CR's owner reference off each object of a
 // stored manifest, keeping Helm's "# Source:" comments, other owners and everything else.
 func TestUnmarkManifest(t *testing.T) {
 	manifest := `---
@@ -30,7 +30,7 @@ metadata:
   annotations: {rudder.dev/owner: test.rudder.dev/Widget/ns/w}
   ownerReferences: [{apiVersion: test.rudder.dev/v1, kind: Widget, name: w, uid: cr-uid}]
 `
-	got, err := unmarkManifest(manifest, "cr-uid")
+	got, err := rewriteManifest(manifest, func(obj map[string]any) bool { return unmark(obj, "cr-uid") })
 	if err != nil {
 		t.Fatal(err)
 	}

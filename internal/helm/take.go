@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -46,21 +47,17 @@ func (c *Client) takeClaimed(ctx context.Context, req *Request) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	mc, err := metadata.NewForConfig(c.restConfig(s))
+	read, err := c.metadataReader(s)
 	if err != nil {
 		return nil, err
 	}
 	var taken []string
 	var w client.Client
 	for _, id := range objs {
-		m, err := c.mapper.RESTMapping(id.GroupVersionKind().GroupKind(), id.GroupVersionKind().Version)
-		if err != nil {
-			continue // Helm's action says what it does not know
-		}
-		live, err := mc.Resource(m.Resource).Namespace(id.GetNamespace()).Get(ctx, id.GetName(), metav1.GetOptions{})
+		live, err := read(ctx, id)
 		switch {
-		case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-			continue
+		case apierrors.IsForbidden(err), errors.Is(err, errUnmapped), live == nil && err == nil:
+			continue // Helm's action says what it may not read or does not know
 		case err != nil:
 			return taken, fmt.Errorf("reading %s: %w", Describe(id), err)
 		}
@@ -73,25 +70,51 @@ func (c *Client) takeClaimed(ctx context.Context, req *Request) ([]string, error
 				return taken, err
 			}
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": live.GetResourceVersion(),
-			"labels":          map[string]any{helmManagedBy: "Helm", records.LabelManaged: "true"},
-			"annotations": map[string]any{helmReleaseName: req.ReleaseName, helmReleaseNamespace: s.Namespace,
-				records.AnnotationOwner: guard.OwnerOf(s.Owner)},
-		}})
+		err = markLive(ctx, w, id, live.GetResourceVersion(), map[string]any{helmManagedBy: "Helm", records.LabelManaged: "true"},
+			map[string]any{helmReleaseName: req.ReleaseName, helmReleaseNamespace: s.Namespace, records.AnnotationOwner: guard.OwnerOf(s.Owner)})
 		if err != nil {
-			return taken, err
-		}
-		target := &unstructured.Unstructured{}
-		target.SetGroupVersionKind(id.GroupVersionKind())
-		target.SetNamespace(id.GetNamespace())
-		target.SetName(id.GetName())
-		if err := w.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return taken, fmt.Errorf("taking %s into release %s: %w", Describe(id), req.ReleaseName, err)
 		}
 		taken = append(taken, Describe(id))
 	}
 	return taken, nil
+}
+
+// errUnmapped: the kind of an object to read is not one the mapper knows.
+var errUnmapped = errors.New("no mapping")
+
+// metadataReader reads the metadata of objects as the scope's identity: nil and no error for an
+// object that does not exist, errUnmapped for one of a kind the mapper does not know.
+func (c *Client) metadataReader(s Scope) (func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error), error) {
+	mc, err := metadata.NewForConfig(c.restConfig(s))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error) {
+		m, err := c.mapper.RESTMapping(id.GroupVersionKind().GroupKind(), id.GroupVersionKind().Version)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errUnmapped, err)
+		}
+		live, err := mc.Resource(m.Resource).Namespace(id.GetNamespace()).Get(ctx, id.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return live, err
+	}, nil
+}
+
+// markLive merge-patches the labels and annotations of the object id, on the condition that it
+// is still at resourceVersion rv: what the object was when it was proven.
+func markLive(ctx context.Context, w client.Client, id *unstructured.Unstructured, rv string, labels, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": rv, "labels": labels, "annotations": annotations}})
+	if err != nil {
+		return err
+	}
+	target := &unstructured.Unstructured{}
+	target.SetGroupVersionKind(id.GroupVersionKind())
+	target.SetNamespace(id.GetNamespace())
+	target.SetName(id.GetName())
+	return w.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch))
 }
 
 // confinedWriter writes as the scope's identity, held to its confinement but not to its

@@ -188,7 +188,7 @@ func (d *Driver) WriteFacts(ctx context.Context, name string, version int, f Fac
 	if err != nil {
 		return err
 	}
-	_, err = d.impl.Patch(ctx, recordName(name, version), types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err = d.impl.Patch(ctx, RecordName(name, version), types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

@@ -157,9 +157,9 @@ const (
 	TestFailed    = "Failed"
 )
 
-// recordName is the name of the Secret that holds a release's revision, as Helm's storage
+// RecordName is the name of the Secret that holds a release's revision, as Helm's storage
 // names it.
-func recordName(release string, version int) string {
+func RecordName(release string, version int) string {
 	return RecordPrefix + release + ".v" + strconv.Itoa(version)
 }
 

@@ -73,7 +73,7 @@ func (d *Driver) Newest(name string) (rel *release.Release, ok bool, err error) 
 	if newest == 0 {
 		return nil, false, nil
 	}
-	rel, err = V1Of(d.Get(recordName(name, newest)))
+	rel, err = V1Of(d.Get(RecordName(name, newest)))
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		return nil, false, nil
@@ -81,7 +81,7 @@ func (d *Driver) Newest(name string) (rel *release.Release, ok bool, err error) 
 		return nil, false, err
 	}
 	for v := newest + 1; ; v++ {
-		next, err := V1Of(d.Get(recordName(name, v)))
+		next, err := V1Of(d.Get(RecordName(name, v)))
 		switch {
 		case errors.Is(err, driver.ErrReleaseNotFound):
 			return rel, true, nil
@@ -117,7 +117,7 @@ func (d *Driver) readThrough(name string, cached []metav1.PartialObjectMetadata,
 		out = append(out, rel)
 	}
 	for v := newest + 1; ; v++ {
-		rel, err := V1Of(d.Get(recordName(name, v)))
+		rel, err := V1Of(d.Get(RecordName(name, v)))
 		if errors.Is(err, driver.ErrReleaseNotFound) {
 			break
 		}

@@ -23,7 +23,7 @@ func records(t *testing.T, cs *fake.Clientset, seen map[string]bool, revs ...*re
 	foreignB := crfake.NewClientBuilder().WithIndex(ReleaseSecret(), ReleaseSecretIndex, ReleaseNameOf)
 	d := NewDriver(cs.CoreV1().Secrets("ns"))
 	for _, r := range revs {
-		key := recordName(r.Name, r.Version)
+		key := RecordName(r.Name, r.Version)
 		if err := d.Create(key, r); err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func verbs(cs *fake.Clientset) map[string]int {
 // of revision 1.
 func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	cs := fake.NewClientset()
-	seen := map[string]bool{recordName("ours", 1): true, recordName("theirs", 7): true}
+	seen := map[string]bool{RecordName("ours", 1): true, RecordName("theirs", 7): true}
 	own, foreign := records(t, cs, seen, rev("ours", 1, common.StatusDeployed, true),
 		rev("theirs", 7, common.StatusDeployed, false), rev("late", 1, common.StatusDeployed, false))
 	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryInstall, "ns", own, foreign)
@@ -96,7 +96,7 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 	if _, err := q("late"); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("late: %v", err)
 	}
-	if err := d.Create(recordName("late", 1), rev("late", 1, common.StatusPendingInstall, true)); !errors.Is(err, driver.ErrReleaseExists) {
+	if err := d.Create(RecordName("late", 1), rev("late", 1, common.StatusPendingInstall, true)); !errors.Is(err, driver.ErrReleaseExists) {
 		t.Fatalf("revision 1 of a name the caches had not seen: %v, want ErrReleaseExists", err)
 	}
 	// Without a cache of the others' records, the check is Helm's.
@@ -112,7 +112,7 @@ func TestInstallNameCheckFromTheCaches(t *testing.T) {
 // the cache has not seen yet is found.
 func TestUpgradeReadsHistoryByName(t *testing.T) {
 	cs := fake.NewClientset()
-	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true}
+	seen := map[string]bool{RecordName("web", 1): true, RecordName("web", 2): true}
 	own, foreign := records(t, cs, seen, rev("web", 1, common.StatusSuperseded, true),
 		rev("web", 2, common.StatusSuperseded, true), rev("web", 3, common.StatusDeployed, true))
 	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryUpgrade, "ns", own, foreign)
@@ -137,10 +137,10 @@ func TestUpgradeReadsHistoryByName(t *testing.T) {
 // does not show costs no request.
 func TestNewestByName(t *testing.T) {
 	cs := fake.NewClientset()
-	seen := map[string]bool{recordName("web", 1): true, recordName("web", 2): true, recordName("gone", 4): true}
+	seen := map[string]bool{RecordName("web", 1): true, RecordName("web", 2): true, RecordName("gone", 4): true}
 	own, foreign := records(t, cs, seen, rev("web", 1, common.StatusSuperseded, true),
 		rev("web", 2, common.StatusSuperseded, true), rev("web", 3, common.StatusDeployed, true), rev("gone", 4, common.StatusDeployed, true))
-	if err := cs.CoreV1().Secrets("ns").Delete(context.Background(), recordName("gone", 4), metav1.DeleteOptions{}); err != nil {
+	if err := cs.CoreV1().Secrets("ns").Delete(context.Background(), RecordName("gone", 4), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d := NewDriver(cs.CoreV1().Secrets("ns")).WithQueries(QueryUpgrade, "ns", own, foreign)
