@@ -176,6 +176,13 @@ func (f *fakeHelm) AdoptForeign(ctx context.Context, s helm.Scope, name string, 
 	return f.Memory.AdoptForeign(ctx, s, name, p, labels)
 }
 
+func (f *fakeHelm) MarkRevision(ctx context.Context, s helm.Scope, name string, version int) ([]string, error) {
+	if err := f.call("MarkRevision", ""); err != nil {
+		return nil, err
+	}
+	return f.Memory.MarkRevision(ctx, s, name, version)
+}
+
 func (f *fakeHelm) LetGo(ctx context.Context, s helm.Scope, name string) (int, error) {
 	if err := f.call("LetGo", ""); err != nil {
 		return 0, err

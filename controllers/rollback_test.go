@@ -55,9 +55,15 @@ func annotate(t *testing.T, ns, name, key, value string) {
 // not a rollback), and returns it.
 func waitRevision(t *testing.T, ns, name string, rev, rolledBackTo int64) *unstructured.Unstructured {
 	t.Helper()
+	return waitRevisionOf(t, widgetGVK, ns, name, rev, rolledBackTo)
+}
+
+// waitRevisionOf is waitRevision for a CR of kind gvk.
+func waitRevisionOf(t *testing.T, gvk schema.GroupVersionKind, ns, name string, rev, rolledBackTo int64) *unstructured.Unstructured {
+	t.Helper()
 	var last *unstructured.Unstructured
 	crtest.Eventually(t, fmt.Sprintf("%s/%s Ready on revision %d (rolled back to %d)", ns, name, rev, rolledBackTo), timeout, func(ctx context.Context) (bool, error) {
-		u, err := crtest.Get(ctx, k8s, widgetGVK, ns, name)
+		u, err := crtest.Get(ctx, k8s, gvk, ns, name)
 		if err != nil {
 			return false, err
 		}

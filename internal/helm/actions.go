@@ -386,8 +386,8 @@ func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, er
 
 // Writer is the client that re-applies a scope's drifted objects and relabels them for a
 // shard: as the scope's identity, through a guard of its own, so that it reaches only what the
-// release made, in its confinement (see internal/guard, ownership.go). The connections are shared per
-// (namespace, ServiceAccount).
+// release made, in its confinement (see internal/guard, ownership.go), as FieldManager. The
+// connections are shared per (namespace, ServiceAccount).
 func (c *Client) Writer(s Scope) (client.Client, error) {
 	hc, err := c.httpClient(s)
 	if err != nil {
@@ -395,5 +395,6 @@ func (c *Client) Writer(s Scope) (client.Client, error) {
 	}
 	g := guard.New(context.Background(), s.Confinement, c.mapper, c.prefix, guard.OwnerOf(s.Owner))
 	guarded := &http.Client{Transport: g.Wrap(hc.Transport), Timeout: hc.Timeout}
-	return client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: guarded})
+	w, err := client.New(c.restConfig(s), client.Options{Scheme: c.scheme, Mapper: c.mapper, HTTPClient: guarded})
+	return client.WithFieldOwner(w, FieldManager), err
 }

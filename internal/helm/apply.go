@@ -13,11 +13,18 @@ import (
 // otherwise follow the method the release recorded (Helm 4's apply_method), as `helm upgrade
 // --server-side=auto` does. The field shape is Flux's helm-controller's.
 
-// FieldManager is the field manager of every write rudder's Helm client makes: client-side
-// creates and updates, server-side applies, drift restores. One name for both methods is what
-// lets Helm move a client-side release's fields to server-side apply (its managed-fields
-// migration, client-go's csaupgrade): the entries it moves are this manager's.
-const FieldManager = "rudder"
+// FieldManager is the field manager of every write rudder makes to a release's objects:
+// client-side creates and updates, server-side applies, drift restores. It is "helm", the
+// name both Helm CLIs pin (kube.ManagedFieldsManager in their cmd/helm), because a release
+// has one owner of its fields, whoever acts on it: a person's `helm rollback` or `helm
+// upgrade` of a release that applies server-side then applies as the manager that holds its
+// fields, and conflicts only with the fields another manager (kubectl, an HPA, a controller)
+// holds — which is what server-side apply's ownership is for. One name for both methods is
+// also what lets Helm move a client-side release's fields to server-side apply (its
+// managed-fields migration, client-go's csaupgrade): the entries it moves are this
+// manager's, written by rudder or by Helm 3's CLI alike. (rudder wrote as legacyFieldManager
+// before; see fieldowner.go.)
+const FieldManager = "helm"
 
 func init() {
 	// Helm's kube client names its writes with this package variable (else the program's

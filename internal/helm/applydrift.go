@@ -5,7 +5,10 @@ import (
 	"maps"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -50,28 +53,28 @@ func (d Drift) applied(want, cur *unstructured.Unstructured) *unstructured.Unstr
 }
 
 // applyDrift is the drift a server-side apply of desired would restore on cur, as JSON pointers
-// (nil: none), asked of the API server with a dry run.
-func applyDrift(ctx context.Context, w client.Writer, desired, cur *unstructured.Unstructured) ([]string, error) {
+// (nil: none), asked of the API server with a dry run, and the dry run's answer.
+func applyDrift(ctx context.Context, w client.Writer, desired, cur *unstructured.Unstructured) ([]string, *unstructured.Unstructured, error) {
 	after := desired.DeepCopy()
 	if err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), client.FieldOwner(FieldManager),
 		client.ForceOwnership, client.DryRunAll); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a, c := comparable(after), comparable(cur)
 	changed, err := driftPaths(a, c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	removed, err := driftPaths(c, a) // what the apply would take away
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, p := range removed {
 		if !slices.Contains(changed, p) {
 			changed = append(changed, p)
 		}
 	}
-	return changed, nil
+	return changed, after, nil
 }
 
 // comparable is obj without what an apply changes whether or not anything drifted (its
@@ -86,9 +89,31 @@ func comparable(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	return out
 }
 
-// applyObjectAs applies obj server-side as FieldManager, taking the fields it sets.
-func applyObjectAs(ctx context.Context, w client.Writer, obj *unstructured.Unstructured) error {
-	return w.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner(FieldManager), client.ForceOwnership)
+// applyObjectAs applies obj server-side as FieldManager, taking the fields it sets, and returns
+// the API server's answer.
+func applyObjectAs(ctx context.Context, w client.Writer, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	answer := obj.DeepCopy()
+	err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(answer), client.FieldOwner(FieldManager), client.ForceOwnership)
+	return answer, err
+}
+
+// holdsLegacy reports whether legacyFieldManager holds fields of obj.
+func holdsLegacy(obj *unstructured.Unstructured) bool {
+	return slices.ContainsFunc(obj.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool { return e.Manager == legacyFieldManager })
+}
+
+// moveLegacyFields moves what legacyFieldManager holds on obj (as read: its managedFields and
+// resourceVersion) to FieldManager (see foldLegacy). A conflict (the object changed since) is
+// left to the next check.
+func moveLegacyFields(ctx context.Context, w client.Writer, obj *unstructured.Unstructured) error {
+	patch, err := foldLegacy(obj.GetManagedFields(), obj.GetResourceVersion())
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := w.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
 }
 
 // jsonCopy is a deep copy of a JSON value as the post-renderer decodes it, with the numbers a

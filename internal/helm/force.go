@@ -8,6 +8,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/kube"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/rudder-operator/rudder/internal/libtext"
 )
@@ -33,10 +35,16 @@ func ImmutableField(err error) bool {
 	return err != nil && libtext.ImmutableUpdate(err.Error())
 }
 
-// Update is Helm's. With force, when Helm's update failed on an immutable field, the objects
+// Update is Helm's, after the fields an earlier rudder holds on the objects of a server-side
+// action are moved to FieldManager (kubeClient.foldLegacy, below). With force, when Helm's update failed on an immutable field, the objects
 // whose patch the API server refuses as immutable are deleted and created as the target has
 // them, and Helm's update runs once more for the rest.
 func (k *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	if k.serverSide {
+		if err := k.foldLegacy(target); err != nil {
+			return nil, err
+		}
+	}
 	var manifest []runtime.Object
 	if k.force && k.serverSide {
 		// Helm's apply refreshes each target it applied with the API server's answer, which an
@@ -192,4 +200,42 @@ func applyObject(info *resource.Info, dryRun bool) (runtime.Object, error) {
 	force := true
 	return resource.NewHelper(info.Client, info.Mapping).DryRun(dryRun).WithFieldManager(FieldManager).
 		Patch(info.Namespace, info.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: &force})
+}
+
+// foldLegacy moves what legacyFieldManager holds on each object of targets that exists to
+// FieldManager (see foldLegacy), before an action applies them server-side: an object is read
+// once per process for it (folded), and patched only when it holds something of the legacy
+// manager's. A patch that meets a newer object reads it again (retry.RetryOnConflict).
+func (k *kubeClient) foldLegacy(targets kube.ResourceList) error {
+	for _, info := range targets {
+		key := info.Mapping.Resource.String() + "/" + info.Namespace + "/" + info.Name
+		if _, ok := folded.Get(key); ok {
+			continue
+		}
+		h := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(FieldManager)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			live, err := h.Get(info.Namespace, info.Name)
+			if err != nil {
+				return err
+			}
+			m, err := meta.Accessor(live)
+			if err != nil {
+				return err
+			}
+			patch, err := foldLegacy(m.GetManagedFields(), m.GetResourceVersion())
+			if err != nil || patch == nil {
+				return err
+			}
+			_, err = h.Patch(info.Namespace, info.Name, types.JSONPatchType, patch, nil)
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue // the action creates it, as FieldManager
+		case err != nil:
+			return fmt.Errorf("moving the fields of %s from field manager %s to %s: %w", describeInfo(info), legacyFieldManager, FieldManager, err)
+		}
+		folded.Add(key, struct{}{})
+	}
+	return nil
 }

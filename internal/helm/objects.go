@@ -199,7 +199,10 @@ func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, liv
 	case apierrors.IsNotFound(err):
 		create := func() error { return w.Create(ctx, want.DeepCopy()) }
 		if d.ServerSide {
-			create = func() error { return applyObjectAs(ctx, w, d.applied(want, nil)) }
+			create = func() error {
+				_, err := applyObjectAs(ctx, w, d.applied(want, nil))
+				return err
+			}
 		}
 		switch err := create(); {
 		case apierrors.IsAlreadyExists(err):
@@ -237,20 +240,28 @@ func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, liv
 }
 
 // reapplyServerSide restores what an apply of want changes on cur, and names it ("": there
-// was nothing to restore); with d.Warn it only returns the drift.
+// was nothing to restore); with d.Warn it only returns the drift. An object whose fields an
+// earlier rudder holds is applied even without drift, and its fields moved (fieldowner.go).
 func (d Drift) reapplyServerSide(ctx context.Context, w client.Writer, want, cur *unstructured.Unstructured) (string, *Drifted, error) {
 	desired := d.applied(want, cur)
-	paths, err := applyDrift(ctx, w, desired, cur)
+	paths, answer, err := applyDrift(ctx, w, desired, cur)
 	switch {
 	case err != nil:
 		return "", nil, fmt.Errorf("diffing %s by a dry-run apply: %w", Describe(want), err)
-	case len(paths) == 0:
-		return "", nil, nil
-	case d.Warn:
+	case d.Warn && len(paths) > 0:
 		return "", &Drifted{Object: Describe(want), Paths: paths}, nil
+	case d.Warn, len(paths) == 0 && !holdsLegacy(answer):
+		return "", nil, nil
 	}
-	if err := applyObjectAs(ctx, w, desired); err != nil {
+	applied, err := applyObjectAs(ctx, w, desired)
+	if err != nil {
 		return "", nil, fmt.Errorf("restoring %s: %w", Describe(want), err)
+	}
+	if err := moveLegacyFields(ctx, w, applied); err != nil {
+		return "", nil, fmt.Errorf("moving the fields of %s from field manager %s to %s: %w", Describe(want), legacyFieldManager, FieldManager, err)
+	}
+	if len(paths) == 0 {
+		return "", nil, nil
 	}
 	return Describe(want) + " (reverted)", nil, nil
 }

@@ -40,6 +40,14 @@ func HelmCannotImport(err error) bool {
 // (pkg/action/rollback.go, prepareRollback).
 const helmRollback = "Rollback to %d"
 
+// helmUpgraded is the description Helm's upgrade gives the revision it deploys
+// (pkg/action/upgrade.go, releasingUpgrade), Helm 3's and Helm 4's alike.
+const helmUpgraded = "Upgrade complete"
+
+// HelmUpgraded reports whether a revision's description is that of a deployed Helm upgrade
+// (a person's helm upgrade: rudder describes its own).
+func HelmUpgraded(description string) bool { return description == helmUpgraded }
+
 // HelmRollbackTarget is the revision a rollback's description says it returned to (0, false:
 // the description is not a rollback's). Helm's CLI records it nowhere else.
 func HelmRollbackTarget(description string) (int, bool) {

@@ -241,26 +241,21 @@ func (en *ending) retryLater(o *outcome) result {
 // changed since rudder's newest own revision: no revert, no new revision.
 func (en *ending) keepRollback(ctx context.Context, obs observed, o *outcome) result {
 	h, rel := obs.head, obs.rel
-	to := h.RolledBackTo()
-	if to == 0 && rel == nil {
-		// A rollback someone made with Helm's CLI to a revision without rudder's label (an
-		// adopted one, or a helm upgrade's): Helm's own description is all that says where to,
-		// and the cache of records holds no description.
-		var err error
-		if rel, err = en.w.Helm.Last(ctx, en.scope, en.relName); err != nil {
-			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release %s: %w", en.relName, err)}
-		}
-	}
-	if to == 0 && rel != nil {
-		to, _ = libtext.HelmRollbackTarget(rel.Description)
-	}
 	st := en.read.Release
-	seen := st != nil && st.Revision == h.Revision && st.RolledBackTo == to
-	chart := ""
+	// Seen: the status already describes this revision as kept (what it returned to, its
+	// chart); another ending's description of it (in sync, as its copied labels said before
+	// they were found copied by a helm upgrade) is read again.
+	c := en.cond(rstatus.TypeReleased)
+	seen := st != nil && st.Revision == h.Revision && st.Chart != "" && c != nil && c.Reason == rstatus.ReasonManualRollback
+	to, chart := h.RolledBackTo(), ""
 	if seen {
-		chart = st.Chart
-	}
-	if chart == "" {
+		to, chart = st.RolledBackTo, st.Chart
+	} else {
+		// The record says what the revision is: Helm's description of a rollback names where
+		// to (a rollback to a revision without rudder's label, an adopted one or a helm
+		// upgrade's, has no other trace), and a helm upgrade carries the labels of the record
+		// before it, which then name another revision as if it were a rollback to it. The
+		// cache of records holds no description.
 		if rel == nil {
 			var err error
 			if rel, err = en.w.Helm.Last(ctx, en.scope, en.relName); err != nil {
@@ -268,14 +263,19 @@ func (en *ending) keepRollback(ctx context.Context, obs observed, o *outcome) re
 			}
 		}
 		if rel != nil {
+			if n, ok := libtext.HelmRollbackTarget(rel.Description); ok {
+				to = n
+			} else if libtext.HelmUpgraded(rel.Description) {
+				to = 0
+			}
 			chart = rel.Chart.Ref()
 		}
 	}
-	target := "a revision rudder did not make from the spec"
-	if to > 0 {
-		target = fmt.Sprintf("revision %d", to)
+	msg := fmt.Sprintf("revision %d is a rollback to revision %d; it holds until the spec or the chart changes", h.Revision, to)
+	if to == 0 {
+		msg = fmt.Sprintf("revision %d was made without rudder (a helm upgrade, or a rollback to a revision rudder did not make "+
+			"from the spec); it holds until the spec or the chart changes", h.Revision)
 	}
-	msg := fmt.Sprintf("revision %d is a rollback to %s; it holds until the spec or the chart changes", h.Revision, target)
 	res := result{verdict: succeeded, phase: phaseRolledBack, reason: rstatus.ReasonManualRollback, head: h, rel: rel,
 		released: &condition{metav1.ConditionTrue, rstatus.ReasonManualRollback, msg},
 		record: record{clearFailed: true, revision: &revisionRecord{number: h.Revision, chart: chart, chartDigest: h.ChartDigest,

@@ -46,6 +46,12 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
+	var marked []note
+	if !obs.head.MadeByRudder() && len(helm.Unmarked(objs, e.scope)) > 0 {
+		if objs, marked, err = e.markRevision(ctx, obs.head.Revision); err != nil {
+			return fail(err)
+		}
+	}
 	// The carried labels are the CR's now, not those stored with the revision (an adoption).
 	objs = helm.WithCarried(objs, e.carriedKeys, e.carried)
 	// Live objects are read from the API server, as the identity that writes them: the operand
@@ -59,17 +65,17 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	d := helm.Drift{Warn: e.watch.Policies().DriftMode() == watches.DriftWarn, Ignored: e.watch.Policies().DriftIgnored,
 		ServerSide: serverSide, Release: e.release, Namespace: e.scope.Namespace}
 	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
-	res := result{verdict: succeeded}
+	res := result{verdict: succeeded, notes: marked}
 	if d.Warn && err == nil {
 		res.conditions = map[string]*condition{rstatus.TypeDrifted: driftedCondition(obs.head.Revision, drifted)}
 		if len(drifted) > 0 {
-			res.notes = []note{{corev1.EventTypeWarning, rstatus.ReasonDriftDetected, "DetectDrift", res.conditions[rstatus.TypeDrifted].message}}
+			res.notes = append(res.notes, note{corev1.EventTypeWarning, rstatus.ReasonDriftDetected, "DetectDrift", res.conditions[rstatus.TypeDrifted].message})
 		}
 	}
 	if len(restored) > 0 {
 		res.call, res.restored = callOK, len(restored)
-		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
-			fmt.Sprintf("restored from revision %d without a new revision: %s", obs.head.Revision, strings.Join(restored, ", "))}}
+		res.notes = append(res.notes, note{corev1.EventTypeNormal, rstatus.ReasonDriftCorrected, "CorrectDrift",
+			fmt.Sprintf("restored from revision %d without a new revision: %s", obs.head.Revision, strings.Join(restored, ", "))})
 	}
 	if err != nil {
 		f := fail(err)
@@ -110,4 +116,24 @@ func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*uns
 	}
 	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
 	return objs, rel.ServerSideApply, err
+}
+
+// markRevision marks revision, which rudder did not make and whose manifest lacks rudder's
+// marks (a person's helm upgrade), as the CR's, with the objects of it that exist
+// (helm.MarkRevision), and returns its objects as marked and the Event that says so.
+func (e *env) markRevision(ctx context.Context, revision int) ([]*unstructured.Unstructured, []note, error) {
+	marked, err := e.helm.MarkRevision(ctx, e.scope, e.release, revision)
+	if err != nil {
+		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w", revision, err)
+	}
+	rel, err := e.helm.Revision(ctx, e.scope, e.release, revision)
+	if err != nil || rel == nil {
+		return nil, nil, fmt.Errorf("reading revision %d of release %s again: %w", revision, e.release, err)
+	}
+	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
+	msg := fmt.Sprintf("revision %d, made without rudder (helm upgrade), marked as this CR's in place", revision)
+	if len(marked) > 0 {
+		msg += ": " + strings.Join(marked, ", ")
+	}
+	return objs, []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Mark", msg}}, err
 }

@@ -56,6 +56,10 @@ type Releases interface {
 	// AdoptForeign takes a proven release over: rudder's marks on the objects the proof read
 	// (on the condition that they are as it read them), labels on every record.
 	AdoptForeign(ctx context.Context, s helm.Scope, name string, p *helm.Proof, labels map[string]string) error
+	// MarkRevision marks a revision of the CR's release that rudder's post-renderer did not
+	// write (a person's helm upgrade), and its objects, as the CR's, on the proof
+	// helm.MarkRevision reads; it names the objects it marked.
+	MarkRevision(ctx context.Context, s helm.Scope, name string, version int) ([]string, error)
 	// KeepFailed removes the objects of a failed install, the newest revision, and keeps its
 	// record as the failure's (records.KeepFailed), with a history of at most maxHistory
 	// revisions (0: every one), and returns it as kept (nil: the release is gone).

@@ -64,7 +64,7 @@ var Fields = []Field{
 	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps (see \"How it works\")"},
 	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` (see \"Day-2 operations\")"},
 	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` (see \"Day-2 operations\")"},
-	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `rudder` (see \"Helm 4 and Helm 3\"); `takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release (see \"Moving to rudder\")"},
+	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `helm` (see \"Helm 4 and Helm 3\"); `takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release (see \"Moving to rudder\")"},
 	{"wait", "hooks only", "`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready (see \"Day-2 operations\")"},
 	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\"); `serverSideApply: auto|true|false`, `forceConflicts` (see \"Helm 4 and Helm 3\")"},
 	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off (see \"Day-2 operations\")"},

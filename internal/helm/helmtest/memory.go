@@ -247,6 +247,11 @@ func (m *Memory) AdoptForeign(context.Context, helm.Scope, string, *helm.Proof, 
 	return errors.New("the memory storage adopts nothing")
 }
 
+// MarkRevision over the memory storage, which holds no objects: there is nothing to mark.
+func (m *Memory) MarkRevision(context.Context, helm.Scope, string, int) ([]string, error) {
+	return nil, nil
+}
+
 // KeepFailed is Client.KeepFailed over the memory storage.
 func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHistory int) (*view.Release, error) {
 	m.mu.Lock()

@@ -1,0 +1,109 @@
+package helm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	release "helm.sh/helm/v4/pkg/release/v1"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/records"
+)
+
+// A person's `helm upgrade` of a release rudder keeps renders the chart without rudder's
+// post-renderer: the revision it records, and the objects it applies, lose rudder's marks
+// (its owner annotation and label; the apply or the three-way patch takes away what the
+// release set before), and the request guard would then refuse every later write to them
+// as to objects the release did not make. rudder marks such a revision again, in place, on
+// the proof the CLI left: the record continues this CR's release (Helm's upgrade carries the
+// labels of the record before it, rudder's owner among them, and only someone who may write
+// the namespace's Secrets writes a record), and each object it names that exists carries
+// Helm's ownership metadata for this release — Helm's own condition for an object to be the
+// release's — and no other owner's mark. The digests Helm's upgrade copied from the record
+// before it go: they describe that record's revision.
+
+// Unmarked names the objects of manifest that lack the mark of the scope's owner: those of a
+// revision rudder's post-renderer did not write.
+func Unmarked(objs []*unstructured.Unstructured, s Scope) []string {
+	mark := guard.OwnerOf(s.Owner)
+	var out []string
+	for _, o := range objs {
+		if o.GetAnnotations()[records.AnnotationOwner] != mark {
+			out = append(out, Describe(o))
+		}
+	}
+	return out
+}
+
+// MarkRevision marks revision version of release name as the scope's owner's, and the objects
+// of it that exist (see above), and names those objects. Nothing is marked when one of them
+// fails the proof: the error names it and why. No revision is made; each object is marked on
+// the condition that it is as read.
+func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version int) ([]string, error) {
+	st, revisions, err := c.history(ctx, s, name)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(revisions, func(r *release.Release) bool { return r.Version == version })
+	if i < 0 || revisions[i].Labels[records.LabelOwnerUID] != string(s.Owner.UID) {
+		return nil, fmt.Errorf("revision %d of release %s is not this %s's to mark", version, name, s.Owner.GVK.Kind)
+	}
+	rel := revisions[i]
+	objs, err := ParseIdentities(rel.Manifest, s.Namespace, c.mapper)
+	if err != nil {
+		return nil, fmt.Errorf("reading the objects of revision %d of release %s: %w", version, name, err)
+	}
+	read, err := c.metadataReader(s)
+	if err != nil {
+		return nil, err
+	}
+	mark := guard.OwnerOf(s.Owner)
+	var proven []*unstructured.Unstructured
+	for _, id := range objs {
+		live, err := read(ctx, id)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("reading %s of revision %d: %w", Describe(id), version, err)
+		case live == nil:
+			continue // the drift restore creates it, marked
+		}
+		a := live.GetAnnotations()
+		if a[helmReleaseName] != name || a[helmReleaseNamespace] != s.Namespace {
+			return nil, fmt.Errorf("%s of revision %d (not made by rudder) does not carry Helm's metadata of release %s/%s", Describe(id), version, s.Namespace, name)
+		}
+		if a[records.AnnotationOwner] != "" && a[records.AnnotationOwner] != mark {
+			return nil, fmt.Errorf("%s of revision %d (not made by rudder) is marked as %s's", Describe(id), version, a[records.AnnotationOwner])
+		}
+		o := id.DeepCopy()
+		o.SetResourceVersion(live.GetResourceVersion())
+		proven = append(proven, o)
+	}
+	w, err := c.confinedWriter(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var marked []string
+	for _, o := range proven {
+		if err := markLive(ctx, w, o, o.GetResourceVersion(), map[string]any{records.LabelManaged: "true"},
+			map[string]any{records.AnnotationOwner: mark}); err != nil {
+			return marked, fmt.Errorf("marking %s: %w", Describe(o), err)
+		}
+		marked = append(marked, Describe(o))
+	}
+	// Helm's upgrade copied the digests of the record before it, which say what rudder made
+	// that revision from, not this one: without them the revision is one rudder did not make
+	// from the spec, kept until the spec or the chart changes.
+	delete(rel.Labels, records.LabelChartDigest)
+	delete(rel.Labels, records.LabelValuesDigest)
+	post := &postRenderer{owner: s.Owner}
+	return marked, rewriteRecord(st, rel, func(obj map[string]any) bool {
+		u := &unstructured.Unstructured{Object: obj}
+		m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+		post.mark(u, mark, err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace)
+		return true
+	})
+}
