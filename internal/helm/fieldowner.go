@@ -21,8 +21,9 @@ import (
 
 // legacyFieldManager is the field manager rudder wrote as before it wrote as FieldManager:
 // its Helm client's, and the user agent's name of its other writes. The code that moves its
-// fields (foldLegacy, and its callers kubeClient.foldLegacy and moveLegacyFields) can go once every release has been upgraded or
-// checked for drift by a rudder that has it: the objects then hold none.
+// fields (foldLegacy, and its callers kubeClient.foldLegacy and moveLegacyFields) can go
+// once every release has been upgraded or checked for drift by a rudder that has it: the
+// objects then hold none.
 const legacyFieldManager = "rudder"
 
 // foldLegacy is the JSON patch that moves the fields legacyFieldManager holds on an object
@@ -107,8 +108,9 @@ func unionFields(a, b metav1.ManagedFieldsEntry) (*metav1.FieldsV1, error) {
 
 // folded remembers, per process, the objects a server-side upgrade or rollback found holding
 // nothing of legacyFieldManager's (or moved it from): each is read for it once per process,
-// not at every action (kubeClient.foldLegacy, force.go). Only a rudder before this version writes as
-// legacyFieldManager, and it never runs beside this process: a rollout of rudder back to it
-// and forth again starts a new process, which reads each object again. Past its size, an
-// object's next action reads it once more. (k8s.io/utils/lru is safe for concurrent use.)
+// not at every action (kubeClient.foldLegacy, force.go). Only a rudder before this version
+// writes as legacyFieldManager, and it never runs beside this process: a rollout of rudder
+// back to it and forth again starts a new process, which reads each object again. Past its
+// size, an object's next action reads it once more. (k8s.io/utils/lru is safe for
+// concurrent use.)
 var folded = lru.New(16384)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -26,7 +25,7 @@ import (
 // release's — and no other owner's mark. The digests Helm's upgrade copied from the record
 // before it go: they describe that record's revision.
 
-// Unmarked names the objects of manifest that lack the mark of the scope's owner: those of a
+// Unmarked names the objects of objs that lack the mark of the scope's owner: those of a
 // revision rudder's post-renderer did not write.
 func Unmarked(objs []*unstructured.Unstructured, s Scope) []string {
 	mark := guard.OwnerOf(s.Owner)
@@ -73,7 +72,8 @@ func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version
 		}
 		a := live.GetAnnotations()
 		if a[helmReleaseName] != name || a[helmReleaseNamespace] != s.Namespace {
-			return nil, fmt.Errorf("%s of revision %d (not made by rudder) does not carry Helm's metadata of release %s/%s", Describe(id), version, s.Namespace, name)
+			return nil, fmt.Errorf("%s of revision %d (not made by rudder) does not carry Helm's metadata of release %s/%s",
+				Describe(id), version, s.Namespace, name)
 		}
 		if a[records.AnnotationOwner] != "" && a[records.AnnotationOwner] != mark {
 			return nil, fmt.Errorf("%s of revision %d (not made by rudder) is marked as %s's", Describe(id), version, a[records.AnnotationOwner])

@@ -69,7 +69,8 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if d.Warn && err == nil {
 		res.conditions = map[string]*condition{rstatus.TypeDrifted: driftedCondition(obs.head.Revision, drifted)}
 		if len(drifted) > 0 {
-			res.notes = append(res.notes, note{corev1.EventTypeWarning, rstatus.ReasonDriftDetected, "DetectDrift", res.conditions[rstatus.TypeDrifted].message})
+			msg := res.conditions[rstatus.TypeDrifted].message
+			res.notes = append(res.notes, note{corev1.EventTypeWarning, rstatus.ReasonDriftDetected, "DetectDrift", msg})
 		}
 	}
 	if len(restored) > 0 {
@@ -124,7 +125,8 @@ func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*uns
 func (e *env) markRevision(ctx context.Context, revision int) ([]*unstructured.Unstructured, []note, error) {
 	marked, err := e.helm.MarkRevision(ctx, e.scope, e.release, revision)
 	if err != nil {
-		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w", revision, err)
+		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w",
+			revision, err)
 	}
 	rel, err := e.helm.Revision(ctx, e.scope, e.release, revision)
 	if err != nil || rel == nil {
