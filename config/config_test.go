@@ -276,7 +276,7 @@ func TestManagerRBAC(t *testing.T) {
 	})
 
 	// A Widget's chart renders a ConfigMap, which the role does not grant at all: Helm's create
-	// is refused, the failed install removed, and the CR says so.
+	// is refused, the failed install's objects removed (its record kept), and the CR says so.
 	w := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"message": "hi"}}}
 	w.SetGroupVersionKind(widgetGVK)
 	w.SetNamespace("default")
@@ -317,12 +317,14 @@ func TestManagerRBAC(t *testing.T) {
 	}
 
 	// An upgrade that adds a kind outside the role (a ServiceAccount) is refused before Helm
-	// records a revision: the release stays at revision 1 (no rollback revision per retry), the
-	// CR says why, and granting the kind lets the retry through.
+	// records a revision: the release stays at its deployed revision (the failed install's
+	// record, kept, is the one before it; no rollback revision per retry), the CR says why, and
+	// granting the kind lets the retry through.
 	w, err = crtest.Get(ctx, k8s, widgetGVK, "default", "needs-configmaps")
 	if err != nil {
 		t.Fatal(err)
 	}
+	base, _, _ := unstructured.NestedInt64(w.Object, "status", "release", "revision")
 	if err := unstructured.SetNestedField(w.Object, true, "spec", "serviceAccount"); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func TestManagerRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	u = crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Released", metav1.ConditionFalse, rstatus.ReasonForbidden, 60*time.Second)
-	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, "stays at revision 1") {
+	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "serviceaccounts") || !strings.Contains(msg, fmt.Sprintf("stays at revision %d", base)) {
 		t.Fatalf("Released message: %s", msg)
 	}
 	// A few retries, counted: each is a refused upgrade.
@@ -338,13 +340,13 @@ func TestManagerRBAC(t *testing.T) {
 	crtest.Eventually(t, "three more refused retries", 60*time.Second, func(context.Context) (bool, error) {
 		return crtest.Metric(t, "rudder_release_actions_total", map[string]string{"gvk": "Widget.test.rudder.dev/v1", "action": "upgrade", "result": "failed"}) >= refused+3, nil
 	})
-	if out := tool(t, "helm", "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != 2 {
+	if out := tool(t, "helm", "history", "needs-configmaps", "-n", "default"); strings.Count(out, "\n") != int(base)+1 {
 		t.Fatalf("retries of a refused upgrade changed the history:\n%s", out)
 	}
 	grant(t, "rudder-manager-widgets-sa", "serviceaccounts", "get", "list", "watch", "create", "update", "patch", "delete")
 	u = crtest.WaitCondition(t, k8s, widgetGVK, "default", "needs-configmaps", "Ready", metav1.ConditionTrue, "", 60*time.Second)
-	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != 2 {
-		t.Fatalf("revision after the grant = %d, want 2", rev)
+	if rev, _, _ := unstructured.NestedInt64(u.Object, "status", "release", "revision"); rev != base+1 {
+		t.Fatalf("revision after the grant = %d, want %d", rev, base+1)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "needs-configmaps"}, &corev1.ServiceAccount{}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,13 +96,13 @@ func prepareFloor(b *testing.B, ns string) []floorRequests {
 }
 
 // protocolFloor sends, for each of the 300 CRs and with rudder's parallelism, the requests
-// rudder needs to converge it — the CR's create, the finalizer, Helm's two conflict checks
-// and two storage writes, the two objects, the Event and the two status patches — with no
-// controller in between. (Helm's check that the release name is free is answered from
-// rudder's caches of release records: no request.) rudder cannot be faster than this; the difference
+// rudder needs to converge it — the CR's create, the finalizer, Helm's two storage writes, the
+// two objects, the Event and the two status patches — with no controller in between. (Helm's
+// check that the release name is free is answered from rudder's caches of release records,
+// and its check that the objects do not exist by their creates: no request.) rudder cannot be faster than this; the difference
 // is what rudder itself costs.
 //
-// RUDDER_BENCH_FLOOR_SKIP (comma-separated: finalizer, reads, pending, event, progress) leaves
+// RUDDER_BENCH_FLOOR_SKIP (comma-separated: finalizer, pending, event, progress) leaves
 // requests out, to show what each part of the protocol costs.
 func protocolFloor(b *testing.B, ns string, reqs []floorRequests) time.Duration {
 	skip := map[string]bool{}
@@ -122,15 +121,6 @@ func protocolFloor(b *testing.B, ns string, reqs []floorRequests) time.Duration 
 			if err := k8s.Patch(ctx, cr, client.RawPatch(types.MergePatchType,
 				[]byte(`{"metadata":{"finalizers":["rudder.dev/uninstall-release"],"resourceVersion":"`+cr.GetResourceVersion()+`"}}`))); err != nil {
 				return err
-			}
-		}
-		if !skip["reads"] {
-			for _, o := range []*unstructured.Unstructured{f.deployment, f.svc} {
-				probe := &unstructured.Unstructured{}
-				probe.SetGroupVersionKind(o.GroupVersionKind())
-				if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), probe); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("conflict check of %s: want NotFound, got %w", name, err)
-				}
 			}
 		}
 		deployed := f.deployed.DeepCopy()

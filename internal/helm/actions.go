@@ -68,7 +68,7 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	if err != nil {
 		return nil, err
 	}
-	r.kube.ctx = ctx
+	r.kube.ctx, r.kube.installing = ctx, !req.Replace // a first install's creates answer Helm's check (unasked.go)
 	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}

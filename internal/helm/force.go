@@ -40,6 +40,7 @@ func ImmutableField(err error) bool {
 // whose patch the API server refuses as immutable are deleted and created as the target has
 // them, and Helm's update runs once more for the rest.
 func (k *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	k.unasked.on.Store(false)
 	if k.serverSide {
 		if err := k.foldLegacy(target); err != nil {
 			return nil, err

@@ -6,11 +6,12 @@ import (
 
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
 )
 
 // The kube client of an action: its type here, beneath the files of its changes (kubeclient.go,
-// crds.go, force.go, apply.go, wait.go).
+// crds.go, force.go, apply.go, wait.go, unasked.go).
 
 // kubeClient is Helm's kube client with these changes; every other method, and every optional
 // interface Helm asserts (three-way merge, deletion propagation, …), is Helm's own.
@@ -21,7 +22,8 @@ import (
 //     and takes the post-renderer's objects instead of parsing the text again (see infos);
 //     Helm's creates of those objects read only the metadata of the API server's answer (see
 //     createClient).
-//   - Client-side creates do not take Helm 4's process-wide lock (Create).
+//   - Client-side creates do not take Helm 4's process-wide lock (Create), and a client-side
+//     install's creates answer Helm's existence check instead of a GET per object (unasked.go).
 //   - upgrade.force replaces what an update cannot change (force.go).
 //   - Waits end with the action's context and are scoped by the watch (the end of
 //     kubeclient.go).
@@ -44,6 +46,12 @@ type kubeClient struct {
 	serverSide bool
 	// wait scopes what the action's waits for readiness look at (see wait.go).
 	wait WaitPolicy
+	// installing: the action is a first install (not one over a failed install); unasked, for
+	// a client-side one, answers Helm's existence GETs before its creates, for the objects in
+	// notAsked (unasked.go).
+	installing bool
+	unasked    unasked
+	notAsked   map[*resource.Info]bool
 }
 
 // context is the action's context (Helm's KubeClient methods take none).
@@ -63,6 +71,16 @@ func (k *kubeClient) context() context.Context {
 type createClient struct {
 	*rest.RESTClient
 	post *rest.RESTClient
+	// absent answers GETs while unasked is on (unasked.go).
+	absent  *rest.RESTClient
+	unasked *unasked
 }
 
 func (c createClient) Post() *rest.Request { return c.post.Post() }
+
+func (c createClient) Get() *rest.Request {
+	if c.unasked.on.Load() {
+		return c.absent.Get()
+	}
+	return c.RESTClient.Get()
+}

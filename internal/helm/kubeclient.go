@@ -36,6 +36,14 @@ func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error
 		return nil, err
 	}
 	if infos, ok := k.infos(string(data)); ok {
+		if k.installing && !k.serverSide && k.notAsked == nil {
+			// The install's own objects, which Helm's existence check asks about next.
+			k.notAsked = make(map[*resource.Info]bool, len(infos))
+			for _, info := range infos {
+				k.notAsked[info] = true
+			}
+			k.unasked.on.Store(true)
+		}
 		return infos, nil
 	}
 	return k.Client.Build(bytes.NewReader(data), validate)
@@ -111,10 +119,14 @@ func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, er
 	if err != nil {
 		return nil, err
 	}
+	absent, err := absentClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if k.clients == nil {
 		k.clients = map[schema.GroupVersion]createClient{}
 	}
-	k.clients[gv] = createClient{RESTClient: c, post: post}
+	k.clients[gv] = createClient{RESTClient: c, post: post, absent: absent, unasked: &k.unasked}
 	return k.clients[gv], nil
 }
 
@@ -222,6 +234,7 @@ func (k *kubeClient) untilDone(what string, wait func() error) error {
 // the objects of one kind at once, kind after kind in the order given, each a POST as the
 // field manager Helm names (FieldManager), again on a conflict. A server-side apply is Helm's own.
 func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
+	k.unasked.on.Store(false)
 	if k.serverSide {
 		return k.Client.Create(resources, opts...)
 	}
@@ -238,7 +251,7 @@ func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCrea
 		batch := make([]error, end-start)
 		var wg sync.WaitGroup
 		for i, info := range resources[start:end] {
-			wg.Go(func() { batch[i] = createObject(info) })
+			wg.Go(func() { batch[i] = k.createObject(info) })
 		}
 		wg.Wait()
 		errs = append(errs, batch...)
@@ -250,13 +263,37 @@ func (k *kubeClient) Create(resources kube.ResourceList, opts ...kube.ClientCrea
 	return &kube.Result{Created: resources}, nil
 }
 
-// createObject creates info's object as Helm's client-side create does.
-func createObject(info *resource.Info) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// createObject creates info's object as Helm's client-side create does; one that exists, of
+// those Helm's install did not ask about first (notAsked), is met as its check would have
+// (createExisting).
+func (k *kubeClient) createObject(info *resource.Info) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj, err := resource.NewHelper(info.Client, info.Mapping).WithFieldManager(FieldManager).Create(info.Namespace, true, info.Object)
 		if err != nil {
 			return err
 		}
 		return info.Refresh(obj, true)
 	})
+	if isAlreadyExists(err) && k.notAsked[info] {
+		return k.createExisting(info)
+	}
+	return err
+}
+
+// createExisting is the create of info's object that found it exists, as Helm's install would
+// have met it: adopted when it carries Helm's ownership metadata of the release (the target
+// carries the release's, which Helm set before the create), by the update Helm's install
+// makes of the objects it adopts on a client-side install; else refused with Helm's message.
+func (k *kubeClient) createExisting(info *resource.Info) error {
+	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	if err != nil {
+		return fmt.Errorf("could not get information about the resource %s: %w", resourceString(info), err)
+	}
+	if err := helmOwned(live, info); err != nil {
+		return fmt.Errorf("%s exists and cannot be imported into the current release: %w", resourceString(info), err)
+	}
+	original := *info
+	_, err = k.Client.Update(kube.ResourceList{&original}, kube.ResourceList{info}, kube.ClientUpdateOptionServerSideApply(false, false),
+		kube.ClientUpdateOptionThreeWayMergeForUnstructured(false), kube.ClientUpdateOptionUpgradeClientSideFieldManager(true))
+	return err
 }
