@@ -147,23 +147,38 @@ func manager() *cli.Manager {
 	flag := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	flag.StringVar(&opts.WatchesFile, "watches-file", "./watches.yaml", "Path to watches.yaml (GVK → chart directory).")
 	flag.StringVar(&namespaces, "watch-namespace", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch; empty watches all.")
-	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443", `Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP (with --metrics-secure=false); "0" disables it.`)
-	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to clients that authenticate and may get /metrics (ClusterRole rudder-metrics-reader).")
-	flag.StringVar(&opts.DefaultServiceAccount, "default-service-account", "", "ServiceAccount, in each CR's namespace, that release requests impersonate unless the watch sets serviceAccountName; empty: rudder's own identity.")
+	flag.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", ":8443",
+		`Address of the metrics endpoint: :8443 for HTTPS, :8080 for HTTP (with --metrics-secure=false); "0" disables it.`)
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS, only to clients that authenticate and may get /metrics (ClusterRole rudder-metrics-reader).")
+	flag.StringVar(&opts.DefaultServiceAccount, "default-service-account", "",
+		"ServiceAccount, in each CR's namespace, that release requests impersonate unless the watch sets serviceAccountName; empty: rudder's "+
+			"own identity.")
 	flag.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", ":8081", `Address of /healthz and /readyz; "0" disables them.`)
-	flag.BoolVar(&compression, "kube-api-compression", false, "Ask the API server for gzip-compressed responses and watch streams: less traffic, more CPU on both ends; worth it only when rudder runs far from its API server.")
+	flag.BoolVar(&compression, "kube-api-compression", false,
+		"Ask the API server for gzip-compressed responses and watch streams: less traffic, more CPU on both ends; worth it only when rudder "+
+			"runs far from its API server.")
 	flag.StringVar(&opts.PprofBindAddress, "pprof-bind-address", "0", `Address of net/http/pprof (e.g. 127.0.0.1:6060); "0" disables it.`)
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "Elect a leader among replicas, so that only one reconciles.")
-	flag.StringVar(&opts.LeaderElectionID, "leader-election-id", "", "Name of the leader election Lease (default: rudder.rudder.dev, or one derived from --watch-label-selector).")
-	flag.StringVar(&opts.WatchLabelSelector, "watch-label-selector", "", "Shard: serve only the CRs, of every watched kind, whose labels match this selector (e.g. rudder.dev/shard=a); empty serves all.")
+	flag.StringVar(&opts.LeaderElectionID, "leader-election-id", "",
+		"Name of the leader election Lease (default: rudder.rudder.dev, or one derived from --watch-label-selector).")
+	flag.StringVar(&opts.WatchLabelSelector, "watch-label-selector", "",
+		"Shard: serve only the CRs, of every watched kind, whose labels match this selector (e.g. rudder.dev/shard=a); empty serves all.")
 	flag.StringVar(&opts.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the Lease (default: the one rudder runs in).")
-	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers per kind, unless its watch sets maxConcurrentReconciles.")
-	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute, "How often every CR is re-checked (jittered, in steps of a twelfth of it), unless its watch sets reconcilePeriod; 0 disables.")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 4,
+		"Workers per kind, unless its watch sets maxConcurrentReconciles.")
+	flag.DurationVar(&opts.ReconcilePeriod, "reconcile-period", time.Minute,
+		"How often every CR is re-checked (jittered, in steps of a twelfth of it), unless its watch sets reconcilePeriod; 0 disables.")
 	flag.BoolVar(&opts.ChartReload, "chart-reload", true, "Watch chart directories with fsnotify and roll changes out live.")
 	flag.DurationVar(&opts.ChartDebounce, "chart-debounce", time.Second, "Quiet time after the last chart file event before a reload.")
-	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute, "Period of a full chart rescan for filesystems without events; 0 disables.")
-	flag.Var(&budget, "render-memory-budget", "Memory the renders running at once may hold together (e.g. 1Gi); a render whose renderMemory does not fit waits its turn. Default: the container's memory limit less --render-memory-reserve; no budget without a limit.")
-	flag.Var(&reserve, "render-memory-reserve", "Memory of the container's limit left to rudder itself when the render budget is derived from it (about 64Mi plus 32Ki per CR); rudder's share of the limit is its Go runtime's soft memory limit.")
+	flag.DurationVar(&opts.ChartRescan, "chart-rescan", time.Minute,
+		"Period of a full chart rescan for filesystems without events; 0 disables.")
+	flag.Var(&budget, "render-memory-budget",
+		"Memory the renders running at once may hold together (e.g. 1Gi); a render whose renderMemory does not fit waits its turn. Default: the "+
+			"container's memory limit less --render-memory-reserve; no budget without a limit.")
+	flag.Var(&reserve, "render-memory-reserve",
+		"Memory of the container's limit left to rudder itself when the render budget is derived from it (about 64Mi plus 32Ki per CR); "+
+			"rudder's share of the limit is its Go runtime's soft memory limit.")
 	// controller-runtime's own flags: --kubeconfig (registered on the standard library's
 	// command line by its config package) and the zap logger's.
 	zapOpts := zap.Options{ZapOpts: []uzap.Option{uzap.WrapCore(cli.LazyFields)}}

@@ -12,7 +12,8 @@ import (
 var (
 	cacheBehind = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_cache_behind_total",
-		Help: "Passes that ended early because the API server held a newer version of the CR than the cache read (a conflict on rudder's finalizer); the CR is taken again when the cache shows it.",
+		Help: "Passes that ended early because the API server held a newer version of the CR than the cache read (a conflict on rudder's " +
+			"finalizer); the CR is taken again when the cache shows it.",
 	}, []string{"gvk"})
 	rollouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_rollouts_total",

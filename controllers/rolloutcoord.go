@@ -130,7 +130,8 @@ func (c *coordinator) members(ctx context.Context, to string) ([]member, error) 
 	r := c.r
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err := r.opts.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: r.opts.Watch.LabelSelector()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.opts.Client.List(ctx, list, client.MatchingLabelsSelector{Selector: r.opts.Watch.LabelSelector()},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing %s: %w", r.opts.Watch, err)
 	}
 	out := make([]member, 0, len(list.Items))

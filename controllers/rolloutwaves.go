@@ -45,7 +45,8 @@ func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Dura
 		if ann[rolloutv1.AnnotationPaused] == "true" {
 			st.Phase = rolloutv1.PhasePaused
 			st.Message = "paused: set the " + rolloutv1.AnnotationPaused + " annotation to \"false\" (or remove it) to go on"
-			r.event(ro, corev1.EventTypeNormal, rolloutv1.PhasePaused, "Rollout", "paused at wave %d by the %s annotation", st.Wave, rolloutv1.AnnotationPaused)
+			r.event(ro, corev1.EventTypeNormal, rolloutv1.PhasePaused, "Rollout", "paused at wave %d by the %s annotation", st.Wave,
+				rolloutv1.AnnotationPaused)
 			return 0
 		}
 	default: // Complete, RolledBack, Superseded
@@ -116,34 +117,19 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 	r, st := c.r, &ro.Status
 	pol := r.opts.Watch.Rollout
 	now := r.opts.Clock.Now()
-	var failed []string
-	admitted, ready := 0, 0
-	for _, m := range members {
-		if m.held || !machine.Admits(r.opts.Watch.Rollout, ro, m.key.Namespace, m.key.Name, m.labels) {
-			continue
-		}
-		admitted++
-		switch {
-		case m.ready:
-			ready++
-		case m.failed != "":
-			failed = append(failed, m.key.String()+": "+m.failed)
-		case m.digest == ro.Spec.To && now.Sub(c.sawMoved(ro, m.key, now)) > pol.HealthTime():
-			failed = append(failed, fmt.Sprintf("%s: not Ready on chart %s within %s (rollout.healthTimeout)", m.key, records.DisplayDigest(ro.Spec.To), pol.HealthTime()))
-		case m.digest != ro.Spec.To:
-			c.move(m.key) // admitted, not moved yet: its pass may have read the Rollout before it was
-		}
-	}
+	admitted, ready, failed := c.tally(ro, members, now)
 	st.Failed, st.FailedCRs = int32(len(failed)), failed[:min(len(failed), maxFailedNamed)]
 	if len(failed) > pol.MaxFailures {
-		c.halt(ro, members, fmt.Sprintf("%d CRs failed in wave %d, more than rollout.maxFailures %d: %s", len(failed), st.Wave, pol.MaxFailures, strings.Join(st.FailedCRs, "; ")))
+		c.halt(ro, members, fmt.Sprintf("%d CRs failed in wave %d, more than rollout.maxFailures %d: %s", len(failed), st.Wave, pol.MaxFailures,
+			strings.Join(st.FailedCRs, "; ")))
 		return c.advance(ro, members)
 	}
 	promote := ro.GetAnnotations()[rolloutv1.AnnotationPromote]
 	promoted := promote != "" && promote != st.Promoted
 	if ready < admitted && !promoted {
 		st.ReadySince = nil
-		st.Message = fmt.Sprintf("wave %d of %d: %d of %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready, admitted, records.DisplayDigest(ro.Spec.To))
+		st.Message = fmt.Sprintf("wave %d of %d: %d of %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready, admitted,
+			records.DisplayDigest(ro.Spec.To))
 		return coordinatorPoll
 	}
 	if !promoted {
@@ -151,14 +137,17 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 			st.ReadySince = &metav1.Time{Time: now}
 		}
 		if wait := pol.SettleTime() - now.Sub(st.ReadySince.Time); wait > 0 {
-			st.Message = fmt.Sprintf("wave %d of %d: every CR Ready on chart %s; settling for %s more", st.Wave, len(c.waves()), records.DisplayDigest(ro.Spec.To), wait.Round(time.Second))
+			st.Message = fmt.Sprintf("wave %d of %d: every CR Ready on chart %s; settling for %s more", st.Wave, len(c.waves()),
+				records.DisplayDigest(ro.Spec.To), wait.Round(time.Second))
 			return min(wait, coordinatorPoll)
 		}
 	} else {
 		st.Promoted = promote
-		r.event(ro, corev1.EventTypeNormal, "Promoted", "Rollout", "wave %d promoted by %s=%q: its gates are skipped", st.Wave, rolloutv1.AnnotationPromote, promote)
+		r.event(ro, corev1.EventTypeNormal, "Promoted", "Rollout", "wave %d promoted by %s=%q: its gates are skipped", st.Wave,
+			rolloutv1.AnnotationPromote, promote)
 	}
-	r.event(ro, corev1.EventTypeNormal, "WaveComplete", "Rollout", "wave %d of %d: %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready, records.DisplayDigest(ro.Spec.To))
+	r.event(ro, corev1.EventTypeNormal, "WaveComplete", "Rollout", "wave %d of %d: %d CRs Ready on chart %s", st.Wave, len(c.waves()), ready,
+		records.DisplayDigest(ro.Spec.To))
 	if int(st.Wave) >= len(c.waves()) {
 		st.Phase, st.ReadySince = rolloutv1.PhaseComplete, nil
 		st.Message = fmt.Sprintf("every CR that is not held runs chart %s", records.DisplayDigest(ro.Spec.To))
@@ -173,6 +162,31 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 	}
 	c.startWave(ro, members, st.Wave+1)
 	return coordinatorPoll
+}
+
+// tally counts the members the current wave admitted and those of them Ready, and names
+// those that failed (their pass failed, or they were not Ready within rollout.healthTimeout);
+// an admitted member not moved yet is moved.
+func (c *coordinator) tally(ro *rolloutv1.Rollout, members []member, now time.Time) (admitted, ready int, failed []string) {
+	pol := c.r.opts.Watch.Rollout
+	for _, m := range members {
+		if m.held || !machine.Admits(pol, ro, m.key.Namespace, m.key.Name, m.labels) {
+			continue
+		}
+		admitted++
+		switch {
+		case m.ready:
+			ready++
+		case m.failed != "":
+			failed = append(failed, m.key.String()+": "+m.failed)
+		case m.digest == ro.Spec.To && now.Sub(c.sawMoved(ro, m.key, now)) > pol.HealthTime():
+			failed = append(failed, fmt.Sprintf("%s: not Ready on chart %s within %s (rollout.healthTimeout)", m.key,
+				records.DisplayDigest(ro.Spec.To), pol.HealthTime()))
+		case m.digest != ro.Spec.To:
+			c.move(m.key) // admitted, not moved yet: its pass may have read the Rollout before it was
+		}
+	}
+	return admitted, ready, failed
 }
 
 // sawMoved is when the coordinator first saw the CR at key on the chart of ro.
@@ -225,7 +239,8 @@ func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32
 		}
 	}
 	st.Message = fmt.Sprintf("wave %d of %d started: %d CRs move to chart %s", k, len(waves), moving, records.DisplayDigest(ro.Spec.To))
-	r.event(ro, corev1.EventTypeNormal, "WaveStarted", "Rollout", "wave %d of %d (%s): %d CRs move to chart %s", k, len(waves), wv.String(), moving, records.DisplayDigest(ro.Spec.To))
+	r.event(ro, corev1.EventTypeNormal, "WaveStarted", "Rollout", "wave %d of %d (%s): %d CRs move to chart %s", k, len(waves), wv.String(),
+		moving, records.DisplayDigest(ro.Spec.To))
 }
 
 // halt stops the rollout: no further CR moves; with onHalt rollback, the moved CRs go back.

@@ -55,7 +55,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// CRs are handed to the workers round robin over their namespaces (internal/gate, fair.go).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max, NewQueue: gate.NewQueue, RateLimiter: gate.RateLimiter()}).
 		WithLogConstructor(ev.logConstructor(mgr.GetLogger())).
-		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(ev.releaseOwner), builder.WithPredicates(ev.foreignRevision())).
+		WatchesMetadata(records.ReleaseSecret(), handler.EnqueueRequestsFromMapFunc(ev.releaseOwner),
+			builder.WithPredicates(ev.foreignRevision())).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			r.mu.Lock()
 			r.queue = q

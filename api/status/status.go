@@ -54,7 +54,8 @@ const (
 // (the Application hook could add "Available"): rudder keeps it as the hook last set it.
 func RudderOwns(conditionType string) bool {
 	switch conditionType {
-	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested, TypeDrifted, TypeRollout:
+	case TypeReady, TypeReconciling, TypeStalled, TypeReleased, TypeChartReady, TypePaused, TypeRollbackRequest, TypeTested, TypeDrifted,
+		TypeRollout:
 		return true
 	}
 	return false

@@ -64,7 +64,8 @@ func (h *Hooks) PreRelease(_ context.Context, obj *unstructured.Unstructured, _ 
 }
 
 // PostRelease watches the Pod while RUNNING and records its outcome as DONE.
-func (h *Hooks) PostRelease(ctx context.Context, obj *unstructured.Unstructured, rel *hook.Release, c client.Reader) (time.Duration, error) {
+func (h *Hooks) PostRelease(ctx context.Context, obj *unstructured.Unstructured, rel *hook.Release, c client.Reader) (time.Duration,
+	error) {
 	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
 	if phase != cnatv1alpha1.PhaseRunning || rel == nil {
 		return 0, nil

@@ -158,7 +158,8 @@ func Generate(root string) (map[string][]byte, error) {
 		"config/default/config-volume.yaml": vol,
 		// kustomize reads no file above a kustomization: the second shard gets its own copy.
 		"config/shards/shard-a/config-volume.yaml": vol,
-		"config/default/watches.yaml":              append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"), watchesYAML...),
+		"config/default/watches.yaml": append([]byte(Header+"# A copy of ../../watches.yaml for the rudder-watches ConfigMap.\n"),
+			watchesYAML...),
 	}, nil
 }
 
@@ -213,7 +214,8 @@ func configVolume(files []ChartFile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []byte(Header + "# The manager's /etc/rudder: watches.yaml and charts/<chart>/..., laid out as in the repository.\n" + string(py)), nil
+	return []byte(Header + "# The manager's /etc/rudder: watches.yaml and charts/<chart>/..., laid out as in the repository.\n" +
+		string(py)), nil
 }
 
 // fitsConfigMap refuses chart trees that the rudder-charts ConfigMap cannot hold.
@@ -223,7 +225,8 @@ func fitsConfigMap(files []ChartFile) error {
 		total += f.Size
 	}
 	if total > maxConfigMapData {
-		return fmt.Errorf("the charts hold %d KiB, more than a ConfigMap can carry (%d KiB here): deploy with config/pvc and put them on the volume",
+		return fmt.Errorf("the charts hold %d KiB, more than a ConfigMap can carry (%d KiB here): deploy with config/pvc and put them on the "+
+			"volume",
 			total>>10, maxConfigMapData>>10)
 	}
 	return nil

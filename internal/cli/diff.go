@@ -82,7 +82,8 @@ func compare(w io.Writer, what string, old, cur rendered, generated map[string][
 		if old.err.Error() == cur.err.Error() {
 			return nil, false // broken alike before and after: the edit changes nothing for it
 		}
-		fmt.Fprintf(w, "! %s: fails before and after the edit, differently\n  before: %v\n  after (%s): %v\n", what, old.err, failureClass(cur.err), cur.err)
+		fmt.Fprintf(w, "! %s: fails before and after the edit, differently\n  before: %v\n  after (%s): %v\n", what, old.err,
+			failureClass(cur.err), cur.err)
 		return nil, true
 	case cur.err != nil:
 		fmt.Fprintf(w, "! %s: the edit makes it fail (%s): %v\n", what, failureClass(cur.err), cur.err)

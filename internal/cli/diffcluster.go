@@ -118,7 +118,8 @@ func recordPreview(ctx context.Context, w io.Writer, c client.Client, wt *watche
 	if err != nil {
 		return err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{rolloutv1.AnnotationPreview: string(data)}}})
+	annotations := map[string]string{rolloutv1.AnnotationPreview: string(data)}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,8 @@ func recordPreview(ctx context.Context, w io.Writer, c client.Client, wt *watche
 	case err != nil:
 		return fmt.Errorf("recording the preview on rollout %s: %w", name, err)
 	}
-	fmt.Fprintf(w, "# %s: recorded on rollout %s: %d CRs, %d changed, %d unchanged, %d failing\n", wt.GroupVersionKind().GroupKind(), name, p.CRs, p.Changed, p.Unchanged, p.Failing)
+	fmt.Fprintf(w, "# %s: recorded on rollout %s: %d CRs, %d changed, %d unchanged, %d failing\n", wt.GroupVersionKind().GroupKind(), name,
+		p.CRs, p.Changed, p.Unchanged, p.Failing)
 	return nil
 }
 
@@ -151,13 +153,15 @@ func checkUpdates(ctx context.Context, w io.Writer, c client.Client, what string
 			return err
 		}
 		obj := &unstructured.Unstructured{Object: after[key]}
-		err = c.Patch(ctx, obj.DeepCopy(), client.RawPatch(types.ApplyPatchType, data), client.DryRunAll, client.ForceOwnership, client.FieldOwner(diffFieldOwner))
+		err = c.Patch(ctx, obj.DeepCopy(), client.RawPatch(types.ApplyPatchType, data), client.DryRunAll, client.ForceOwnership,
+			client.FieldOwner(diffFieldOwner))
 		switch {
 		case err == nil:
 		case helm.ImmutableField(err) && forces:
 			fmt.Fprintf(w, "# %s: %s changes a field that cannot change: upgrade.force replaces it (deletes and creates it)\n", what, key)
 		case helm.ImmutableField(err):
-			fmt.Fprintf(w, "! %s: %s changes a field that cannot change: its upgrade fails and is rolled back unless the watch sets upgrade.force: %v\n", what, key, err)
+			fmt.Fprintf(w, "! %s: %s changes a field that cannot change: its upgrade fails and is rolled back unless the watch sets upgrade.force: "+
+				"%v\n", what, key, err)
 		case apierrors.IsForbidden(err):
 			fmt.Fprintf(w, "# %s: %s: not checked with a dry run: %v\n", what, key, err)
 		default:
@@ -173,7 +177,8 @@ const diffFieldOwner = "rudder-diff"
 // liveRelease is the newest revision of cr's release as Helm stored it, with its objects, or an
 // empty release when it has none yet, or when its newest is a failed install kept as its
 // record (records.Head.Kept: its objects were removed): its install makes everything.
-func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error), cr *unstructured.Unstructured) (rendered, error) {
+func liveRelease(cs kubernetes.Interface, releaseName func(*unstructured.Unstructured) (string, error),
+	cr *unstructured.Unstructured) (rendered, error) {
 	name, err := releaseName(cr)
 	if err != nil {
 		return rendered{}, fmt.Errorf("%s: %w", describeCR(cr), err)

@@ -61,7 +61,9 @@ Exit codes are diff(1)'s: 0 when nothing changes, 1 when something does, 2 on tr
 	f.BoolVar(&o.cluster, "cluster", false, "compare every CR of the edited watches' kinds in the cluster with its release's newest revision")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "with --cluster: the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "with --cluster: only the CRs of this namespace (default: all)")
-	f.BoolVar(&o.record, "record", false, "with --cluster and every namespace: record each kind's summary on the Rollout of the edit (a watch's rollout policy; one that starts paused waits for it)")
+	f.BoolVar(&o.record, "record", false,
+		"with --cluster and every namespace: record each kind's summary on the Rollout of the edit (a watch's rollout policy; one that starts "+
+			"paused waits for it)")
 	f.StringVar(&o.shard, "shard", "", "with --record: the --watch-label-selector of the rudder shard whose Rollout it is")
 	renderFlags(f, &o.render)
 	cmd.MarkFlagsOneRequired("from", "cluster")

@@ -34,7 +34,8 @@ Findings are printed one per line as "file: severity: message"; any error fails 
 		},
 	}
 	cmd.Flags().StringVar(&wf, "watches-file", "./watches.yaml", "watches.yaml mapping each kind to its chart")
-	cmd.Flags().StringVar(&valuesFrom, "values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key> (a missing one is left out)")
+	cmd.Flags().StringVar(&valuesFrom, "values-from", "",
+		"directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key> (a missing one is left out)")
 	return cmd
 }
 
@@ -98,7 +99,9 @@ func lintCRDPolicy(file string, w *watches.Watch, report func(file, severity, ms
 	crds, p := len(ch.CRDObjects()) > 0, w.Policies().CRDPolicy()
 	switch {
 	case crds && p.Install == helm.CRDsCreate && !w.Policies().AllowsCRDs():
-		report(file, "error", fmt.Sprintf("%s: the chart has crds/, which its install applies (crds.install: Create) only where allowClusterScoped names CustomResourceDefinition: allow it, or set crds.install: Skip", w))
+		report(file, "error",
+			fmt.Sprintf("%s: the chart has crds/, which its install applies (crds.install: Create) only where allowClusterScoped names "+
+				"CustomResourceDefinition: allow it, or set crds.install: Skip", w))
 	case !crds && w.CRDs != nil:
 		report(file, "warning", fmt.Sprintf("%s: crds: the chart has no crds/ (of its own or its subcharts'): the policy does nothing", w))
 	}
@@ -119,8 +122,10 @@ func lintReleaseName(file string, w *watches.Watch, report func(file, severity, 
 	if err != nil || len(s.clusterNamed) == 0 {
 		return
 	}
-	report(file, "warning", fmt.Sprintf("%s: the chart names cluster-scoped objects after the release (%s), and releaseName leaves the CR's namespace out: "+
-		"a CR of the same name in another namespace finds them taken; set releaseName: %q", w, strings.Join(sortedKeys(s.clusterNamed), ", "), NamespacedReleaseName))
+	report(file, "warning",
+		fmt.Sprintf("%s: the chart names cluster-scoped objects after the release (%s), and releaseName leaves the CR's namespace out: "+
+			"a CR of the same name in another namespace finds them taken; set releaseName: %q", w, strings.Join(sortedKeys(s.clusterNamed), ", "),
+			NamespacedReleaseName))
 }
 
 // lintChart is Helm's strict lint of the chart at path, with check (the watches' checkValues)
@@ -130,7 +135,9 @@ func lintChart(path string, check map[string]any, report func(file, severity, ms
 		report(m.File, m.Severity, m.Err.Error())
 	}
 	if _, err := os.Stat(filepath.Join(path, "values.schema.json")); errors.Is(err, os.ErrNotExist) {
-		report(path, "warning", "no values.schema.json: the API server and rudder validate nothing of its CRs' spec (rudder scaffold can still infer a CRD schema from values.yaml)")
+		report(path, "warning",
+			"no values.schema.json: the API server and rudder validate nothing of its CRs' spec (rudder scaffold can still infer a CRD schema from "+
+				"values.yaml)")
 	}
 	if b, err := os.ReadFile(filepath.Join(path, "values.yaml")); err == nil {
 		var v map[string]any

@@ -137,8 +137,12 @@ func writeReferences(b *strings.Builder, s *chartScan) {
 		b.WriteString("  # What the chart's objects name (a Pod's Secrets and ConfigMaps, an HPA's target, an Ingress's\n" +
 			"  # Services) and it does not make: a release names, and looks up, only these besides its own.\n" +
 			"  # An object may also say it is meant for one CR (annotation " + guard.AnnotationValuesFor + ").\n")
-		if slices.ContainsFunc(sortedKeys(s.reads), func(k string) bool { return s.reads[k].byDefault && strings.Contains(k, guard.ReleasePlaceholder) }) {
-			b.WriteString("  # What the defaults name after the release (" + guard.ReleasePlaceholder + ") a release may name whatever it is called: the\n" +
+		if slices.ContainsFunc(sortedKeys(s.reads), func(k string) bool {
+			return s.reads[k].byDefault && strings.Contains(k,
+				guard.ReleasePlaceholder)
+		}) {
+			b.WriteString("  # What the defaults name after the release (" + guard.ReleasePlaceholder +
+				") a release may name whatever it is called: the\n" +
 				"  # defaults rendered for its own name decide it (a fullname helper drops a suffix when the\n" +
 				"  # release's name holds the chart's); these entries are what its lookups may read.\n")
 		}

@@ -105,7 +105,8 @@ func roleYAML(name string, rules []sourcedRule) string {
 	var b strings.Builder
 	b.WriteString("# Written by rudder scaffold: what rudder needs to serve the kind as its own ServiceAccount.\n")
 	b.WriteString("# config/rbac's rudder-manager ClusterRole aggregates it (label " + AggregateLabel + ").\n")
-	fmt.Fprintf(&b, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: %s\n  labels: {%s: \"true\"}\nrules:\n", name, AggregateLabel)
+	fmt.Fprintf(&b, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: %s\n  labels: {%s: \"true\"}\nrules:\n",
+		name, AggregateLabel)
 	for _, r := range rules {
 		for line := range strings.SplitSeq(r.why, "\n") {
 			b.WriteString("# " + line + "\n")

@@ -74,7 +74,8 @@ type renderOptions struct {
 func renderFlags(fs *pflag.FlagSet, o *renderOptions) {
 	fs.StringVar(&o.kubeVersion, "kube-version", defaultKubeVersion(), "Kubernetes version for .Capabilities")
 	fs.StringVar(&o.apiVersions, "api-versions", "", "comma-separated extra API versions for .Capabilities.APIVersions")
-	fs.StringVar(&o.valuesFrom, "values-from", "", "directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
+	fs.StringVar(&o.valuesFrom, "values-from", "",
+		"directory holding what the watches' valuesFrom sources hold, as files DIR/<kind>/<name>/<key>")
 }
 
 func newRenderer(watchesFile string, opts renderOptions, hooks *hook.Registry) (*renderer, error) {

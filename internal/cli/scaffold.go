@@ -149,7 +149,8 @@ func printScan(w io.Writer, s *chartScan) {
 
 // valuesFlags are helm template's --values (-f), --set and --set-string, repeatable.
 func valuesFlags(f *pflag.FlagSet, vals *helm.ValueOptions) {
-	f.StringArrayVarP(&vals.ValueFiles, "values", "f", nil, "a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
+	f.StringArrayVarP(&vals.ValueFiles, "values", "f", nil,
+		"a values file, as helm template -f (repeatable): feeds the render that finds kinds, and the sample")
 	f.StringArrayVar(&vals.Values, "set", nil, "a value, as helm template --set (repeatable)")
 	f.StringArrayVar(&vals.StringValues, "set-string", nil, "a string value, as helm template --set-string (repeatable)")
 }

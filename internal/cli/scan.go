@@ -198,7 +198,8 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 		if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") ||
 			slices.Contains(r.Verbs, "escalate") || slices.Contains(r.Verbs, "bind") || slices.Contains(r.Verbs, "impersonate") {
 			s.warnings = append(s.warnings, fmt.Sprintf("%s has a rule %v %v %v: rudder's role holds it too, since the API server "+
-				"lets rudder create a role only with rules rudder holds; review it before you apply role.yaml", what, r.APIGroups, r.Resources, r.Verbs))
+				"lets rudder create a role only with rules rudder holds; review it before you apply role.yaml", what, r.APIGroups, r.Resources,
+				r.Verbs))
 		}
 		s.copied = append(s.copied, sourcedRule{r, why})
 		if byDefault {
@@ -216,7 +217,8 @@ func (s *chartScan) addRole(o *unstructured.Unstructured, what, how string, byDe
 		if fixed := fixedNames([]string{o.GetName()}); len(fixed) > 0 {
 			rule.ResourceNames = fixed
 		} else {
-			why += "; its name is built from the release name, so on every ClusterRole (rudder's allowRules and allowAggregationLabels still bound what a release's roles hold)"
+			why += "; its name is built from the release name, so on every ClusterRole " +
+				"(rudder's allowRules and allowAggregationLabels still bound what a release's roles hold)"
 		}
 		s.escalate = append(s.escalate, sourcedRule{rule, why})
 		for _, sel := range role.AggregationRule.ClusterRoleSelectors {

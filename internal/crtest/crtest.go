@@ -62,7 +62,8 @@ func Condition(u *unstructured.Unstructured, typ string) *metav1.Condition {
 
 // WaitCondition waits until the CR's condition has the status (and reason, if given) for the
 // CR's current generation, and returns the CR as last read.
-func WaitCondition(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus, reason string, timeout time.Duration) *unstructured.Unstructured {
+func WaitCondition(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, ns, name, typ string, status metav1.ConditionStatus,
+	reason string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
 	var last *unstructured.Unstructured
 	Eventually(t, fmt.Sprintf("%s %s/%s %s=%s %s", gvk.Kind, ns, name, typ, status, reason), timeout, func(ctx context.Context) (bool, error) {
@@ -76,7 +77,8 @@ func WaitCondition(t testing.TB, c client.Reader, gvk schema.GroupVersionKind, n
 			return false, fmt.Errorf("no %s condition yet", typ)
 		}
 		if cond.Status != status || (reason != "" && cond.Reason != reason) || cond.ObservedGeneration != u.GetGeneration() {
-			return false, fmt.Errorf("%s=%s reason %s gen %d/%d: %s", typ, cond.Status, cond.Reason, cond.ObservedGeneration, u.GetGeneration(), cond.Message)
+			return false, fmt.Errorf("%s=%s reason %s gen %d/%d: %s", typ, cond.Status, cond.Reason, cond.ObservedGeneration, u.GetGeneration(),
+				cond.Message)
 		}
 		return true, nil
 	})

@@ -77,12 +77,14 @@ func (rs *releaseSet) roleRef(o identityObject) string {
 		return fmt.Sprintf("its roleRef's apiGroup is %q, not %s", group, rbacv1.GroupName)
 	case kind == "ClusterRole" && rs.makes(schema.GroupKind{Group: rbacv1.GroupName, Kind: kind}, "", name):
 		return ""
-	case kind == "Role" && o.obj.GetKind() == "RoleBinding" && rs.makes(schema.GroupKind{Group: rbacv1.GroupName, Kind: kind}, rs.namespace(o.obj), name):
+	case kind == "Role" && o.obj.GetKind() == "RoleBinding" && rs.makes(schema.GroupKind{Group: rbacv1.GroupName, Kind: kind},
+		rs.namespace(o.obj), name):
 		return ""
 	case (kind == "Role" || kind == "ClusterRole") && rs.c.AllowsRole(kind, name):
 		return ""
 	}
-	return fmt.Sprintf("binds the %s %q, which this release does not make and the watch's allowRoles does not name: it would grant what that role holds", kind, name)
+	return fmt.Sprintf("binds the %s %q, which this release does not make and the watch's allowRoles does not name: it would grant what that "+
+		"role holds", kind, name)
 }
 
 // AllowsRole reports whether the watch's allowRoles names the Role or ClusterRole name ("*":

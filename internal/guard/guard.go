@@ -152,7 +152,8 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 func (g *Guard) decide(req *http.Request) (*Violation, *apirequest.RequestInfo) {
 	info, err := g.requestInfo(req)
 	if err != nil {
-		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}, nil
+		return &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path,
+			Why: "not a request rudder can attribute: " + err.Error()}, nil
 	}
 	return g.decideInfo(info), info
 }
@@ -236,9 +237,10 @@ func statusAnswer(req *http.Request, st metav1.Status) *http.Response {
 	st.Status = metav1.StatusFailure
 	body, _ := json.Marshal(st) // a plain struct: cannot fail
 	return &http.Response{
-		StatusCode: int(st.Code), Status: fmt.Sprintf("%d %s", st.Code, http.StatusText(int(st.Code))), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{"Content-Type": []string{"application/json"}},
-		Body:   io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+		StatusCode: int(st.Code), Status: fmt.Sprintf("%d %s", st.Code, http.StatusText(int(st.Code))), Proto: "HTTP/1.1", ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{"Content-Type": []string{"application/json"}},
+		Body:       io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
 	}
 }
 

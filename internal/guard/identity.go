@@ -65,7 +65,8 @@ func (ic identityCheck) object(o *unstructured.Unstructured) string {
 			return ""
 		}
 		ic.needServiceAccount(ic.namespace(o), sa)
-		return fmt.Sprintf("a token Secret for the ServiceAccount %q, which this release does not make and the watch's allowServiceAccounts does not name: it would hand out that ServiceAccount's token", sa)
+		return fmt.Sprintf("a token Secret for the ServiceAccount %q, which this release does not make and the watch's allowServiceAccounts "+
+			"does not name: it would hand out that ServiceAccount's token", sa)
 	case gvk.Group == rbacv1.GroupName && (gvk.Kind == "RoleBinding" || gvk.Kind == "ClusterRoleBinding"):
 		return ic.subjects(o)
 	case slices.Contains(workloadGroups, gvk.Group) && podSpecPaths[gvk.Kind] != nil:
@@ -79,7 +80,8 @@ func (ic identityCheck) object(o *unstructured.Unstructured) string {
 				continue
 			}
 			ic.needServiceAccount(ic.namespace(o), sa)
-			return fmt.Sprintf("runs Pods as the ServiceAccount %q (%s), which this release does not make and the watch's allowServiceAccounts does not name", sa, field)
+			return fmt.Sprintf("runs Pods as the ServiceAccount %q (%s), which this release does not make and the watch's allowServiceAccounts "+
+				"does not name", sa, field)
 		}
 	}
 	return ""
@@ -148,7 +150,8 @@ func (ic identityCheck) subjects(o *unstructured.Unstructured) string {
 		if ns != "" {
 			who += " of namespace " + ns
 		}
-		return fmt.Sprintf("binds the %s, which is not a ServiceAccount this release makes and which the watch's allowSubjects and allowServiceAccounts do not name", strings.TrimSpace(who))
+		return fmt.Sprintf("binds the %s, which is not a ServiceAccount this release makes and which the watch's allowSubjects and "+
+			"allowServiceAccounts do not name", strings.TrimSpace(who))
 	}
 	return ""
 }

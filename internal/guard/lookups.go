@@ -83,7 +83,8 @@ func (l *Lookups) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		info, err := l.g.requestInfo(req)
 		if err != nil {
-			return refusal(req, &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path, Why: "not a request rudder can attribute: " + err.Error()}), nil
+			return refusal(req, &Violation{Source: SourceRequest, Verb: req.Method, Kind: req.URL.Path,
+				Why: "not a request rudder can attribute: " + err.Error()}), nil
 		}
 		if v := l.count(info); v != nil {
 			return refusal(req, v), nil

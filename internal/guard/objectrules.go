@@ -67,7 +67,8 @@ func (rs *releaseSet) networkViolations(needs *Needs) []Violation {
 			needs.ExternalIPs = append(needs.ExternalIPs, "Service "+o.obj.GetName())
 			continue
 		}
-		out = append(out, o.violation("spec.externalIPs is set: traffic to those addresses from anywhere in the cluster would reach this Service, "+
+		out = append(out, o.violation("spec.externalIPs is set: traffic to those addresses from anywhere in the cluster would reach this "+
+			"Service, "+
 			"and the watch's allowExternalIPs is not true"))
 	}
 	return out

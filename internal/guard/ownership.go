@@ -22,12 +22,13 @@ import (
 // objects made outside rudder do not carry it.
 //
 // The rule is enforced on requests, so that it holds whatever path of Helm's makes them: the
-// guard lets an update, patch (a server-side apply is one, and may create) or delete of a
-// named object through only after it has read the object (as the release's identity) and
-// found it marked as the owner's, and it sends a delete with the UID it read as a
-// precondition, so that the API server deletes that object or nothing. Before an action's first write, internal/helm refuses hooks whose kind and name
-// exist and are not the release's (NotMadeBy): Helm's default before-hook-creation policy
-// would otherwise delete another's object and put the hook in its place.
+// guard lets an update, patch (a server-side apply is one, and may create) or delete of a named
+// object through only after it has read the object (as the release's identity) and found it
+// marked as the owner's, and it sends a delete with the UID it read as a precondition, so that
+// the API server deletes that object or nothing. Before an action's first write, internal/helm
+// refuses hooks whose kind and name exist and are not the release's (NotMadeBy): Helm's default
+// before-hook-creation policy would otherwise delete another's object and put the hook in its
+// place.
 
 // Owner is the CR a release belongs to.
 type Owner struct {
@@ -52,9 +53,11 @@ func NotMadeBy(annotations map[string]string, owner string) string {
 	case owner:
 		return ""
 	case "":
-		return fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it made", records.AnnotationOwner)
+		return fmt.Sprintf("it exists and was not made by this release (it has no %s annotation): a release changes and deletes only what it "+
+			"made", records.AnnotationOwner)
 	default:
-		return fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and deletes only what it made", records.AnnotationOwner, got, owner)
+		return fmt.Sprintf("it exists and was not made by this release (annotation %s is %q, this release's is %q): a release changes and "+
+			"deletes only what it made", records.AnnotationOwner, got, owner)
 	}
 }
 

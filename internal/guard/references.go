@@ -13,11 +13,12 @@ import (
 // other than rudder, and is confined like one. The kubelet reads the Secrets, ConfigMaps and
 // PersistentVolumeClaims a Pod mounts or takes its environment from (and the pull Secrets it
 // names) into the Pod; kube-controller-manager scales what an HPA's scaleTargetRef names; an
-// Ingress controller sends traffic to the Services an Ingress names and serves its TLS
-// Secrets; the kubelet pulls with a ServiceAccount's imagePullSecrets for its Pods. Each such name must be of an object the release makes, one the watch's allowReads
-// names (as for lookups, lookups.go), or one that says it is meant for the release's CR with
-// AnnotationValuesFor (as valuesFrom sources do) or that an earlier revision of the release
-// made (AnnotationOwner). The last two are read from the API server (ReferenceReader).
+// Ingress controller sends traffic to the Services an Ingress names and serves its TLS Secrets;
+// the kubelet pulls with a ServiceAccount's imagePullSecrets for its Pods. Each such name must
+// be of an object the release makes, one the watch's allowReads names (as for lookups,
+// lookups.go), or one that says it is meant for the release's CR with AnnotationValuesFor (as
+// valuesFrom sources do) or that an earlier revision of the release made (AnnotationOwner). The
+// last two are read from the API server (ReferenceReader).
 
 // AnnotationValuesFor, on an object, names the CRs whose releases may read it although they
 // did not make it: comma-separated "Kind.group/name" (for the core group, "Kind/name"), as
@@ -95,7 +96,8 @@ func (rs *releaseSet) referenceViolations(env objectRules) ([]Violation, error) 
 				env.needs.Reads[entry] = append(env.needs.Reads[entry], o.obj.GetKind()+" "+o.obj.GetName()+" "+ref.field)
 				continue
 			}
-			out = append(out, o.violation(fmt.Sprintf("%s names the %s %q, which this release does not make, the watch's allowReads does not name (%s), "+
+			out = append(out, o.violation(fmt.Sprintf("%s names the %s %q, which this release does not make, the watch's allowReads does not name "+
+				"(%s), "+
 				"and which does not say it is meant for this CR (annotation %s)", ref.field, ref.gk.Kind, ref.name, entry, AnnotationValuesFor)))
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // references the release does not resolve itself (nil: none is). The manifest's objects are
 // checked against the confinement by the post-renderer, which marks them. The Helm layer
 // sorts the render's files into manifests and hooks (helm.sortRendered), as Helm's action will.
-func (c Confinement) CheckRendered(mapper meta.RESTMapper, crds []CRDFile, manifests []string, hooks []*release.Hook, refs ReferenceReader) error {
+func (c Confinement) CheckRendered(mapper meta.RESTMapper, crds []CRDFile, manifests []string, hooks []*release.Hook,
+	refs ReferenceReader) error {
 	streams := make([]identityStream, 0, len(manifests)+len(hooks))
 	for _, m := range manifests {
 		streams = append(streams, identityStream{src: SourceManifest, text: m})

@@ -66,7 +66,8 @@ func foldedKey(m map[string]any, level string) string {
 				if level != "" {
 					path = level + "." + want
 				}
-				return fmt.Sprintf("has the key %q, which is %s only under Unicode case folding: the API server reads exact keys, so rudder refuses it rather than check an object other than the one applied", k, path)
+				return fmt.Sprintf("has the key %q, which is %s only under Unicode case folding: the API server reads exact keys, so rudder refuses "+
+					"it rather than check an object other than the one applied", k, path)
 			}
 		}
 	}
@@ -95,7 +96,8 @@ func nonStringMetadata(obj *unstructured.Unstructured) string {
 		sort.Strings(keys)
 		for _, k := range keys {
 			if _, ok := m[k].(string); !ok {
-				return fmt.Sprintf("metadata.%s.%s is %s %v, not a string (quote it in the template: the API server refuses it, as Helm's install does)",
+				return fmt.Sprintf("metadata.%s.%s is %s %v, not a string (quote it in the template: the API server refuses it, as Helm's install "+
+					"does)",
 					field, k, jsonKind(m[k]), m[k])
 			}
 		}
@@ -164,14 +166,16 @@ func (c Confinement) aggregates(obj *unstructured.Unstructured) string {
 	}
 	if len(keys) > 0 {
 		sort.Strings(keys)
-		return fmt.Sprintf("carries the aggregation label %s, which adds its rules to roles others hold, and the watch's allowAggregationLabels does not name it",
+		return fmt.Sprintf("carries the aggregation label %s, which adds its rules to roles others hold, and the watch's allowAggregationLabels "+
+			"does not name it",
 			strings.Join(keys, ", "))
 	}
 	sel, _, _ := unstructured.NestedSlice(obj.Object, "aggregationRule", "clusterRoleSelectors")
 	for _, s := range sel {
 		for _, k := range selectorKeys(s) {
 			if !c.allowsAggregation(k) {
-				return fmt.Sprintf("has an aggregationRule selecting the label %s, which collects the rules of roles others made, and the watch's allowAggregationLabels does not name it", k)
+				return fmt.Sprintf("has an aggregationRule selecting the label %s, which collects the rules of roles others made, and the watch's "+
+					"allowAggregationLabels does not name it", k)
 			}
 		}
 	}

@@ -105,7 +105,8 @@ func Compile(field string, checks []Check) (*Checker, error) {
 func newEnv() (*cel.Env, error) {
 	set, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
 		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        []cel.EnvOption{cel.Variable("metadata", cel.DynType), cel.Variable("spec", cel.DynType), cel.Variable("status", cel.DynType)},
+		EnvOptions: []cel.EnvOption{cel.Variable("metadata", cel.DynType), cel.Variable("spec", cel.DynType), cel.Variable("status",
+			cel.DynType)},
 	})
 	if err != nil {
 		return nil, err

@@ -64,7 +64,8 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 			return nil, err
 		}
 	}
-	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionInstall, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryInstall})
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionInstall, facts: req.Facts,
+		failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryInstall})
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +73,8 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsInstall: true})
+	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
+		Revision: revision, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +169,8 @@ func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts commo
 		return nil, err
 	}
 	own := newChartOwn(ctx, c.pool, r.conf.Capabilities, req, c.chartOwn)
-	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper), own, r.postRenderer(req, c.mapper))
+	rendered, err := renderChart(ctx, c.pool, c.mapper, req, opts, r.conf.Capabilities, up, r.references(ctx, c.mapper), own,
+		r.postRenderer(req, c.mapper))
 	over, withheld := lk.Outcome()
 	req.Withheld = withheld
 	if over {
@@ -207,7 +210,8 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionUpgrade, facts: req.Facts, failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
+	r, err := c.begin(ctx, req.scope(), storing{chart: req.Chart, spec: records.ActionUpgrade, facts: req.Facts,
+		failedFacts: req.FailedFacts, carried: req.Carried, record: req.Chart, revision: revision, query: records.QueryUpgrade})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +219,8 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 	if err := c.applyCRDs(r, req, mode); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace, Revision: revision, IsUpgrade: true})
+	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
+		Revision: revision, IsUpgrade: true})
 	if err == nil {
 		err = c.takeOwnership(ctx, req)
 	}
@@ -359,29 +364,6 @@ func (c *Client) uninstall(ctx context.Context, s Scope, name, description strin
 		kept, err = records.KeepFailed(r.conf.Releases, name, last.Version, description, keep.maxHistory)
 	}
 	return View(kept), r.result(err)
-}
-
-// Unlock marks a revision stuck in a pending-* state (its operation died with a previous
-// process) as failed, so that Helm accepts new actions on the release; a revision storage no
-// longer holds pending is returned as it is (records.Unlock).
-func (c *Client) Unlock(ctx context.Context, s Scope, v *view.Release) (*view.Release, bool, error) {
-	st, err := c.storageOf(ctx, s)
-	if err != nil {
-		return nil, false, err
-	}
-	rel, unlocked, err := records.Unlock(st, helmRelease(v))
-	return View(rel), unlocked, err
-}
-
-// Supersede marks every deployed revision of a release but the newest superseded, and returns
-// the revisions it marked: the repair of a history an upgrade or rollback left with more than
-// one deployed revision (see run.settle), whoever's it was.
-func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, error) {
-	st, err := c.storageOf(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	return records.SupersedeOlder(st, name)
 }
 
 // Writer is the client that re-applies a scope's drifted objects and relabels them for a

@@ -154,10 +154,10 @@ func (c *Client) handedOver(ctx context.Context, s Scope, rel *release.Release) 
 // of a claimed release needs to say nothing, but must not be another rudder release's.
 func provesOwner(live *metav1.PartialObjectMetadata, s Scope, claimed bool) string {
 	if claimed {
-		if why := guard.NotMadeBy(live.GetAnnotations(), guard.OwnerOf(s.Owner)); why != "" && live.GetAnnotations()[records.AnnotationOwner] != "" {
-			return why
+		if live.GetAnnotations()[records.AnnotationOwner] == "" {
+			return ""
 		}
-		return ""
+		return guard.NotMadeBy(live.GetAnnotations(), guard.OwnerOf(s.Owner))
 	}
 	for _, r := range live.OwnerReferences {
 		if r.UID == s.Owner.UID {

@@ -54,7 +54,8 @@ func (d Drift) applied(want, cur *unstructured.Unstructured) *unstructured.Unstr
 
 // applyDrift is the drift a server-side apply of desired would restore on cur, as JSON pointers
 // (nil: none), asked of the API server with a dry run, and the dry run's answer.
-func applyDrift(ctx context.Context, w client.Writer, desired, cur *unstructured.Unstructured) ([]string, *unstructured.Unstructured, error) {
+func applyDrift(ctx context.Context, w client.Writer, desired, cur *unstructured.Unstructured) ([]string, *unstructured.Unstructured,
+	error) {
 	after := desired.DeepCopy()
 	if err := w.Apply(ctx, client.ApplyConfigurationFromUnstructured(after), client.FieldOwner(FieldManager),
 		client.ForceOwnership, client.DryRunAll); err != nil {

@@ -142,7 +142,8 @@ type CRDVersionError struct {
 }
 
 func (e *CRDVersionError) Error() string {
-	return fmt.Sprintf("CustomResourceDefinition %s: the chart's crds/ remove version %s, which its status.storedVersions lists (objects may be stored as %s); not replaced: migrate those objects and drop %s from status.storedVersions first",
+	return fmt.Sprintf("CustomResourceDefinition %s: the chart's crds/ remove version %s, which its status.storedVersions lists (objects may "+
+		"be stored as %s); not replaced: migrate those objects and drop %s from status.storedVersions first",
 		e.CRD, e.Version, e.Version, e.Version)
 }
 

@@ -199,7 +199,8 @@ type Marks struct {
 // StoreMarked is Helm's storage over d, storing each new revision with m as the Client's
 // actions do, without the checks of a scope: the storage of internal/helm/helmtest's Memory.
 func StoreMarked(d driver.Driver, m Marks) *storage.Storage {
-	st := storage.Init(&checkedDriver{Driver: d, storing: storing{spec: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts, revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
+	st := storage.Init(&checkedDriver{Driver: d, storing: storing{spec: m.FromSpec, facts: m.Facts, failedFacts: m.FailedFacts,
+		revision: m.Revision, description: m.Description, rollback: m.Rollback, testing: m.Tested}})
 	st.SetLogger(slog.DiscardHandler)
 	return st
 }

@@ -159,7 +159,8 @@ func isImmutableStatus(err error) bool {
 // it and deletes by its UID), waits until it is gone, and creates it as info has it.
 func (k *kubeClient) recreate(h *resource.Helper, info *resource.Info) error {
 	bg := metav1.DeletePropagationBackground
-	if _, err := h.DeleteWithOptions(info.Namespace, info.Name, &metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := h.DeleteWithOptions(info.Namespace, info.Name,
+		&metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting %s to replace it: %w", describeInfo(info), err)
 	}
 	err := wait.PollUntilContextTimeout(k.context(), 100*time.Millisecond, k.timeout, true, func(context.Context) (bool, error) {

@@ -169,7 +169,8 @@ func Describe(obj client.Object) string {
 // d.Warn nothing is written: the drift is only returned. live is read first; it must hold
 // whole objects (a stale read costs one no-op patch or an AlreadyExists). It returns the
 // objects it restored, and the drift it found.
-func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer, d Drift) ([]string, []Drifted, error) {
+func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client.Reader, w client.Writer, d Drift) ([]string, []Drifted,
+	error) {
 	var restored []string
 	var drifted []Drifted
 	var errs []error
@@ -189,7 +190,8 @@ func Reapply(ctx context.Context, objs []*unstructured.Unstructured, live client
 
 // reapply restores one object of the manifest as Reapply does, and names what it restored
 // ("": nothing); with d.Warn it only returns the drift.
-func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, live client.Reader, w client.Writer) (string, *Drifted, error) {
+func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, live client.Reader, w client.Writer) (string, *Drifted,
+	error) {
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(want.GroupVersionKind())
 	err := live.Get(ctx, client.ObjectKeyFromObject(want), cur)
@@ -258,7 +260,8 @@ func (d Drift) reapplyServerSide(ctx context.Context, w client.Writer, want, cur
 		return "", nil, fmt.Errorf("restoring %s: %w", Describe(want), err)
 	}
 	if err := moveLegacyFields(ctx, w, applied); err != nil {
-		return "", nil, fmt.Errorf("moving the fields of %s from field manager %s to %s: %w", Describe(want), legacyFieldManager, FieldManager, err)
+		return "", nil, fmt.Errorf("moving the fields of %s from field manager %s to %s: %w", Describe(want), legacyFieldManager, FieldManager,
+			err)
 	}
 	if len(paths) == 0 {
 		return "", nil, nil

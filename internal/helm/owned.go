@@ -67,7 +67,8 @@ type liveObject struct {
 
 // ownedObjects reads objs as the run's identity and sorts them: those that exist and are the
 // owner's, and the violations of those that exist and are not.
-func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]liveObject, []guard.Violation, error) {
+func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*unstructured.Unstructured) ([]liveObject,
+	[]guard.Violation, error) {
 	if len(objs) == 0 {
 		return nil, nil, nil
 	}
@@ -107,7 +108,8 @@ func (r *run) ownedObjects(ctx context.Context, mapper meta.RESTMapper, objs []*
 
 // checkHookOwners refuses hooks (of events, or all) whose objects exist and are not the
 // release's: the check before an action's first write.
-func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *guard.Scoper, rel *release.Release, events ...release.HookEvent) error {
+func (r *run) checkHookOwners(ctx context.Context, mapper meta.RESTMapper, s *guard.Scoper, rel *release.Release,
+	events ...release.HookEvent) error {
 	if r.guard.OwnerMark() == "" || len(rel.Hooks) == 0 {
 		return nil
 	}
@@ -136,7 +138,8 @@ func (r *run) deleteKeptHooks(ctx context.Context, mapper meta.RESTMapper, rel *
 	background := metav1.DeletePropagationBackground
 	for _, o := range owned {
 		uid := o.meta.GetUID()
-		err := o.resource.Delete(ctx, o.meta.GetName(), metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := o.resource.Delete(ctx, o.meta.GetName(), metav1.DeleteOptions{PropagationPolicy: &background,
+			Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting the kept hook %s/%s: %w", o.meta.GetObjectKind().GroupVersionKind().Kind, o.meta.GetName(), err)
 		}
@@ -165,7 +168,8 @@ func (r *run) heldBy(ctx context.Context, mapper meta.RESTMapper, err error) err
 	for i, v := range vs {
 		held[i] = v.Kind + " " + strconv.Quote(v.Name) + ": " + v.Why
 	}
-	return fmt.Errorf("%w; held by another release (a releaseName with the CR's namespace keeps each CR's own): %s", err, strings.Join(held, "; "))
+	return fmt.Errorf("%w; held by another release (a releaseName with the CR's namespace keeps each CR's own): %s", err, strings.Join(held,
+		"; "))
 }
 
 // references resolves, as the run's identity, what the release's objects name and it does
@@ -222,7 +226,8 @@ func (r *run) beforeUninstall(ctx context.Context, mapper meta.RESTMapper, rel *
 func (r *run) releaseAggregation(ctx context.Context, mapper meta.RESTMapper, rel *release.Release) error {
 	var aggregating []*unstructured.Unstructured
 	err := guard.EachObject([]byte(rel.Manifest), func(o *unstructured.Unstructured) error {
-		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}) && o.Object["aggregationRule"] != nil {
+		clusterRole := schema.GroupKind{Group: rbacv1.GroupName, Kind: "ClusterRole"}
+		if o.GroupVersionKind().GroupKind() == clusterRole && o.Object["aggregationRule"] != nil {
 			aggregating = append(aggregating, o)
 		}
 		return nil
@@ -237,7 +242,8 @@ func (r *run) releaseAggregation(ctx context.Context, mapper meta.RESTMapper, re
 	for _, o := range owned {
 		// No rules, so that the API server's escalation check asks for nothing.
 		patch := []byte(`{"aggregationRule":null,"rules":[]}`)
-		if _, err := o.resource.Patch(ctx, o.meta.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); client.IgnoreNotFound(err) != nil {
+		if _, err := o.resource.Patch(ctx, o.meta.GetName(), types.MergePatchType, patch,
+			metav1.PatchOptions{}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("releasing the aggregation of ClusterRole %s before the uninstall: %w", o.meta.GetName(), err)
 		}
 	}

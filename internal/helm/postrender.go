@@ -52,7 +52,8 @@ type postRenderer struct {
 // manifests' documents written again after its hooks' documents, untouched. Helm's action
 // sorts them again into the same manifests and hooks, in the same order. A nil p leaves the
 // files as they are.
-func (p *postRenderer) renderFiles(files map[string]string, manifests []releaseutil.Manifest, hooks []*release.Hook) (map[string]string, error) {
+func (p *postRenderer) renderFiles(files map[string]string, manifests []releaseutil.Manifest, hooks []*release.Hook) (map[string]string,
+	error) {
 	if p == nil {
 		return files, nil
 	}

@@ -37,7 +37,8 @@ import (
 // where the render's lookups go; without it they find nothing. refs resolves what the
 // release's objects name that it does not make (nil: nothing is) after the chart's own names
 // (own, chartrefs.go; nil: none are).
-func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions, caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, own *chartOwn, post *postRenderer) (*chart.Chart, error) {
+func renderChart(ctx context.Context, pool *render.Pool, mapper meta.RESTMapper, req *Request, opts common.ReleaseOptions,
+	caps *common.Capabilities, up *render.Upstream, refs guard.ReferenceReader, own *chartOwn, post *postRenderer) (*chart.Chart, error) {
 	limits := req.Scope.Limits
 	job := &render.Job{Chart: render.TreeOf(req.Chart), Values: req.Values, ReleaseOptions: opts, Caps: caps,
 		Lookups: up != nil, Post: req.Scope.Post, MaxBytes: 2 * limits.manifestBytes()}
@@ -162,7 +163,8 @@ func Render(req *Request, mapper meta.RESTMapper, caps *common.Capabilities) (*v
 }
 
 // renderOffline renders as Render does; cache keeps the chart's own names (nil: not kept).
-func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities, cache *chartOwnCache) (*release.Release, error) {
+func renderOffline(ctx context.Context, pool *render.Pool, req *Request, mapper meta.RESTMapper, caps *common.Capabilities,
+	cache *chartOwnCache) (*release.Release, error) {
 	// The capabilities a client-only install renders with.
 	rc := common.DefaultCapabilities.Copy()
 	if caps != nil {

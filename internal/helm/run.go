@@ -58,11 +58,13 @@ func (r *run) settle(name string, err error) {
 	}
 	marked, err := records.SupersedeOlder(r.conf.Releases, name)
 	if err != nil {
-		r.log.Error(err, "an update of the release's records failed during the action; its older deployed revisions are left for the next pass", "release", name)
+		r.log.Error(err, "an update of the release's records failed during the action; its older deployed revisions are left for the next pass",
+			"release", name)
 		return
 	}
 	if len(marked) > 0 {
-		r.log.Info("an update of the release's records failed during the action; marked its older deployed revisions superseded", "release", name, "revisions", marked)
+		r.log.Info("an update of the release's records failed during the action; marked its older deployed revisions superseded", "release",
+			name, "revisions", marked)
 	}
 }
 

@@ -85,7 +85,8 @@ var errUnmapped = errors.New("no mapping")
 
 // metadataReader reads the metadata of objects as the scope's identity: nil and no error for an
 // object that does not exist, errUnmapped for one of a kind the mapper does not know.
-func (c *Client) metadataReader(s Scope) (func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error), error) {
+func (c *Client) metadataReader(s Scope) (func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error),
+	error) {
 	mc, err := metadata.NewForConfig(c.restConfig(s))
 	if err != nil {
 		return nil, err

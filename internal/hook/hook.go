@@ -66,7 +66,8 @@ type PostRelease interface {
 type PostReleaseFunc func(ctx context.Context, obj *unstructured.Unstructured, rel *Release, c client.Reader) (time.Duration, error)
 
 // PostRelease implements PostRelease.
-func (f PostReleaseFunc) PostRelease(ctx context.Context, obj *unstructured.Unstructured, rel *Release, c client.Reader) (time.Duration, error) {
+func (f PostReleaseFunc) PostRelease(ctx context.Context, obj *unstructured.Unstructured, rel *Release, c client.Reader) (time.Duration,
+	error) {
 	return f(ctx, obj, rel, c)
 }
 

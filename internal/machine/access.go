@@ -11,6 +11,7 @@ type AccessError struct {
 }
 
 func (e *AccessError) Error() string {
-	return fmt.Sprintf("rudder may not %s: grant it in its ClusterRole (config/rbac/role.yaml) so that it can watch and restore what the chart renders",
+	return fmt.Sprintf("rudder may not %s: grant it in its ClusterRole (config/rbac/role.yaml) so that it can watch and restore what the "+
+		"chart renders",
 		strings.Join(e.Denied, "; "))
 }

@@ -65,7 +65,8 @@ func (ac *actor) act(ctx context.Context) *outcome {
 			return o
 		}
 	}
-	o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: more than %d actions in one pass", ac.relName, maxSteps)})
+	o.endOn(result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: more than %d actions in one pass",
+		ac.relName, maxSteps)})
 	return o
 }
 
@@ -75,7 +76,8 @@ func (ac *actor) act(ctx context.Context) *outcome {
 func (ac *actor) take(ctx context.Context, c plan.Choice, obs observed, o *outcome) result {
 	a, ok := ac.runner(c, o)
 	if !ok {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", ac.relName, c.Action)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q", ac.relName,
+			c.Action)}
 	}
 	switch r := a.(type) {
 	case install:
@@ -182,7 +184,8 @@ func (ac *actor) env() *env {
 	if ac.ev != nil {
 		return ac.ev
 	}
-	e := &env{mapper: ac.w.Mapper, helm: ac.w.Helm, scope: ac.scope, release: ac.relName, key: ac.key, kind: ac.w.gvk().Kind, gen: ac.gen, want: ac.want,
+	e := &env{mapper: ac.w.Mapper, helm: ac.w.Helm, scope: ac.scope, release: ac.relName, key: ac.key, kind: ac.w.gvk().Kind, gen: ac.gen,
+		want:  ac.want,
 		watch: ac.w.Watch, clock: ac.w.Clock, log: ac.log, live: ac.w.Live, carriedKeys: ac.w.Carried, carried: ac.carried(),
 		memory: ac.w.Memory}
 	if held, ok := ac.heldBackFailure(); ok {

@@ -40,7 +40,8 @@ func (en *ending) result(ctx context.Context, how plan.Ending, obs observed, s p
 	if last := o.last(); last != nil {
 		return last.result
 	}
-	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: the pass ended with nothing to report", en.relName)}
+	return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: the pass ended with nothing to report",
+		en.relName)}
 }
 
 // hold ends a pass a pre-release hook holds: no action, the objects of the newest revision
@@ -199,7 +200,8 @@ func (en *ending) conflict(rel *release.Release) result {
 	} else {
 		owner = fmt.Sprintf("another %s (uid %s)", owner, rel.Labels[records.LabelOwnerUID])
 	}
-	msg := fmt.Sprintf("release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one of them (watches.yaml releaseName) or remove that release",
+	msg := fmt.Sprintf("release %q in namespace %s belongs to %s; rudder never takes over a release it did not make for this CR: rename one "+
+		"of them (watches.yaml releaseName) or remove that release",
 		en.relName, en.key.Namespace, owner)
 	if p := en.proof; p != nil && p.Why != "" && rel.Labels[records.LabelOwnerUID] == "" {
 		msg = fmt.Sprintf("release %q in namespace %s was made by something other than rudder, and does not prove it is this CR's: %s; "+
@@ -227,7 +229,8 @@ func (en *ending) retryLater(o *outcome) result {
 	wait := max(en.retryIn(f), time.Second)
 	n, retries := failures(f), en.w.Watch.Policies().Retries()
 	msg := fmt.Sprintf("chart %s with values %s failed %d of at most %d times (remediation.retries %d); trying again in %s: %s",
-		records.DisplayDigest(en.want.ChartDigest), records.DisplayDigest(en.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second), f.failed.Message)
+		records.DisplayDigest(en.want.ChartDigest), records.DisplayDigest(en.want.ValuesDigest), n, retries+1, retries, wait.Round(time.Second),
+		f.failed.Message)
 	res := result{verdict: blocked, phase: phaseRetrying, reason: rstatus.ReasonRetryScheduled, message: msg, requeue: wait,
 		record: record{failed: f}}
 	if c := en.cond(rstatus.TypeReleased); o.released == nil && (c == nil || c.Status != metav1.ConditionFalse) {

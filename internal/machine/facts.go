@@ -47,7 +47,8 @@ func (ob *observation) factsOf(h *records.Head) (records.Facts, string) {
 
 // failureFact is the fact of a failure as status.release.failed reports it.
 func failureFact(x rstatus.FailedRelease) *records.Failure {
-	f := &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason), Count: failures(&failure{failed: x})}
+	f := &records.Failure{ChartDigest: x.ChartDigest, ValuesDigest: x.ValuesDigest, Cause: records.Cause(x.Reason),
+		Count: failures(&failure{failed: x})}
 	if x.LastFailure != nil {
 		f.At = x.LastFailure.Time
 	}
@@ -69,7 +70,8 @@ func (ob *observation) heldBackFailure() (*failure, bool) {
 	}
 	if msg := ob.known.message; msg != "" {
 		held.failed.Message = msg
-	} else if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest && st.Failed.ValuesDigest == f.ValuesDigest {
+	} else if st := ob.read.Release; st != nil && st.Failed != nil && st.Failed.ChartDigest == f.ChartDigest &&
+		st.Failed.ValuesDigest == f.ValuesDigest {
 		held.failed.Message = st.Failed.Message
 		if st.Failed.LastFailure != nil && st.Failed.LastFailure.Unix() == f.At.Unix() {
 			held.failed.LastFailure = st.Failed.LastFailure
@@ -196,8 +198,10 @@ func (ob *observation) testedFromRecord(ctx context.Context, h *records.Head) (*
 	}
 	if h.Tested() == records.TestSucceeded {
 		return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
-			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says", h.Revision)}
+			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says",
+				h.Revision)}
 	}
 	return &rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
-		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says", h.Revision)}
+		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says",
+			h.Revision)}
 }

@@ -30,7 +30,8 @@ func (a install) run(ctx context.Context, e *env, obs observed) result {
 	switch {
 	case errors.Is(err, helm.ErrNameInUse) && !obs.assumed:
 		// Created since storage was read: decide again in a pass of its own.
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, notes: pre, err: fmt.Errorf("installing %s: %w", e.release, helm.ErrNameInUse)}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, notes: pre, err: fmt.Errorf("installing %s: %w", e.release,
+			helm.ErrNameInUse)}
 	case errors.Is(err, helm.ErrNameInUse):
 		// Nothing was written. The name is taken after all (the cache is behind, or the
 		// release is not rudder's): the pass decides again from storage.
@@ -41,7 +42,8 @@ func (a install) run(ctx context.Context, e *env, obs observed) result {
 		res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callFailed
 		return res
 	}
-	res := e.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version, req.Description))
+	res := e.madeRevision(req, rel, rstatus.ReasonInstallSucceeded, "Install", fmt.Sprintf("installed revision %d of %s", rel.Version,
+		req.Description))
 	res.notes, res.call = append(append(pre, requestNotes(req)...), res.notes...), callOK
 	return res
 }
@@ -57,7 +59,8 @@ func (removeFailedInstall) name() plan.Action { return plan.RemoveFailed }
 func (removeFailedInstall) run(ctx context.Context, e *env, _ observed) result {
 	kept, err := e.helm.KeepFailed(ctx, e.scope, e.release, e.watch.Policies().HistoryLimit())
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", e.release,
+			err), call: callFailed}
 	}
 	after := &observed{state: records.StateAbsent}
 	if kept != nil {
@@ -75,7 +78,8 @@ func (finishUninstall) name() plan.Action { return plan.FinishUninstall }
 
 func (finishUninstall) run(ctx context.Context, e *env, _ observed) result {
 	if err := e.helm.Uninstall(ctx, e.scope, e.release, "rudder: finishing an uninstall before installing again"); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", e.release,
+			err), call: callFailed}
 	}
 	return result{verdict: succeeded, after: &observed{state: records.StateAbsent}, call: callOK}
 }

@@ -194,7 +194,8 @@ func (m *Memory) markVerified(key types.NamespacedName, uid types.UID) {
 // keeps, per CR, only the identity of the newest revision's objects (apiVersion, kind,
 // namespace, name: what readiness and the dependent watches need), not the objects: drift
 // re-apply, which needs them whole, reads the revision again.
-func (m *Memory) manifestObjects(key types.NamespacedName, rel *release.Release, whole bool, mapper meta.RESTMapper) ([]*unstructured.Unstructured, error) {
+func (m *Memory) manifestObjects(key types.NamespacedName, rel *release.Release, whole bool,
+	mapper meta.RESTMapper) ([]*unstructured.Unstructured, error) {
 	parse := helm.ParseIdentities
 	if whole {
 		parse = helm.ParseManifest

@@ -16,7 +16,9 @@ var (
 	}, []string{"gvk", "namespace", "name", "state"})
 	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_release_actions_total",
-		Help: "Release actions by kind, action (install, upgrade, rollback, rollback-to, test, unlock, supersede, adopt, adopt-release, reapply, remove-failed-install, finish-uninstall, uninstall, let-go) and result (ok, failed); an action that found nothing to do is not counted.",
+		Help: "Release actions by kind, action (install, upgrade, rollback, rollback-to, test, unlock, supersede, adopt, adopt-release, " +
+			"reapply, remove-failed-install, finish-uninstall, uninstall, let-go) and result (ok, failed); an action that found nothing to do is " +
+			"not counted.",
 	}, []string{"gvk", "action", "result"})
 	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_status_writes_total",

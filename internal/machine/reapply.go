@@ -89,14 +89,16 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 // driftedCondition is Drifted as a look at revision's objects in warn mode found them.
 func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 	if len(drifted) == 0 {
-		return &condition{metav1.ConditionFalse, rstatus.ReasonNoDrift, fmt.Sprintf("revision %d: the objects have every field the manifest sets", revision)}
+		return &condition{metav1.ConditionFalse, rstatus.ReasonNoDrift,
+			fmt.Sprintf("revision %d: the objects have every field the manifest sets", revision)}
 	}
 	parts := make([]string, len(drifted))
 	for i, d := range drifted {
 		parts[i] = d.String()
 	}
-	return &condition{metav1.ConditionTrue, rstatus.ReasonDriftDetected, fmt.Sprintf("revision %d: %s differ from the manifest; not restored (driftDetection.mode is warn)",
-		revision, strings.Join(parts, "; "))}
+	return &condition{metav1.ConditionTrue, rstatus.ReasonDriftDetected,
+		fmt.Sprintf("revision %d: %s differ from the manifest; not restored (driftDetection.mode is warn)",
+			revision, strings.Join(parts, "; "))}
 }
 
 // wholeObjects are the head revision's objects as its manifest has them, and whether the

@@ -27,7 +27,8 @@ func (unlock) run(ctx context.Context, e *env, obs observed) result {
 	prev := obs.rel.Status
 	rel, unlocked, err := e.helm.Unlock(ctx, e.scope, obs.rel)
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err),
+			call: callFailed}
 	}
 	h := records.HeadOf(rel)
 	res := result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)}, call: callOK}
@@ -40,7 +41,8 @@ func (unlock) run(ctx context.Context, e *env, obs observed) result {
 		// The upgrade had completed but for its last write (records.Unlock): the pass goes on
 		// from the deployed revision, as after the upgrade itself.
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonUnlocked, "Unlock", fmt.Sprintf(
-			"revision %d was left %s, although its upgrade had completed (the revision it replaced was marked superseded; the last write was lost); marked deployed",
+			"revision %d was left %s, although its upgrade had completed (the revision it replaced was marked superseded; the last write was "+
+				"lost); marked deployed",
 			rel.Version, prev)}}
 		return res
 	}
@@ -69,7 +71,8 @@ func (supersede) run(ctx context.Context, e *env, obs observed) result {
 	if len(marked) > 0 {
 		res.call = callOK
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonSuperseded, "Supersede", fmt.Sprintf(
-			"revisions %v were still marked deployed next to revision %d (an update of their records was lost while they were replaced); marked superseded",
+			"revisions %v were still marked deployed next to revision %d (an update of their records was lost while they were replaced); marked "+
+				"superseded",
 			marked, obs.head.Revision)}}
 	}
 	return res
@@ -87,7 +90,8 @@ func (adopt) name() plan.Action { return plan.Adopt }
 func (adopt) run(ctx context.Context, e *env, obs observed) result {
 	keys, want := e.carriedKeys, e.carried
 	if err := e.helm.Relabel(ctx, e.scope, e.release, keys, want); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err),
+			call: callFailed}
 	}
 	// The objects a record names are relabelled under the same rules as every action: within
 	// the confinement, and (through the writer's guard) only those the release made.
@@ -102,11 +106,13 @@ func (adopt) run(ctx context.Context, e *env, obs observed) result {
 		}
 	}
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting the objects of release %s: %w", e.release,
+			err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &obs, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt", fmt.Sprintf(
-		"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
-		e.release, len(objs), DescribeLabels(keys, want))}}}
+	return result{verdict: succeeded, after: &obs, call: callOK, notes: []note{{corev1.EventTypeNormal, rstatus.ReasonAdopted, "Adopt",
+		fmt.Sprintf(
+			"release %s (its records and %d objects) adopted by the shard serving %s: no uninstall, no new revision",
+			e.release, len(objs), DescribeLabels(keys, want))}}}
 }
 
 // adoptRelease takes over a release of the CR's name that another Helm operator (operator-sdk's
@@ -139,7 +145,8 @@ func (a adoptRelease) run(ctx context.Context, e *env, _ observed) result {
 		records.LabelValuesDigest: valuesDigest,
 	}
 	if err := e.helm.AdoptForeign(ctx, e.scope, e.release, a.proof, labels); err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err),
+			call: callFailed}
 	}
 	then := "its chart and values are the CR's: no new revision"
 	if chartDigest != e.want.ChartDigest || valuesDigest != e.want.ValuesDigest {

@@ -10,13 +10,14 @@ import (
 )
 
 // Retries (a watch's remediation.retries): a failed install or upgrade of a (chart, values) is
-// tried again after an exponential back-off, until it has failed retries+1 times in a row;
-// then it is held back, Stalled, like a failure without retries. The count and the time of
-// the last failure are among the release's facts (facts.go; status.release.failed reports
-// them), so a restart neither forgets nor repeats a retry, and every retry is one install or upgrade (with its remedy: the removal of a failed
-// install, the rollback of a failed upgrade), never a loop. In the plan a retry is two facts
-// of the situation: a failure with retries left ends the pass waiting (plan.EndRetrying) instead
-// of held back, and a retry that is due lets the pair go for one more try.
+// tried again after an exponential back-off, until it has failed retries+1 times in a row; then
+// it is held back, Stalled, like a failure without retries. The count and the time of the last
+// failure are among the release's facts (facts.go; status.release.failed reports them), so a
+// restart neither forgets nor repeats a retry, and every retry is one install or upgrade (with
+// its remedy: the removal of a failed install, the rollback of a failed upgrade), never a loop.
+// In the plan a retry is two facts of the situation: a failure with retries left ends the pass
+// waiting (plan.EndRetrying) instead of held back, and a retry that is due lets the pair go for
+// one more try.
 
 // retryBase and retryCap bound the back-off: retryBase after the first failure, doubling after
 // each, never more than retryCap.

@@ -42,14 +42,17 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
 			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
 				fmt.Sprintf("rolling back %s to revision %d: %v", e.release, a.to, err)}),
-			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg, a.to, err)}}
+			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg,
+				a.to, err)}}
 	}
 	now, err := e.helm.Last(ctx, e.scope, e.release)
 	if err != nil || now == nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err), call: callOK}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err),
+			call: callOK}
 	}
 	h := records.HeadOf(now)
-	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h, e.want)},
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h,
+		e.want)},
 		record: record{revision: &revisionRecord{number: now.Version, chart: now.Chart.Ref(), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
@@ -78,7 +81,8 @@ func (e *env) rollbackTo(ctx context.Context, to int, desc string) ([]note, erro
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {
 		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
-			fmt.Sprintf("replaced %s (deleted and created) in the rollback to revision %d: its update changes an immutable field (upgrade.force)", obj, to)})
+			fmt.Sprintf("replaced %s (deleted and created) in the rollback to revision %d: its update changes an immutable field (upgrade.force)",
+				obj, to)})
 	}
 	return notes, err
 }
@@ -110,8 +114,9 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 		return res
 	}
 	if target == nil || target.OwnerUID != e.want.OwnerUID {
-		return refused(rstatus.ReasonRollbackRejected, fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
-			AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
+		return refused(rstatus.ReasonRollbackRejected,
+			fmt.Sprintf("%s=%q names no revision of release %s (see helm history %s -n %s); nothing was done",
+				AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
 	replaced, err := e.rollbackTo(ctx, to, desc)
@@ -121,7 +126,8 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 			return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, notes: replaced, call: callFailed,
 				err: fmt.Errorf("rolling back %s to revision %d: %w", e.release, to, err)}
 		}
-		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", e.release, to, AnnotationRollbackTo, err))
+		res := refused(rstatus.ReasonRollbackFailed, fmt.Sprintf("rolling back %s to revision %d as %s asks: %v", e.release, to,
+			AnnotationRollbackTo, err))
 		res.notes, res.call = append(replaced, res.notes...), callFailed
 		return res
 	}
@@ -150,7 +156,8 @@ func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
 	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
 	replaced, err := e.rollbackTo(ctx, a.to, desc)
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release, a.to, err), call: callFailed,
+		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release,
+			a.to, err), call: callFailed,
 			notes: replaced}
 	}
 	msg := fmt.Sprintf("rolled back to revision %d: rollout %s halted (onHalt rollback)", a.to, name)

@@ -79,9 +79,11 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 		return pin{}, err
 	}
 	if h == nil || h.OwnerUID != ob.want.OwnerUID || h.ChartDigest == "" {
-		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release has no earlier chart to keep: it gets the watch's chart"}}, nil
+		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
+			"the release has no earlier chart to keep: it gets the watch's chart"}}, nil
 	}
-	current := pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent, "the release is on the watch's chart " + records.DisplayDigest(to)}}
+	current := pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
+		"the release is on the watch's chart " + records.DisplayDigest(to)}}
 	if h.ChartDigest == to && !ob.w.Watch.Rollout.RollsBack() {
 		return current, nil // only a halt with onHalt rollback moves such a CR
 	}
@@ -93,7 +95,8 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 		// Rollouts start once the kind is served (the wiring sets the coordinator up then);
 		// meanwhile a chart edit waits as for a rollout that has not started.
 		return pin{digest: h.ChartDigest, cond: &condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting,
-			fmt.Sprintf("the API server does not serve rudder's Rollout kind (%s: apply config/crd): the release stays on chart %s until it does, then rolls out to %s",
+			fmt.Sprintf("the API server does not serve rudder's Rollout kind (%s: apply config/crd): the release stays on chart %s until it does, "+
+				"then rolls out to %s",
 				rolloutv1.GroupVersion.WithKind("Rollout"), records.DisplayDigest(h.ChartDigest), records.DisplayDigest(to))}}, nil
 	case err != nil:
 		return pin{}, err
@@ -106,7 +109,8 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 			}
 			if back == 0 {
 				return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutKept,
-					fmt.Sprintf("rollout %s halted (onHalt rollback), but the release has no revision of an earlier chart: it stays on %s", ro.Name, records.DisplayDigest(to))}}, nil
+					fmt.Sprintf("rollout %s halted (onHalt rollback), but the release has no revision of an earlier chart: it stays on %s", ro.Name,
+						records.DisplayDigest(to))}}, nil
 			}
 			return pin{back: back, cond: &condition{metav1.ConditionFalse, rstatus.ReasonRolloutHalted,
 				fmt.Sprintf("rollout %s halted (onHalt rollback): the release goes back to revision %d, of an earlier chart", ro.Name, back)}}, nil
@@ -118,19 +122,28 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
 			fmt.Sprintf("rollout %s (wave %d) moves the release to chart %s", ro.Name, ro.Status.Wave, records.DisplayDigest(to))}}, nil
 	}
-	keep := records.DisplayDigest(h.ChartDigest)
-	var c condition
+	c := keptOn(ro, held, records.DisplayDigest(h.ChartDigest), records.DisplayDigest(to))
+	return pin{digest: h.ChartDigest, cond: &c}, nil
+}
+
+// keptOn is the condition of a release kept on chart keep while the watch's is to: held by
+// the CR's annotation, waiting for rollout ro (nil: none started), or halted with it.
+func keptOn(ro *rolloutv1.Rollout, held bool, keep, to string) condition {
 	switch {
 	case held:
-		c = condition{metav1.ConditionFalse, rstatus.ReasonRolloutHeld, fmt.Sprintf("%s=true keeps the release on chart %s; the watch's chart is %s", AnnotationRolloutHold, keep, records.DisplayDigest(to))}
+		return condition{metav1.ConditionFalse, rstatus.ReasonRolloutHeld,
+			fmt.Sprintf("%s=true keeps the release on chart %s; the watch's chart is %s", AnnotationRolloutHold, keep, to)}
 	case ro == nil:
-		c = condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting, fmt.Sprintf("the release stays on chart %s until the rollout to %s starts", keep, records.DisplayDigest(to))}
+		return condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting,
+			fmt.Sprintf("the release stays on chart %s until the rollout to %s starts", keep, to)}
 	case ro.Status.Phase == rolloutv1.PhaseHalted || ro.Status.Phase == rolloutv1.PhaseRolledBack:
-		c = condition{metav1.ConditionFalse, rstatus.ReasonRolloutHalted, fmt.Sprintf("rollout %s is %s: the release stays on chart %s", ro.Name, ro.Status.Phase, keep)}
+		return condition{metav1.ConditionFalse, rstatus.ReasonRolloutHalted,
+			fmt.Sprintf("rollout %s is %s: the release stays on chart %s", ro.Name, ro.Status.Phase, keep)}
 	default:
-		c = condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting, fmt.Sprintf("rollout %s (%s, wave %d) has not reached this CR: the release stays on chart %s", ro.Name, ro.Status.Phase, ro.Status.Wave, keep)}
+		return condition{metav1.ConditionFalse, rstatus.ReasonRolloutWaiting,
+			fmt.Sprintf("rollout %s (%s, wave %d) has not reached this CR: the release stays on chart %s", ro.Name, ro.Status.Phase,
+				ro.Status.Wave, keep)}
 	}
-	return pin{digest: h.ChartDigest, cond: &c}, nil
 }
 
 // releaseHead is the release's newest revision (nil: none). When the cache shows none, the CR

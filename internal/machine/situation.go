@@ -56,7 +56,8 @@ func (ob *observation) situation(ctx context.Context, obs observed, o *outcome) 
 		}
 		s.Adoptable = p.Why == ""
 	}
-	if h := obs.head; ob.pin.back > 0 && h != nil && h.ChartDigest == ob.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
+	if h := obs.head; ob.pin.back > 0 && h != nil && h.ChartDigest == ob.want.ChartDigest && h.Status == release.StatusDeployed &&
+		!o.taken[plan.RolloutRollback] {
 		s.RolloutBack = ob.pin.back
 	}
 	switch {

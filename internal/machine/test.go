@@ -50,7 +50,8 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		msg += " (" + strings.Join(strings.Fields(err.Error()), " ") + ")"
 	}
 	// The release is as it was (Helm recorded how the hooks ran in its record).
-	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse, rstatus.ReasonTestFailed, msg}},
+	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse,
+		rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}, call: callFailed}
 	if e.watch.Policies().TestRollsBack() {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+e.release+": "+msg

@@ -36,10 +36,12 @@ func (letGo) name() plan.Action { return plan.LetGo }
 func (letGo) run(ctx context.Context, e *env, _ observed) result {
 	n, err := e.helm.LetGo(ctx, e.scope, e.release)
 	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("letting release %s go: %w", e.release, err), call: callFailed}
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("letting release %s go: %w", e.release, err),
+			call: callFailed}
 	}
 	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
 		notes: []note{{corev1.EventTypeNormal, "LetGo", "LetGo", fmt.Sprintf(
-			"release %s and its objects kept (%s: keep): %d objects and every revision's record no longer carry rudder's marks or an owner reference to this %s",
+			"release %s and its objects kept (%s: keep): %d objects and every revision's record no longer carry rudder's marks or an owner "+
+				"reference to this %s",
 			e.release, AnnotationOnDelete, n, e.kind)}}}
 }

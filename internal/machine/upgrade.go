@@ -29,10 +29,12 @@ func (a upgrade) run(ctx context.Context, e *env, obs observed) result {
 	rel, err := e.helm.Upgrade(ctx, req)
 	var res result
 	if err == nil {
-		res = e.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version, req.Description))
+		res = e.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version,
+			req.Description))
 		for _, obj := range req.Replaced {
 			res.notes = append(res.notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Upgrade",
-				fmt.Sprintf("replaced %s (deleted and created) in revision %d: its update changes an immutable field (upgrade.force)", obj, rel.Version)})
+				fmt.Sprintf("replaced %s (deleted and created) in revision %d: its update changes an immutable field (upgrade.force)", obj,
+					rel.Version)})
 		}
 	} else {
 		res = e.releaseFailed("Upgrade", "upgrading", rstatus.ReasonUpgradeFailed, err)

@@ -104,7 +104,8 @@ func (f Facts) Labels(version int) map[string]string {
 			l[LabelFailedAt] = strconv.FormatInt(x.At.Unix(), 10)
 		}
 	}
-	for k, v := range map[string]string{LabelRollbackToHandled: f.RollbackTo, LabelReconcileAtHandled: f.ReconcileAt, LabelResetAtHandled: f.ResetAt} {
+	for k, v := range map[string]string{LabelRollbackToHandled: f.RollbackTo, LabelReconcileAtHandled: f.ReconcileAt,
+		LabelResetAtHandled: f.ResetAt} {
 		if v != "" {
 			l[k] = v
 		}

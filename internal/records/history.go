@@ -166,7 +166,8 @@ func KeepFailed(st *storage.Storage, name string, version int, description strin
 	switch {
 	case kept(rel):
 	case rel.Info.Status != common.StatusUninstalled:
-		return nil, fmt.Errorf("revision %d of %s is %s: only a failed install whose objects were removed is kept", version, name, rel.Info.Status)
+		return nil, fmt.Errorf("revision %d of %s is %s: only a failed install whose objects were removed is kept", version, name,
+			rel.Info.Status)
 	default:
 		labels := maps.Clone(rel.Labels)
 		if labels == nil {

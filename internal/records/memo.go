@@ -12,7 +12,8 @@ import (
 )
 
 // Memo is what one pass (or one action) read and wrote of release records, by the driver's
-// namespace and identity (Driver.MemoKey) and the record's name: each record is read from the API server once, and what the pass writes is what it
+// namespace and identity (Driver.MemoKey) and the record's name: each record is read from the API server once, and what the pass writes is
+// what it
 // reads after. A pass reads the release's newest revision before it decides, then Helm's
 // upgrade asks storage for the last revision, then for the deployed one, then (with a history
 // limit) for the whole history; each query reads the same records again, and looks once more
@@ -98,7 +99,8 @@ func (m *memoSecrets) Update(ctx context.Context, s *corev1.Secret, opts metav1.
 	return out, err
 }
 
-func (m *memoSecrets) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*corev1.Secret, error) {
+func (m *memoSecrets) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions,
+	sub ...string) (*corev1.Secret, error) {
 	out, err := m.SecretInterface.Patch(ctx, name, pt, data, opts, sub...)
 	m.wrote(name, out, err, opts.DryRun)
 	return out, err

@@ -76,13 +76,15 @@ func (b boundSecrets) Delete(_ context.Context, name string, o metav1.DeleteOpti
 	return b.SecretInterface.Delete(b.ctx, name, o)
 }
 
-func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*corev1.Secret, error) {
+func (b boundSecrets) Patch(_ context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions,
+	sub ...string) (*corev1.Secret, error) {
 	return b.SecretInterface.Patch(b.ctx, name, pt, data, o, sub...)
 }
 
 // WithQueries is d answering mode's queries of namespace ns from the caches own and foreign.
 func (d *Driver) WithQueries(mode QueryMode, ns string, own, foreign client.Reader) *Driver {
-	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{}, MemoKey: d.MemoKey,
+	return &Driver{Secrets: d.Secrets, impl: d.impl, namespace: ns, mode: mode, own: own, foreign: foreign, unsure: map[string]bool{},
+		MemoKey: d.MemoKey,
 		written: d.written, writtenNS: d.writtenNS}
 }
 

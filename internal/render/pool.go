@@ -92,7 +92,8 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 	defer func(start time.Time) { observeRender(start, err) }(time.Now())
 	if p.budget != nil && limits.Memory > p.budgetBytes {
 		return nil, &ExceededError{Bound: BoundBudget, Max: p.budgetBytes,
-			What: fmt.Sprintf("the render's memory bound of %d bytes is more than the %d bytes all renders may hold at once (the pod's memory limit less rudder's own)", limits.Memory, p.budgetBytes)}
+			What: fmt.Sprintf("the render's memory bound of %d bytes is more than the %d bytes all renders may hold at once (the pod's memory "+
+				"limit less rudder's own)", limits.Memory, p.budgetBytes)}
 	}
 	if err := p.enter(ctx, job.ReleaseOptions.Namespace); err != nil {
 		return nil, err
@@ -141,7 +142,8 @@ func (p *Pool) Render(ctx context.Context, job *Job, limits Limits, up *Upstream
 	if res.OutputBytes > 0 {
 		what := fmt.Sprintf("the render wrote %d bytes, over the %d the release may render", res.OutputBytes, job.MaxBytes)
 		if res.Parsed {
-			what = fmt.Sprintf("the render's YAML parses to %d bytes (its aliases expand), over the %d the release may render", res.OutputBytes, job.MaxBytes)
+			what = fmt.Sprintf("the render's YAML parses to %d bytes (its aliases expand), over the %d the release may render", res.OutputBytes,
+				job.MaxBytes)
 		}
 		return nil, &ExceededError{Bound: BoundOutput, Max: job.MaxBytes, What: what}
 	}

@@ -162,7 +162,8 @@ func (w *process) died(err error, limits Limits) error {
 	switch {
 	case libtext.StackExceeded(msg):
 		return &ExceededError{Bound: BoundStack, Max: workerStack,
-			What: fmt.Sprintf("the render recursed past the %d-byte stack limit and was stopped (a value fed to tpl that calls tpl on itself?)", workerStack)}
+			What: fmt.Sprintf("the render recursed past the %d-byte stack limit and was stopped (a value fed to tpl that calls tpl on itself?)",
+				workerStack)}
 	case w.cmd.ProcessState != nil && w.cmd.ProcessState.ExitCode() == exitMemory,
 		libtext.OutOfMemory(msg):
 		return memoryExceeded(limits.Memory)

@@ -37,7 +37,9 @@ var Fields = []Field{
 	{"version", "required", "the CRs' version, a DNS label such as `v1alpha1`"},
 	{"kind", "required", "the CRs' kind, CamelCase"},
 	{"chart", "required", "the chart directory, relative to watches.yaml or absolute"},
-	{"overrideValues", "", "map of dotted keys to strings set on top of the spec; `$ENV`/`${ENV}` expanded at load, then a Go template with sprig and the CR as `.`, as rudder caches it (without `managedFields` and kubectl's last-applied-configuration annotation)"},
+	{"overrideValues", "",
+		"map of dotted keys to strings set on top of the spec; `$ENV`/`${ENV}` expanded at load, then a Go template with sprig and the CR as " +
+			"`.`, as rudder caches it (without `managedFields` and kubectl's last-applied-configuration annotation)"},
 	{"selector", "every CR", "a label selector: the watch serves only the CRs it matches"},
 	{"reconcilePeriod", "the manager's", "how often every CR is checked again (jittered, in steps of a twelfth of it; at least 1s)"},
 	{"maxConcurrentReconciles", "the manager's", "the kind's workers"},
@@ -46,30 +48,53 @@ var Fields = []Field{
 	{"maxHistory", strconv.Itoa(DefaultMaxHistory), "revisions Helm keeps per release (0: all)"},
 	{"rollbackOnFailure", "true", "roll a failed upgrade back to the last deployed revision"},
 	{"allowedNamespaces", "", "namespaces besides the CR's own that rendered objects may live in (`*`: any)"},
-	{"allowClusterScoped", "", "cluster-scoped kinds a chart may render (`Kind` or `Kind.group`; `CustomResourceDefinition` lets a chart's `crds/` be installed)"},
+	{"allowClusterScoped", "",
+		"cluster-scoped kinds a chart may render (`Kind` or `Kind.group`; `CustomResourceDefinition` lets a chart's `crds/` be installed)"},
 	{"allowAggregationLabels", "", "aggregation labels a Role or ClusterRole of the chart may carry or aggregate by"},
-	{"allowReads", "", "what a release may read that it did not make, by a lookup or by naming it (a Pod's Secrets, ConfigMaps and claims, an HPA's target, an Ingress's Services): `Kind`, `Kind.group`, `Kind/name` or `Kind.group/name`; `<release>` in a name stands for the release's name. What the chart's defaults name after the release needs no entry: the defaults rendered for the release's own name decide it"},
-	{"allowServiceAccounts", "", "ServiceAccounts of the CR's namespace, besides `default` and the release's own, that its Pods may run as, a token Secret may name and its bindings may bind (`*`: any); `<release>` in a name stands for the release's name, and for what the chart's defaults name after it"},
+	{"allowReads", "", "what a release may read that it did not make, by a lookup or by naming it (a Pod's Secrets, ConfigMaps and claims, " +
+		"an HPA's target, an Ingress's Services): `Kind`, `Kind.group`, `Kind/name` or `Kind.group/name`; `<release>` in a name stands for the " +
+		"release's name. What the chart's defaults name after the release needs no entry: the defaults rendered for the release's own name " +
+		"decide it"},
+	{"allowServiceAccounts", "",
+		"ServiceAccounts of the CR's namespace, besides `default` and the release's own, that its Pods may run as, a token Secret may name and " +
+			"its bindings may bind (`*`: any); `<release>` in a name stands for the release's name, and for what the chart's defaults " +
+			"name after it"},
 	{"allowSubjects", "", "other binding subjects a release may bind: `{kind: User|Group|ServiceAccount, name, namespace}`"},
-	{"allowRoles", "", "existing roles a release's bindings may bind, besides those it makes: `ClusterRole/name` or `Role/name`; `<release>` in a name stands for the release's name, and for what the chart's defaults name after it"},
-	{"allowRules", "", "what the Roles and ClusterRoles a release makes may grant: RBAC rules (`apiGroups`, `resources`, `resourceNames`, `nonResourceURLs`, `verbs`) that must cover each of theirs"},
-	{"podSecurity", guard.DefaultPodSecurity, "the Pod Security Standards level (`privileged`, `baseline`, `restricted`) every pod template of a release is held to, hooks included"},
+	{"allowRoles", "", "existing roles a release's bindings may bind, besides those it makes: `ClusterRole/name` or `Role/name`; " +
+		"`<release>` in a name stands for the release's name, and for what the chart's defaults name after it"},
+	{"allowRules", "", "what the Roles and ClusterRoles a release makes may grant: RBAC rules (`apiGroups`, `resources`, `resourceNames`, " +
+		"`nonResourceURLs`, `verbs`) that must cover each of theirs"},
+	{"podSecurity", guard.DefaultPodSecurity,
+		"the Pod Security Standards level (`privileged`, `baseline`, `restricted`) every pod template of a release is held to, hooks included"},
 	{"allowExternalIPs", "false", "let a release's Services set `externalIPs` (which take that address's traffic cluster-wide)"},
-	{"checkValues", "", "values every CR of the kind gives at least: the chart is linted with them on top of its defaults when it loads, so that a chart whose schema requires a value without a default loads (`rudder scaffold` writes what it was given with `--set` and `--values`; watches sharing a chart share theirs, merged in order)"},
-	{"postRenderers", "", "`kustomize: {patches: [{patch, target: {group, version, kind, name, namespace, labelSelector, annotationSelector}}], images: [{name, newName, newTag, digest}]}` and `hooks` (see \"Customizing a public chart\")"},
+	{"checkValues", "", "values every CR of the kind gives at least: the chart is linted with them on top of its defaults when it loads, so " +
+		"that a chart whose schema requires a value without a default loads (`rudder scaffold` writes what it was given with `--set` and " +
+		"`--values`; watches sharing a chart share theirs, merged in order)"},
+	{"postRenderers", "",
+		"`kustomize: {patches: [{patch, target: {group, version, kind, name, namespace, labelSelector, annotationSelector}}], images: [{name, " +
+			"newName, newTag, digest}]}` and `hooks` (see \"Customizing a public chart\")"},
 	{"commonMetadata", "", "`labels` and `annotations` put on every object, hooks included (see \"Customizing a public chart\")"},
-	{"healthChecks", "", "`apiVersion`, `kind`, `current`, `inProgress`, `failed`: CEL that judges the kinds kstatus cannot (see \"Customizing a public chart\")"},
+	{"healthChecks", "", "`apiVersion`, `kind`, `current`, `inProgress`, `failed`: CEL that judges the kinds kstatus cannot (see " +
+		"\"Customizing a public chart\")"},
 	{"limits", "", "the bounds of each release, below (see \"Security model\")"},
 	{"test", "", "`enable`, `timeout`, `onFailure: report|rollback`: the chart's tests after each install and upgrade (see \"How it works\")"},
-	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps (see \"How it works\")"},
+	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps (see \"How it " +
+		"works\")"},
 	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` (see \"Day-2 operations\")"},
 	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` (see \"Day-2 operations\")"},
-	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `helm` (see \"Helm 4 and Helm 3\"); `takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release (see \"Moving to rudder\")"},
-	{"wait", "hooks only", "`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready (see \"Day-2 operations\")"},
-	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\"); `serverSideApply: auto|true|false`, `forceConflicts` (see \"Helm 4 and Helm 3\")"},
+	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `helm` (see \"Helm 4 and Helm 3\"); " +
+		"`takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release (see " +
+		"\"Moving to rudder\")"},
+	{"wait", "hooks only",
+		"`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready (see \"Day-2 operations\")"},
+	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\"); `serverSideApply: " +
+		"auto|true|false`, `forceConflicts` (see \"Helm 4 and Helm 3\")"},
 	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off (see \"Day-2 operations\")"},
-	{"rollout", "every CR at once", "`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},
-	{"serviceAccountName", "rudder's `--default-service-account`", "the ServiceAccount of the CR's namespace that every request for its release impersonates (see \"Multi-tenancy\")"},
+	{"rollout", "every CR at once",
+		"`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart " +
+			"edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},
+	{"serviceAccountName", "rudder's `--default-service-account`",
+		"the ServiceAccount of the CR's namespace that every request for its release impersonates (see \"Multi-tenancy\")"},
 }
 
 // LimitField is one key of a watch's limits.
@@ -97,18 +122,23 @@ var LimitFields = []LimitField{
 		func(l *Limits) error { return positiveQuantity(l.MaxManifestBytes) }},
 	{helm.LimitRenderTimeout, duration(helm.DefaultRenderTimeout), "one render of the chart",
 		func(l *Limits) error { return positiveDuration(l.RenderTimeout) }},
-	{helm.LimitRenderMemory, quantity(helm.DefaultRenderMemory), "a render worker's memory while it renders (the stack is held to 64 MiB); the renders running at once share rudder's `--render-memory-budget`",
+	{helm.LimitRenderMemory, quantity(helm.DefaultRenderMemory),
+		"a render worker's memory while it renders (the stack is held to 64 MiB); the renders running at once share rudder's " +
+			"`--render-memory-budget`",
 		func(l *Limits) error {
 			if l.RenderMemory != nil && l.RenderMemory.Value() < MinRenderMemory {
 				return fmt.Errorf("%s is below the %s a render worker needs", l.RenderMemory, quantity(MinRenderMemory))
 			}
 			return nil
 		}},
-	{guard.LimitLookups, strconv.Itoa(guard.DefaultMaxLookups), "lookups one render makes (public charts make a few: their own Secrets, a PVC, their CRDs)",
+	{guard.LimitLookups, strconv.Itoa(guard.DefaultMaxLookups),
+		"lookups one render makes (public charts make a few: their own Secrets, a PVC, their CRDs)",
 		func(l *Limits) error { return notNegative(l.MaxLookups) }},
-	{helm.LimitActionTimeout, duration(helm.DefaultActionTimeout) + " (Helm's `--timeout`)", "how long one Helm action waits for its hooks, uninstall included",
+	{helm.LimitActionTimeout, duration(helm.DefaultActionTimeout) + " (Helm's `--timeout`)",
+		"how long one Helm action waits for its hooks, uninstall included",
 		func(l *Limits) error { return positiveDuration(l.ActionTimeout) }},
-	{"maxActionsPerNamespace", "the kind's workers", "Helm actions the CRs of one namespace run at once; the others wait their turn (`Reconciling=True`, reason `Queued`) holding no worker",
+	{"maxActionsPerNamespace", "the kind's workers",
+		"Helm actions the CRs of one namespace run at once; the others wait their turn (`Reconciling=True`, reason `Queued`) holding no worker",
 		func(l *Limits) error { return notNegative(l.MaxActionsPerNamespace) }},
 }
 

@@ -67,7 +67,8 @@ func (w loading) checkIdentities() error {
 		case s.Name == "":
 			return fmt.Errorf("allowSubjects[%d].name: empty", i)
 		case s.Kind == rbacv1.ServiceAccountKind && s.Namespace == "":
-			return fmt.Errorf("allowSubjects[%d].namespace: a ServiceAccount subject names its namespace (those of the CR's namespace go in allowServiceAccounts)", i)
+			return fmt.Errorf("allowSubjects[%d].namespace: a ServiceAccount subject names its namespace (those of the CR's namespace go in "+
+				"allowServiceAccounts)", i)
 		}
 	}
 	return nil

@@ -73,7 +73,8 @@ func (w loading) checkCRDs() error {
 	case "", helm.CRDsSkip:
 	case helm.CRDsCreate, helm.CRDsCreateReplace:
 		if !w.Policies().AllowsCRDs() {
-			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch allows them", c.Upgrade)
+			return fmt.Errorf("crds.upgrade: %s needs allowClusterScoped to name CustomResourceDefinition: crds/ are applied only where the watch "+
+				"allows them", c.Upgrade)
 		}
 	default:
 		return fmt.Errorf("crds.upgrade: %q must be %s, %s or %s", c.Upgrade, helm.CRDsSkip, helm.CRDsCreate, helm.CRDsCreateReplace)

@@ -23,9 +23,11 @@ const DefaultHealthTimeout = 5 * time.Minute
 func movesMore(i int, prev, wv Wave) error {
 	switch {
 	case wv.Count > 0 && prev.Count >= wv.Count:
-		return fmt.Errorf("rollout.waves[%d].count: %d moves no CR that the waves before it do not (count %d): a count is of the waves so far, in all", i, wv.Count, prev.Count)
+		return fmt.Errorf("rollout.waves[%d].count: %d moves no CR that the waves before it do not (count %d): a count is of the waves so far, "+
+			"in all", i, wv.Count, prev.Count)
 	case wv.Percent > 0 && prev.Percent >= wv.Percent:
-		return fmt.Errorf("rollout.waves[%d].percent: %d moves no CR that the waves before it do not (percent %d): a percent is of the waves so far, in all", i, wv.Percent, prev.Percent)
+		return fmt.Errorf("rollout.waves[%d].percent: %d moves no CR that the waves before it do not (percent %d): a percent is of the waves so "+
+			"far, in all", i, wv.Percent, prev.Percent)
 	}
 	return nil
 }

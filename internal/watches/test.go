@@ -32,7 +32,8 @@ func (w loading) checkTest() error {
 		return fmt.Errorf("test.timeout: %s must be positive", t.Timeout.Duration)
 	}
 	if bound := w.Limits.helm().Timeout(); t.Timeout.Duration > bound {
-		return fmt.Errorf("test.timeout: %s is over the action timeout (limits.actionTimeout, %s), which bounds every action", t.Timeout.Duration, bound)
+		return fmt.Errorf("test.timeout: %s is over the action timeout (limits.actionTimeout, %s), which bounds every action",
+			t.Timeout.Duration, bound)
 	}
 	return nil
 }

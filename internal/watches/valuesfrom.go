@@ -34,7 +34,8 @@ func Claims(annotation, ref string) bool { return guard.Claims(annotation, ref) 
 type UnclaimedError struct{ Source Source }
 
 func (e *UnclaimedError) Error() string {
-	return fmt.Sprintf("%s: its name comes from the CR, and its annotation %s does not name %s: a source named after a CR is read only when it says it is meant for that CR",
+	return fmt.Sprintf("%s: its name comes from the CR, and its annotation %s does not name %s: a source named after a CR is read only when "+
+		"it says it is meant for that CR",
 		e.Source, AnnotationValuesFor, e.Source.For)
 }
 

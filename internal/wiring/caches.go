@@ -47,7 +47,8 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 
 // dependentsCache is the one cache of operands (objects rudder rendered) that every watch
 // with watchDependentResources shares; nil when none has it.
-func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache, error) {
+func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache,
+	error) {
 	for _, w := range ws {
 		if !w.WatchesDependents() {
 			continue

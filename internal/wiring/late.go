@@ -129,7 +129,8 @@ func (k *kindCaches) Start(ctx context.Context) error {
 // indexes the kind and starts its controller on the running manager), then starts the cache
 // and waits for its first list. The cache is routed to before it starts, so that setup's index
 // is added to an informer that has not started.
-func (k *kindCaches) serve(ctx context.Context, gvk schema.GroupVersionKind, newCache func() (cache.Cache, error), setup func() error) error {
+func (k *kindCaches) serve(ctx context.Context, gvk schema.GroupVersionKind, newCache func() (cache.Cache, error),
+	setup func() error) error {
 	k.mu.RLock()
 	started := k.ctx
 	k.mu.RUnlock()
@@ -190,7 +191,8 @@ func (l *lateWatch) served(ctx context.Context) bool {
 func (l *lateWatch) Start(ctx context.Context) error {
 	label := l.gvk.Kind + "." + l.gvk.Group + "/" + l.gvk.Version
 	waitingForCRD.WithLabelValues(label).Set(1)
-	l.log.Info("waiting for the API server to serve a watched kind (its CRD is not established yet); serving the other kinds meanwhile", "gvk", label)
+	l.log.Info("waiting for the API server to serve a watched kind (its CRD is not established yet); serving the other kinds meanwhile",
+		"gvk", label)
 	err := wait.PollUntilContextCancel(ctx, crdPollInterval, true, func(ctx context.Context) (bool, error) {
 		return l.served(ctx), nil
 	})
@@ -244,7 +246,8 @@ func rolloutWatches(ws []*watches.Watch) bool {
 // lateRollouts starts the rollout coordinators of rs once the API server serves the Rollout
 // kind (its CRD, config/crd, is applied), as a late watched kind is served: every kind is
 // served meanwhile, and the passes of rs's CRs keep each on its release's chart, saying why.
-func lateRollouts(cfg *rest.Config, mgr manager.Manager, mapper meta.RESTMapper, caches *kindCaches, rs []*controllers.Reconciler) *lateWatch {
+func lateRollouts(cfg *rest.Config, mgr manager.Manager, mapper meta.RESTMapper, caches *kindCaches,
+	rs []*controllers.Reconciler) *lateWatch {
 	return &lateWatch{gvk: rolloutGVK, mapper: mapper, caches: caches, log: ctrl.Log.WithName("watches"), reader: mgr.GetAPIReader(),
 		newCache: func() (cache.Cache, error) {
 			return cache.New(cfg, cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
@@ -294,7 +297,8 @@ func newMapper(cfg *rest.Config) (meta.RESTMapper, error) {
 // crCaches adds to byObject how the manager's cache keeps each watch's CRs: only those of
 // its selector and of this shard. It returns the kinds not served yet (late), the Rollout
 // kind among them, which get a cache of their own once they are (see kindCaches).
-func crCaches(byObject map[client.Object]cache.ByObject, ws []*watches.Watch, shard labels.Selector, late map[schema.GroupVersionKind]bool) []schema.GroupVersionKind {
+func crCaches(byObject map[client.Object]cache.ByObject, ws []*watches.Watch, shard labels.Selector,
+	late map[schema.GroupVersionKind]bool) []schema.GroupVersionKind {
 	var lateList []schema.GroupVersionKind
 	if late[rolloutGVK] {
 		lateList = append(lateList, rolloutGVK)
@@ -316,7 +320,8 @@ func crCache(w *watches.Watch, shard labels.Selector) cache.ByObject {
 
 // lateCache makes the cache of a watch's CRs whose kind was not served at start, configured as
 // the manager's cache would have kept them.
-func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *watches.Watch, shard labels.Selector) func() (cache.Cache, error) {
+func lateCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, w *watches.Watch, shard labels.Selector) func() (cache.Cache,
+	error) {
 	return func() (cache.Cache, error) {
 		return cache.New(cfg, cache.Options{
 			HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),

@@ -95,7 +95,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 // serveWatches sets the controller of each watch of ws (its reconciler in rs) up: now, or
 // once the API server serves its kind; and the rollout coordinators once it serves the
 // Rollout kind.
-func serveWatches(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector, k served, ws []*watches.Watch, rs []*controllers.Reconciler) error {
+func serveWatches(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, shard labels.Selector, k served, ws []*watches.Watch,
+	rs []*controllers.Reconciler) error {
 	var rolloutsLater []*controllers.Reconciler
 	for i, w := range ws {
 		if w.Rollout != nil && k.late[rolloutGVK] {
@@ -184,7 +185,8 @@ func chartSource(mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch) 
 	for _, w := range ws {
 		if err := charts.Add(w.ChartPath(), watches.CheckValuesOf(ws, w.ChartPath())); err != nil {
 			// Not fatal: the other kinds are served, and this one as soon as its chart loads.
-			ctrl.Log.WithName("setup").Error(err, "the watch's chart does not load; its kind is unserved until it does (its CRs are Stalled, reason ChartInvalid)", "watch", w.String())
+			ctrl.Log.WithName("setup").Error(err,
+				"the watch's chart does not load; its kind is unserved until it does (its CRs are Stalled, reason ChartInvalid)", "watch", w.String())
 		}
 	}
 	if opts.ChartReload || opts.ChartRescan > 0 {

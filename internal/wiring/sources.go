@@ -161,7 +161,8 @@ func (s *Sources) watch(id sourceID) (*sourceWatch, kubernetes.Interface, error)
 		resource, obj = "secrets", &corev1.Secret{}
 	}
 	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), resource, id.namespace, fields.OneTermEqualSelector("metadata.name", id.name))
-	w := &sourceWatch{informer: cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{}), stop: make(chan struct{}), readers: map[machine.SourceUser]bool{}}
+	w := &sourceWatch{informer: cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{}), stop: make(chan struct{}),
+		readers: map[machine.SourceUser]bool{}}
 	_ = w.informer.SetTransform(func(o any) (any, error) {
 		if m, ok := o.(metav1.Object); ok {
 			m.SetManagedFields(nil)
@@ -175,7 +176,8 @@ func (s *Sources) watch(id sourceID) (*sourceWatch, kubernetes.Interface, error)
 		return o, nil
 	})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-		s.log.V(1).Info("watching a values source failed; retrying", "source", id.kind+" "+id.namespace+"/"+id.name, "as", userOf(id.user), "error", err.Error())
+		s.log.V(1).Info("watching a values source failed; retrying", "source", id.kind+" "+id.namespace+"/"+id.name, "as", userOf(id.user),
+			"error", err.Error())
 	})
 	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(_ any, initial bool) {

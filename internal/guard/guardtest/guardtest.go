@@ -32,7 +32,8 @@ func Mapper() meta.RESTMapper {
 // chart's template defines it.
 func GearCRD(scope string) string {
 	return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gears.example.com}\n" +
-		"spec: {group: example.com, scope: " + scope + ", names: {kind: Gear, plural: gears}, versions: [{name: v1, served: true, storage: true}]}\n"
+		"spec: {group: example.com, scope: " + scope +
+		", names: {kind: Gear, plural: gears}, versions: [{name: v1, served: true, storage: true}]}\n"
 }
 
 // Gear is a Gear named g in namespace ns ("": the release's).

@@ -58,7 +58,8 @@ type Memory struct {
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	return &Memory{store: driver.NewMemory(), Kube: &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}}}
+	return &Memory{store: driver.NewMemory(),
+		Kube: &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}}}
 }
 
 // storage is the release storage of namespace ns, marking new revisions as st says.
@@ -174,7 +175,8 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release,
 func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: records.ActionUpgrade, Revision: req.Revision, Facts: req.Facts, FailedFacts: req.FailedFacts}))
+	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: records.ActionUpgrade, Revision: req.Revision,
+		Facts: req.Facts, FailedFacts: req.FailedFacts}))
 	up.Namespace, up.Labels, up.Description, up.MaxHistory = req.Scope.Namespace, req.Labels(), req.Description, req.MaxHistory
 	up.ServerSideApply, up.PostRenderStrategy, up.WaitStrategy = "auto", action.PostRenderStrategyNoHooks, kube.HookOnlyStrategy
 	rel, err := records.V1Of(up.RunWithContext(ctx, req.ReleaseName, req.Chart, req.Values))
