@@ -13,6 +13,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,16 +186,8 @@ func provesOwner(live *metav1.PartialObjectMetadata, s Scope, claimed bool) stri
 func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proof, labels map[string]string) error {
 	// The owner's marks are what this writes: the guard holds it to the confinement, and the
 	// resourceVersion of each patch to the object p proved.
-	w, err := c.confinedWriter(ctx, s)
-	if err != nil {
+	if _, err := c.markProven(ctx, s, p.Objects); err != nil {
 		return err
-	}
-	mark := guard.OwnerOf(s.Owner)
-	for _, o := range p.Objects {
-		if err := markLive(ctx, w, o, o.GetResourceVersion(), map[string]any{records.LabelManaged: "true"},
-			map[string]any{records.AnnotationOwner: mark}); err != nil {
-			return fmt.Errorf("adopting %s: %w", Describe(o), err)
-		}
 	}
 	// The records: rudder's labels, and the marks its post-renderer gives a release's objects
 	// on every revision's manifest and hooks, so that a helm rollback to a revision the other
@@ -203,23 +196,48 @@ func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proo
 	if err != nil {
 		return err
 	}
-	post := &postRenderer{owner: s.Owner}
 	for _, rel := range revisions {
 		if rel.Labels == nil {
 			rel.Labels = map[string]string{}
 		}
 		maps.Copy(rel.Labels, labels)
-		err := rewriteRecord(st, rel, func(obj map[string]any) bool {
-			u := &unstructured.Unstructured{Object: obj}
-			m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
-			post.mark(u, mark, err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace)
-			return true
-		})
-		if err != nil {
+		if err := c.markRecord(st, rel, s.Owner); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// markProven writes the scope's owner's marks (rudder's label and owner annotation) on objs,
+// each on the condition that it is still at the resourceVersion it carries, the one its proof
+// read, and names those it marked.
+func (c *Client) markProven(ctx context.Context, s Scope, objs []*unstructured.Unstructured) ([]string, error) {
+	w, err := c.confinedWriter(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	mark := guard.OwnerOf(s.Owner)
+	var marked []string
+	for _, o := range objs {
+		if err := markLive(ctx, w, o, o.GetResourceVersion(), map[string]any{records.LabelManaged: "true"},
+			map[string]any{records.AnnotationOwner: mark}); err != nil {
+			return marked, fmt.Errorf("marking %s: %w", Describe(o), err)
+		}
+		marked = append(marked, Describe(o))
+	}
+	return marked, nil
+}
+
+// markRecord stores rel with the marks rudder's post-renderer gives owner's objects on its
+// manifest and hooks.
+func (c *Client) markRecord(st *storage.Storage, rel *release.Release, owner guard.Owner) error {
+	post, mark := &postRenderer{owner: owner}, guard.OwnerOf(owner)
+	return rewriteRecord(st, rel, func(obj map[string]any) bool {
+		u := &unstructured.Unstructured{Object: obj}
+		m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+		post.mark(u, mark, err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace)
+		return true
+	})
 }
 
 // ChartFingerprint is a hash of what a chart renders from: its name and version, templates,

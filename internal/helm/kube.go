@@ -71,7 +71,8 @@ func (k *kubeClient) context() context.Context {
 type createClient struct {
 	*rest.RESTClient
 	post *rest.RESTClient
-	// absent answers GETs while unasked is on (unasked.go).
+	// absent answers GETs while unasked is on (unasked.go); made only for a client-side first
+	// install, the one action unasked is on for.
 	absent  *rest.RESTClient
 	unasked *unasked
 }
@@ -79,7 +80,7 @@ type createClient struct {
 func (c createClient) Post() *rest.Request { return c.post.Post() }
 
 func (c createClient) Get() *rest.Request {
-	if c.unasked.on.Load() {
+	if c.absent != nil && c.unasked.on.Load() {
 		return c.absent.Get()
 	}
 	return c.RESTClient.Get()

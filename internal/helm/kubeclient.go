@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/kube"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -119,14 +120,16 @@ func (k *kubeClient) restClient(gv schema.GroupVersion) (resource.RESTClient, er
 	if err != nil {
 		return nil, err
 	}
-	absent, err := absentClient(cfg)
-	if err != nil {
-		return nil, err
+	cc := createClient{RESTClient: c, post: post, unasked: &k.unasked}
+	if k.installing && !k.serverSide { // the only actions unasked is ever on for
+		if cc.absent, err = absentClient(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if k.clients == nil {
 		k.clients = map[schema.GroupVersion]createClient{}
 	}
-	k.clients[gv] = createClient{RESTClient: c, post: post, absent: absent, unasked: &k.unasked}
+	k.clients[gv] = cc
 	return k.clients[gv], nil
 }
 
@@ -274,7 +277,7 @@ func (k *kubeClient) createObject(info *resource.Info) error {
 		}
 		return info.Refresh(obj, true)
 	})
-	if isAlreadyExists(err) && k.notAsked[info] {
+	if apierrors.IsAlreadyExists(err) && k.notAsked[info] {
 		return k.createExisting(info)
 	}
 	return err

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/rudder-operator/rudder/internal/guard"
@@ -25,17 +24,13 @@ import (
 // release's — and no other owner's mark. The digests Helm's upgrade copied from the record
 // before it go: they describe that record's revision.
 
-// Unmarked names the objects of objs that lack the mark of the scope's owner: those of a
+// Unmarked reports whether an object of objs lacks the mark of the scope's owner: one of a
 // revision rudder's post-renderer did not write.
-func Unmarked(objs []*unstructured.Unstructured, s Scope) []string {
+func Unmarked(objs []*unstructured.Unstructured, s Scope) bool {
 	mark := guard.OwnerOf(s.Owner)
-	var out []string
-	for _, o := range objs {
-		if o.GetAnnotations()[records.AnnotationOwner] != mark {
-			out = append(out, Describe(o))
-		}
-	}
-	return out
+	return slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GetAnnotations()[records.AnnotationOwner] != mark
+	})
 }
 
 // MarkRevision marks revision version of release name as the scope's owner's, and the objects
@@ -82,28 +77,14 @@ func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version
 		o.SetResourceVersion(live.GetResourceVersion())
 		proven = append(proven, o)
 	}
-	w, err := c.confinedWriter(ctx, s)
+	marked, err := c.markProven(ctx, s, proven)
 	if err != nil {
-		return nil, err
-	}
-	var marked []string
-	for _, o := range proven {
-		if err := markLive(ctx, w, o, o.GetResourceVersion(), map[string]any{records.LabelManaged: "true"},
-			map[string]any{records.AnnotationOwner: mark}); err != nil {
-			return marked, fmt.Errorf("marking %s: %w", Describe(o), err)
-		}
-		marked = append(marked, Describe(o))
+		return marked, err
 	}
 	// Helm's upgrade copied the digests of the record before it, which say what rudder made
 	// that revision from, not this one: without them the revision is one rudder did not make
 	// from the spec, kept until the spec or the chart changes.
 	delete(rel.Labels, records.LabelChartDigest)
 	delete(rel.Labels, records.LabelValuesDigest)
-	post := &postRenderer{owner: s.Owner}
-	return marked, rewriteRecord(st, rel, func(obj map[string]any) bool {
-		u := &unstructured.Unstructured{Object: obj}
-		m, err := c.mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
-		post.mark(u, mark, err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace)
-		return true
-	})
+	return marked, c.markRecord(st, rel, s.Owner)
 }

@@ -191,6 +191,18 @@ func (p *postRenderer) made() []*unstructured.Unstructured {
 	return p.identities
 }
 
+// rendered are the objects the last run wrote, whole.
+func (p *postRenderer) rendered() []*unstructured.Unstructured {
+	if p == nil {
+		return nil
+	}
+	out := make([]*unstructured.Unstructured, len(p.objects))
+	for i, o := range p.objects {
+		out[i] = &unstructured.Unstructured{Object: o}
+	}
+	return out
+}
+
 // objectsOf are the objects of manifest, in its order, when each of its documents (after its
 // comments) is one the last run wrote; else nil.
 func (p *postRenderer) objectsOf(manifest string) []map[string]any {

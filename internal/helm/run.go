@@ -36,11 +36,12 @@ func (r *run) postRenderer(req *Request, mapper meta.RESTMapper) *postRenderer {
 }
 
 // made reports, in req.Objects, the identities of the revision the run's install or upgrade
-// made, as its post-renderer wrote them; nil when the action failed.
+// made, as its post-renderer wrote them, and in req.Rendered the objects whole; nil when the
+// action failed.
 func (r *run) made(req *Request, rel *release.Release, err error) {
-	req.Objects = nil
+	req.Objects, req.Rendered = nil, nil
 	if err == nil {
-		req.Objects = r.kube.post.made()
+		req.Objects, req.Rendered = r.kube.post.made(), r.kube.post.rendered()
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
@@ -84,6 +83,3 @@ func resourceString(info *resource.Info) string {
 	_, k := info.Mapping.GroupVersionKind.ToAPIVersionAndKind()
 	return fmt.Sprintf("%s %q in namespace %q", k, info.Name, info.Namespace)
 }
-
-// isAlreadyExists reports whether err is a create's AlreadyExists.
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }

@@ -77,7 +77,7 @@ func (e *env) madeRevision(req *helm.Request, rel *release.Release, reason, even
 	return result{verdict: succeeded, phase: phaseInSync, reason: reason,
 		notes:    []note{{corev1.EventTypeNormal, reason, event, msg}},
 		released: &condition{metav1.ConditionTrue, reason, msg},
-		made:     rel, objects: req.Objects, head: records.HeadOf(rel), rel: rel,
+		made:     rel, objects: req.Objects, rendered: req.Rendered, head: records.HeadOf(rel), rel: rel,
 		record: e.madeRecord(rel)}
 }
 

@@ -68,6 +68,8 @@ type outcome struct {
 	// client knew them (see helm.Request.Objects).
 	applied bool
 	made    []*unstructured.Unstructured
+	// rendered are the made objects whole, as Helm sent them.
+	rendered []*unstructured.Unstructured
 	// objects is head's parsed manifest — whole when this pass parsed it, else the objects'
 	// identities — and ready what kstatus makes of the live objects (nil: the pass did not
 	// look).
@@ -76,6 +78,21 @@ type outcome struct {
 	// serverSide: head applies server-side, when the pass parsed its objects whole.
 	serverSide bool
 	ready      *readiness
+}
+
+// sent is want as the action that made o's head sent it (nil: none did this pass); a rendered
+// object without a namespace is in the release's, ns.
+func (o *outcome) sent(want *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	if !o.applied {
+		return nil
+	}
+	for _, r := range o.rendered {
+		if r.GetName() == want.GetName() && r.GetKind() == want.GetKind() && r.GetAPIVersion() == want.GetAPIVersion() &&
+			(r.GetNamespace() == want.GetNamespace() || (r.GetNamespace() == "" && want.GetNamespace() == ns)) {
+			return r
+		}
+	}
+	return nil
 }
 
 // readiness is kstatus's view of a revision's live objects.
@@ -165,7 +182,7 @@ func (o *outcome) end(res result) {
 		o.head, o.rel = res.head, res.rel
 	}
 	if res.made != nil {
-		o.applied, o.made = true, res.objects
+		o.applied, o.made, o.rendered = true, res.objects, res.rendered
 	}
 }
 

@@ -47,7 +47,7 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
 	var marked []note
-	if !obs.head.MadeByRudder() && len(helm.Unmarked(objs, e.scope)) > 0 {
+	if !obs.head.MadeByRudder() && helm.Unmarked(objs, e.scope) {
 		if objs, marked, err = e.markRevision(ctx, obs.head.Revision); err != nil {
 			return fail(err)
 		}

@@ -70,6 +70,9 @@ type result struct {
 	// its objects (see helm.Request.Objects).
 	made    *release.Release
 	objects []*unstructured.Unstructured
+	// rendered are those objects whole (helm.Request.Rendered), for readiness to judge one the
+	// cache does not show yet.
+	rendered []*unstructured.Unstructured
 	// record is what status.release learns.
 	record record
 	// phase is what the pass ended in when a succeeded result ends it; head and rel the

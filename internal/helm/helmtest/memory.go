@@ -50,7 +50,8 @@ type Memory struct {
 	// instead of the chart's (Helm 4 parses what a post-renderer returns: it cannot be
 	// unreadable there).
 	Manifest string
-	// Objects are what Install and Upgrade report of the objects they made (helm.Request.Objects).
+	// Objects are what Install and Upgrade report of the objects they made
+	// (helm.Request.Objects, and as they sent them, Request.Rendered).
 	Objects []*unstructured.Unstructured
 	// Client is what Writer returns.
 	Client client.Client
@@ -184,9 +185,9 @@ func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release,
 }
 
 func (m *Memory) made(req *helm.Request, err error) error {
-	req.Objects = nil
+	req.Objects, req.Rendered = nil, nil
 	if err == nil {
-		req.Objects = m.Objects
+		req.Objects, req.Rendered = m.Objects, m.Objects
 	}
 	return err
 }
