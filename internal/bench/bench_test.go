@@ -386,12 +386,12 @@ func writeAllocs(b *testing.B, path string) {
 
 // apiserverProfile starts a CPU profile of kube-apiserver (its /debug/pprof endpoint) for d and
 // returns a function that waits for it and writes it to path.
-func apiserverProfile(b *testing.B, path string, d time.Duration) (wait func()) {
-	hc, err := rest.HTTPClientFor(cluster.Config)
+func apiserverProfile(b *testing.B, cfg *rest.Config, path string, d time.Duration) (wait func()) {
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cluster.Config.Host, "/"), int(d.Seconds()))
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), int(d.Seconds()))
 	return fetchProfile(b, hc, url, path, "kube-apiserver profile")
 }
 
@@ -696,7 +696,7 @@ func ensureFleet(b *testing.B) {
 		clearRequests()
 		defer cpuProfile(b, "RUDDER_BENCH_CONVERGE_PROFILE")()
 		if path := os.Getenv("RUDDER_BENCH_APISERVER_PROFILE"); path != "" {
-			defer apiserverProfile(b, path, 15*time.Second)()
+			defer apiserverProfile(b, cluster.Config, path, 15*time.Second)()
 		}
 		cpu0 = cpuSnapshot(b)
 		start = time.Now()

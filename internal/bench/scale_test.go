@@ -85,6 +85,8 @@ func BenchmarkScale(b *testing.B) {
 			onlyOnce(b)
 			r := runScale(b, size)
 			b.ReportMetric(r.rate, "CR/s")
+			b.ReportMetric(r.firstHalf, "CR/s-first-half")
+			b.ReportMetric(r.secondHalf, "CR/s-second-half")
 			b.ReportMetric(r.edit.Seconds(), "s-chart-edit")
 			b.ReportMetric(float64(n)/r.edit.Seconds(), "CR/s-chart-edit")
 			b.ReportMetric(r.editCPU.Seconds()*1000/float64(n), "cpu-ms/upgrade")
@@ -237,6 +239,9 @@ type scaleRun struct {
 	// passes and statusWrites are rudder's reconcile passes and CR status patches while it
 	// converged, per CR.
 	passes, statusWrites float64
+	// firstHalf and secondHalf are the pace (CR/s) of the first n/2 releases and of the rest:
+	// a pace that falls as the store fills shows as a second half slower than the first.
+	firstHalf, secondHalf float64
 	// edit is the time from a chart edit until every CR runs it, editCPU rudder's (workers
 	// counted) and editAPIServerCPU the API server's meanwhile; namespaceSpread the time between
 	// the first and the last namespace to have all its CRs upgraded.
@@ -286,6 +291,7 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	}
 	count(b, scaleCRs, scaleGVK, ns, released(1)) // its informer for the kind, synced
 	convergeProfile := p.profile(b, "profile", "converge", 30*time.Second)
+	apiserverEarly := scaleAPIServerProfile(b, c, p.name+"-apiserver-converge", 30*time.Second)
 	cpu0, plane0, workers0 := p.cpu(b), childCPU(b)["kube-apiserver"], p.workersCPU(b)
 	passes0, writes0 := p.metric(b, "rudder_reconcile_pass_seconds"), p.metric(b, "rudder_status_writes_total")
 	lists0 := apiserverLists(b, c)
@@ -298,6 +304,18 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 		}); err != nil {
 			b.Error(err)
 		}
+	}()
+	// The second half's profiles, from when half the releases are deployed (where a pace lost
+	// at a larger N shows, the store being half full) and the first ones are written: a process
+	// takes one CPU profile at a time.
+	lateProfiles := make(chan func(), 1)
+	go func() {
+		for time.Since(start) < 31*time.Second || count(b, scaleCRs, scaleGVK, ns, released(1)) < n/2 {
+			time.Sleep(250 * time.Millisecond)
+		}
+		rudderLate := p.profile(b, "profile", "converge-late", 30*time.Second)
+		apiserverLate := scaleAPIServerProfile(b, c, p.name+"-apiserver-converge-late", 30*time.Second)
+		lateProfiles <- func() { rudderLate(); apiserverLate() }
 	}()
 	// 10 minutes, or 120 ms a CR beyond 5,000 (10,000 CRs have taken over 10 minutes here).
 	r.rudder = curve(b, "releases deployed", start, n, max(10*time.Minute, time.Duration(n)*120*time.Millisecond), 250*time.Millisecond,
@@ -313,7 +331,10 @@ func runScale(b *testing.B, size scaleSize) *scaleRun {
 	r.statusWrites = (p.metric(b, "rudder_status_writes_total") - writes0) / float64(n)
 	r.installLists = apiserverLists(b, c) - lists0
 
+	r.firstHalf, r.secondHalf = halves(r.rudder, n)
 	convergeProfile()
+	apiserverEarly()
+	(<-lateProfiles)()
 
 	time.Sleep(5 * time.Second) // the readiness passes after the installs
 	// Every CR resynced at least once.
@@ -539,7 +560,36 @@ func (p *rudderProcess) profile(b *testing.B, what, file string, d time.Duration
 	return fetchProfile(b, http.DefaultClient, url, filepath.Join(scaleProfiles, p.name+"-"+file+".pprof"), "profile "+what)
 }
 
-var buildOnce = sync.OnceValues(func() (string, error) { return crtest.BuildRudder(repoRoot, chartDir) })
+// buildOnce builds the rudder the scale runs start: this checkout's, or the one at
+// RUDDER_BENCH_SCALE_CHECKOUT (a worktree of hack/previous-version, say), so that two builds
+// are measured by one harness on one machine.
+var buildOnce = sync.OnceValues(func() (string, error) {
+	root := repoRoot
+	if other := os.Getenv("RUDDER_BENCH_SCALE_CHECKOUT"); other != "" {
+		root = other
+	}
+	return crtest.BuildRudder(root, chartDir)
+})
+
+// scaleAPIServerProfile fetches the kube-apiserver's CPU profile over d into
+// <RUDDER_BENCH_SCALE_PROFILE>/<file>.pprof in the background; a no-op without it.
+func scaleAPIServerProfile(b *testing.B, c *testcluster.Cluster, file string, d time.Duration) (wait func()) {
+	if scaleProfiles == "" {
+		return func() {}
+	}
+	return apiserverProfile(b, c.Config, filepath.Join(scaleProfiles, file+".pprof"), d)
+}
+
+// halves is the pace of the first n/2 releases of a curve and of the rest, in CR/s.
+func halves(pts []point, n int) (first, second float64) {
+	total := pts[len(pts)-1].t
+	for _, pt := range pts {
+		if pt.n >= n/2 {
+			return float64(pt.n) / pt.t.Seconds(), float64(n-pt.n) / (total - pt.t).Seconds()
+		}
+	}
+	return 0, 0
+}
 
 func startRudder(b *testing.B, c *testcluster.Cluster, nss []string) *rudderProcess {
 	ns := nss[0]
