@@ -41,9 +41,10 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: tools vet ## Lint the code: gofmt, go vet, golangci-lint (hack/golangci.yml).
+lint: tools vet ## Lint the code: gofmt, go vet, golangci-lint (hack/golangci.yml: Helm's SDK in four packages, 140 columns), the docs' references (hack/docrefs).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(BIN)/golangci-lint run --config hack/golangci.yml ./...
+	go test -count=1 ./hack/docrefs/
 	@long=$$(for f in $$(git ls-files '*.go' | grep -v '_test\.go$$\|zz_generated'); do \
 		n=$$(wc -l < $$f); [ $$n -le 400 ] || echo "  $$f: $$n lines"; done); \
 	test -z "$$long" || { echo "source files over 400 lines (docs/development.md, "Code style"):"; echo "$$long"; exit 1; }

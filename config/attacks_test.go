@@ -19,6 +19,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // TestTenantAttacksAreRefused (issue 49): a CR author — a user with rights on the CR kind
@@ -104,7 +105,7 @@ func TestTenantAttacksAreRefused(t *testing.T) {
 			}
 		}
 		crtest.WaitEvent(t, k8s, ns, name, "ChartInvalid", a.want[0])
-		if h := crtest.History(t, cluster, ns, name); len(h) != 0 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 0 {
 			t.Errorf("%s: a refused release stored %d revisions", name, len(h))
 		}
 		// Nothing of it applied: not even the chart's own objects.

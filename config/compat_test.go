@@ -24,6 +24,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/watches"
 	"github.com/rudder-operator/rudder/internal/wiring"
 )
@@ -103,7 +104,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	history := crtest.History(t, cluster, ns, release)
+	history := helmtest.History(t, cluster.Kubeconfig, ns, release)
 	if len(history) != 1 {
 		t.Fatalf("idle passes made revisions: history has %d, want 1", len(history))
 	}
@@ -130,7 +131,7 @@ func checkChartCompat(t *testing.T, tc compatCase) {
 		return rev == 2 && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == u.GetGeneration(), nil
 	})
 	passes.Passes(t, k8s, gvk, ns, name, 2)
-	if history := crtest.History(t, cluster, ns, release); len(history) != 2 {
+	if history := helmtest.History(t, cluster.Kubeconfig, ns, release); len(history) != 2 {
 		t.Fatalf("a chart edit: history has %d revisions, want 2", len(history))
 	}
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // What a platform team layers on public charts (README, "Customizing a public chart"):
@@ -94,7 +95,7 @@ func readyRelease(t *testing.T, s scaffolded) readied {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := crtest.History(t, cluster, s.ns, name)
+	h := helmtest.History(t, cluster.Kubeconfig, s.ns, name)
 	if len(h) != 1 {
 		t.Fatalf("history has %d revisions, want 1", len(h))
 	}
@@ -137,7 +138,7 @@ func restoredByHand(t *testing.T, s scaffolded, rel readied, dep *appsv1.Deploym
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(dep), &d)
 		return err == nil && has(&d), err
 	})
-	if h := crtest.History(t, cluster, s.ns, rel.name); len(h) != 1 {
+	if h := helmtest.History(t, cluster.Kubeconfig, s.ns, rel.name); len(h) != 1 {
 		t.Fatalf("restoring made revisions: history has %d, want 1", len(h))
 	}
 }
@@ -200,7 +201,7 @@ func TestHealthChecksAndRefusedPatches(t *testing.T) {
 		t.Error("the patch moved a ConfigMap into kube-system")
 	}
 	for _, name := range []string{"mover", "broken"} {
-		if h := crtest.History(t, cluster, s.ns, name); len(h) != 0 {
+		if h := helmtest.History(t, cluster.Kubeconfig, s.ns, name); len(h) != 0 {
 			t.Errorf("%s: a refused render made %d revisions", name, len(h))
 		}
 	}
@@ -212,11 +213,11 @@ func TestHealthChecksAndRefusedPatches(t *testing.T) {
 	s.restart(t, func(w map[string]any) { w["commonMetadata"] = map[string]any{"labels": map[string]any{"team": "data"}} })
 	crtest.Eventually(t, "revision 2, its Database labelled", time.Minute, func(ctx context.Context) (bool, error) {
 		db, err := crtest.Get(ctx, k8s, databaseGVK, s.ns, s.name)
-		return err == nil && db.GetLabels()["team"] == "data" && len(crtest.History(t, cluster, s.ns, s.name)) == 2, err
+		return err == nil && db.GetLabels()["team"] == "data" && len(helmtest.History(t, cluster.Kubeconfig, s.ns, s.name)) == 2, err
 	})
 	crtest.WaitCondition(t, k8s, s.gvk, s.ns, s.name, "Ready", metav1.ConditionTrue, "", time.Minute)
 	passes.Passes(t, k8s, s.gvk, s.ns, s.name, 2)
-	if h := crtest.History(t, cluster, s.ns, s.name); len(h) != 2 {
+	if h := helmtest.History(t, cluster.Kubeconfig, s.ns, s.name); len(h) != 2 {
 		t.Fatalf("changing commonMetadata: history has %d revisions, want 2", len(h))
 	}
 }

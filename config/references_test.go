@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // TestReferencesHoldForEveryReleaseName (issue 63): the webstack chart names its objects with
@@ -49,7 +50,7 @@ func TestReferencesHoldForEveryReleaseName(t *testing.T) {
 	}
 	for _, name := range []string{"sample", "webstack-sample", "webstack"} {
 		crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
-		h := crtest.History(t, cluster, ns, name)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, name)
 		if len(h) != 1 || !strings.Contains(h[0].Manifest, "-redis") {
 			t.Fatalf("%s: %d revisions, or the manifest reads no redis Secret", name, len(h))
 		}
@@ -59,7 +60,7 @@ func TestReferencesHoldForEveryReleaseName(t *testing.T) {
 		if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, says) || !strings.Contains(msg, "allowReads") {
 			t.Errorf("%s: Stalled does not say %q: %s", name, says, msg)
 		}
-		if h := crtest.History(t, cluster, ns, name); len(h) != 0 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 0 {
 			t.Errorf("%s: a refused install stored %d revisions", name, len(h))
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -54,7 +55,7 @@ func installAsSDK(t *testing.T, ns, name string, values map[string]any, owner *u
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := action.NewInstall(crtest.HelmConfig(t, cluster, ns))
+	in := action.NewInstall(helmtest.Config(t, cluster.Kubeconfig, ns))
 	// The SDK is built on Helm 3's SDK, which applies client-side.
 	in.ReleaseName, in.Namespace, in.WaitStrategy, in.ServerSideApply = name, ns, kube.HookOnlyStrategy, false
 	if _, err := in.Run(ch, values); err != nil {
@@ -108,7 +109,7 @@ func TestAdoptsAnOperatorSDKRelease(t *testing.T) {
 	unpause(t, ns, name)
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
 	crtest.WaitEvent(t, k8s, ns, name, "Adopted", "release sdk adopted from operator-sdk's helm-operator", "2 objects of revision 1", "no new revision")
-	if h := crtest.History(t, cluster, ns, name); len(h) != 1 || h[0].Info.Status != common.StatusDeployed ||
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 1 || h[0].Info.Status != common.StatusDeployed ||
 		h[0].Labels[records.LabelOwnerUID] != string(cr.GetUID()) {
 		t.Fatalf("adopting made a revision, or did not label the record: %s, labels %v", describe(h), h[0].Labels)
 	}
@@ -160,7 +161,7 @@ func TestAdoptsAnOperatorSDKRelease(t *testing.T) {
 			return false, client.IgnoreNotFound(err)
 		}
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
-		return apierrors.IsNotFound(err) && len(crtest.History(t, cluster, ns, name)) == 0, client.IgnoreNotFound(err)
+		return apierrors.IsNotFound(err) && len(helmtest.History(t, cluster.Kubeconfig, ns, name)) == 0, client.IgnoreNotFound(err)
 	})
 }
 
@@ -200,7 +201,7 @@ func TestAdoptionNeedsProof(t *testing.T) {
 			rel := &release.Release{Name: "forged", Namespace: ns, Version: 1, Chart: ch, Config: map[string]any{"message": "x"},
 				Info:     &release.Info{Status: common.StatusDeployed, Description: "Install complete"},
 				Manifest: "---\n# Source: widget/templates/all.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: forged\n"}
-			if err := crtest.HelmConfig(t, cluster, ns).Releases.Create(rel); err != nil {
+			if err := helmtest.Config(t, cluster.Kubeconfig, ns).Releases.Create(rel); err != nil {
 				t.Fatal(err)
 			}
 		}, "/forged of revision 1 has neither an owner reference"},
@@ -216,7 +217,7 @@ func TestAdoptionNeedsProof(t *testing.T) {
 		if !strings.Contains(msg, c.says) || !strings.Contains(msg, "ConfigMap") || !strings.Contains(msg, "does not prove it is this CR's") {
 			t.Errorf("%s: Stalled does not name the object and why: %s", name, msg)
 		}
-		if h := crtest.History(t, cluster, ns, name); len(h) != 1 || h[0].Labels[records.LabelOwnerUID] != "" {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 1 || h[0].Labels[records.LabelOwnerUID] != "" {
 			t.Errorf("%s: the release changed: %s", name, describe(h))
 		}
 		var cm corev1.ConfigMap
@@ -264,7 +265,7 @@ func TestAdoptsAClaimedHelmRelease(t *testing.T) {
 	unpause(t, ns, name)
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, name, "Ready", metav1.ConditionTrue, "", timeout)
 	crtest.WaitEvent(t, k8s, ns, name, "Adopted", "adopted from helm (handed over", "no new revision")
-	if h := crtest.History(t, cluster, ns, name); len(h) != 1 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 1 {
 		t.Fatalf("adopting made a revision: %s", describe(h))
 	}
 	for _, o := range objs {
@@ -314,7 +315,7 @@ func TestTakeOwnershipOfClaimedObjects(t *testing.T) {
 		cm.Annotations[records.AnnotationOwner] == "" {
 		t.Fatalf("the claimed ConfigMap: %v, uid %s (was %s), data %v, annotations %v", err, cm.UID, claimed.UID, cm.Data, cm.Annotations)
 	}
-	if h := crtest.History(t, cluster, ns, "claimed"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "claimed"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 

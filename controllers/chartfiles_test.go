@@ -20,6 +20,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 var leakGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "LeakProbe"}
@@ -127,7 +128,7 @@ func TestChartReadsOnlyItself(t *testing.T) {
 		t.Logf("%s: refused", a.name)
 	}
 	for _, n := range crs {
-		if h := crtest.History(t, cluster, ns, n); len(h) != 1 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != 1 {
 			t.Errorf("%s: the refused charts made revisions: %s", n, describe(h))
 		}
 	}
@@ -246,7 +247,7 @@ func noLeak(t *testing.T, ns string, crs []string, needles map[string]string) {
 		}
 	}
 	for _, n := range crs {
-		for _, rel := range crtest.History(t, cluster, ns, n) {
+		for _, rel := range helmtest.History(t, cluster.Kubeconfig, ns, n) {
 			places, blobs = append(places, fmt.Sprintf("%s revision %d manifest", n, rel.Version)), append(blobs, rel.Manifest)
 			for _, f := range rel.Chart.Files {
 				places, blobs = append(places, fmt.Sprintf("%s revision %d file %s", n, rel.Version, f.Name)), append(blobs, string(f.Data))

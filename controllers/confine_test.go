@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -44,7 +45,7 @@ func stalledOn(t *testing.T, gvk schema.GroupVersionKind, ns, name string, parts
 		}
 	}
 	crtest.WaitEvent(t, k8s, ns, name, "ChartInvalid", parts...)
-	if h := crtest.History(t, cluster, ns, name); len(h) != 0 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 0 {
 		t.Errorf("a refused release must store no revision: %s", describe(h))
 	}
 }
@@ -210,7 +211,7 @@ func TestTenantActsAsItsServiceAccount(t *testing.T) {
 	}
 	// The first refused install is kept as failed; its retries ask Helm's existence check
 	// first, which the missing right refuses before anything is written.
-	h := crtest.History(t, cluster, ns, "app")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "app")
 	if len(h) != 2 || h[0].Info.Status != common.StatusFailed || h[1].Info.Status != common.StatusDeployed {
 		t.Fatalf("want the failed install kept and one deployed revision after recovery, got %s", describe(h))
 	}
@@ -261,7 +262,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 
 	// Revision 2: revision 1 plus a ConfigMap in the victim namespace and a pre-delete hook
 	// there, as an older, laxer rudder could have stored it.
-	cfg := crtest.HelmConfig(t, cluster, ns)
+	cfg := helmtest.Config(t, cluster.Kubeconfig, ns)
 	last, err := records.V1Of(cfg.Releases.Last("legacy"))
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +324,7 @@ func TestStoredReleaseOutsideIsNeitherRestoredNorUninstalled(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: victim, Name: "hook-ran"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the pre-delete hook ran in %s (err=%v)", victim, err)
 	}
-	if h := crtest.History(t, cluster, ns, "legacy"); len(h) != 2 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "legacy"); len(h) != 2 {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// Let the CR go: the person who made the old release cleans up.

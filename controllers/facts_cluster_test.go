@@ -15,6 +15,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -43,7 +44,7 @@ func TestFactsOutliveTheStatus(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "three", "invalidService": true}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "lost", "Stalled", metav1.ConditionTrue, rstatus.ReasonUpgradeFailed, timeout)
-	hist := crtest.History(t, cluster, ns, "lost")
+	hist := helmtest.History(t, cluster.Kubeconfig, ns, "lost")
 	newest := hist[len(hist)-1]
 	var sec corev1.Secret
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: records.RecordPrefix + "lost.v" + strconv.Itoa(newest.Version)}, &sec); err != nil {
@@ -62,7 +63,7 @@ func TestFactsOutliveTheStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	passes.Passes(t, k8s, widgetGVK, ns, "lost", 2)
-	if h := crtest.History(t, cluster, ns, "lost"); len(h) != len(hist) {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "lost"); len(h) != len(hist) {
 		t.Fatalf("passes over a CR whose status was lost changed the history: %s", describe(h))
 	}
 	u := crtest.MustGet(t, k8s, widgetGVK, ns, "lost")
@@ -99,7 +100,7 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	passes.Passes(t, k8s, widgetGVK, ns, "kept", 2)
-	if h := crtest.History(t, cluster, ns, "kept"); len(h) != 1 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "kept"); len(h) != 1 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description {
 		t.Fatalf("passes over a kept failed install changed the history: %s", describe(h))
 	}
 	u := crtest.MustGet(t, k8s, widgetGVK, ns, "kept")
@@ -114,7 +115,7 @@ func TestKeptFailedInstallIsInstalledOver(t *testing.T) {
 	if c := crtest.Condition(u, rstatus.TypeReleased); c == nil || c.Reason != rstatus.ReasonInstallSucceeded {
 		t.Errorf("Released after the install over the kept record: %+v", c)
 	}
-	h := crtest.History(t, cluster, ns, "kept")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "kept")
 	if len(h) != 2 || h[0].Info.Status != common.StatusFailed || h[0].Info.Description != description ||
 		h[1].Info.Status != common.StatusDeployed || h[1].Labels[records.LabelAction] != string(records.ActionInstall) {
 		t.Fatalf("history after the fix: %s", describe(h))
@@ -140,7 +141,7 @@ func TestAKeepThatDiedIsFinished(t *testing.T) {
 	t.Parallel()
 	ns := crtest.NewNamespace(t, k8s, "t-")
 	failedInstallKept(t, ns, "halfkept")
-	cfg := crtest.HelmConfig(t, cluster, ns)
+	cfg := helmtest.Config(t, cluster.Kubeconfig, ns)
 	rel, err := records.V1Of(cfg.Releases.Last("halfkept"))
 	if err != nil {
 		t.Fatal(err)
@@ -155,10 +156,10 @@ func TestAKeepThatDiedIsFinished(t *testing.T) {
 		u.SetAnnotations(map[string]string{"touched": "1"}) // a pass, the spec unchanged
 	})
 	crtest.Eventually(t, "the keep finished", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "halfkept")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "halfkept")
 		return len(h) == 1 && records.HeadOf(helm.View(h[0])).Kept(), nil
 	})
-	h := crtest.History(t, cluster, ns, "halfkept")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "halfkept")
 	if h[0].Version != 1 || h[0].Info.Description != description {
 		t.Fatalf("the finished keep: %s", describe(h))
 	}
@@ -178,7 +179,7 @@ func failedInstallKept(t *testing.T, ns, name string) string {
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, name, rstatus.TypeStalled, metav1.ConditionTrue, rstatus.ReasonInstallFailed, timeout)
 	var description string
 	crtest.Eventually(t, "the failed install's record kept", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, name)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, name)
 		if len(h) != 1 || !records.HeadOf(helm.View(h[0])).Kept() {
 			return false, nil
 		}

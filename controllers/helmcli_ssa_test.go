@@ -14,6 +14,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 )
 
@@ -73,7 +74,7 @@ func TestHelmCLIsOnServerSideReleases(t *testing.T) {
 	image("nginx:3")
 	crtest.WaitEvent(t, k8s, ns, "c", rstatus.ReasonAdopted, "revision 4, made without rudder (helm upgrade), marked as this CR's in place")
 	crtest.WaitCondition(t, k8s, ssaProbeGVK, ns, "c", rstatus.TypeReleased, metav1.ConditionTrue, rstatus.ReasonManualRollback, timeout)
-	if h := crtest.History(t, cluster, ns, "c"); h[2].ApplyMethod != "ssa" || h[3].ApplyMethod != "ssa" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "c"); h[2].ApplyMethod != "ssa" || h[3].ApplyMethod != "ssa" {
 		t.Fatalf("Helm 4's rollback and upgrade applied %q and %q, want ssa", h[2].ApplyMethod, h[3].ApplyMethod)
 	}
 	// Helm 3 knows no server-side apply: it patches, and its records say nothing of it.
@@ -102,7 +103,7 @@ func TestHelmCLIsOnServerSideReleases(t *testing.T) {
 	patch(t, ssaProbeGVK, ns, "c", `{"spec":{"image":"nginx:5"}}`)
 	waitRevisionOf(t, ssaProbeGVK, ns, "c", 7, 0)
 	image("nginx:5")
-	h := crtest.History(t, cluster, ns, "c")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "c")
 	if !strings.HasPrefix(h[6].Info.Description, "rudder upgrade") {
 		t.Fatalf("revision 7: %q, want rudder's upgrade", h[6].Info.Description)
 	}

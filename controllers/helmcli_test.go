@@ -7,6 +7,7 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // TestBothHelmCLIsServeRuddersReleases: the Helm CLI users run (Helm 4, bin/helm) and the last
@@ -64,7 +65,7 @@ func TestBothHelmCLIsServeRuddersReleases(t *testing.T) {
 	// rudder upgrades from Helm 4's revision when the spec changes.
 	setSpec(t, ns, "cli", "three")
 	waitRevision(t, ns, "cli", 5, 0)
-	h := crtest.History(t, cluster, ns, "cli")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "cli")
 	if len(h) != 5 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Description != "Rollback to 2" ||
 		h[4].Info.Status != common.StatusDeployed || !strings.HasPrefix(h[4].Info.Description, "rudder upgrade") {
 		t.Fatalf("history: %s", describe(h))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/guard"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 var crdBoxGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "CRDBox"}
@@ -56,7 +57,7 @@ func TestLookupsReadOnlyWhatTheReleaseMade(t *testing.T) {
 		_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "replicaCount")
 	})
 	crtest.Eventually(t, "the thief's second revision", timeout, func(ctx context.Context) (bool, error) {
-		return len(crtest.History(t, cluster, ns, "thief")) == 2, nil
+		return len(helmtest.History(t, cluster.Kubeconfig, ns, "thief")) == 2, nil
 	})
 	var cm corev1.ConfigMap
 	crtest.Eventually(t, "the loot ConfigMap of revision 2, with the release's own ConfigMap read", timeout, func(ctx context.Context) (bool, error) {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -81,7 +82,7 @@ func TestDeletedWithKeepLeavesTheRelease(t *testing.T) {
 			t.Fatalf("%T %s: uid %s (was %s), owners %v, labels %v, annotations %v", o, name, o.GetUID(), uids[i], o.GetOwnerReferences(), o.GetLabels(), o.GetAnnotations())
 		}
 	}
-	h := crtest.History(t, cluster, ns, name)
+	h := helmtest.History(t, cluster.Kubeconfig, ns, name)
 	if len(h) != 1 || h[0].Info.Status != "deployed" {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -105,7 +106,7 @@ func TestDeletedWithKeepLeavesTheRelease(t *testing.T) {
 	if err := k8s.Get(ctx, key, &cm); err != nil || cm.UID != uids[0] || cm.Data["message"] != "after" {
 		t.Fatalf("after helm upgrade: %v, uid %s, data %v", err, cm.UID, cm.Data)
 	}
-	if h := crtest.History(t, cluster, ns, name); len(h) != 2 || h[1].Info.Status != "deployed" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, name); len(h) != 2 || h[1].Info.Status != "deployed" {
 		t.Fatalf("history after helm upgrade: %s", describe(h))
 	}
 }

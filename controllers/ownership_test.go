@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -122,7 +123,7 @@ func TestKeptHooksAreTheReleases(t *testing.T) {
 		return err == nil && cm.UID != first.UID && cm.Data["generation"] == "2", err
 	})
 	crtest.WaitCondition(t, k8s, tenantBoxGVK, ns, "keeper", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "keeper"); len(h) != 2 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "keeper"); len(h) != 2 {
 		t.Fatalf("want 2 revisions, have %s", describe(h))
 	}
 

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -50,7 +51,7 @@ func TestInstallUpgradeAndHelmCLI(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "second"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "w1", "Ready", metav1.ConditionTrue, "", timeout)
-	h := crtest.History(t, cluster, ns, "w1")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "w1")
 	if len(h) != 2 {
 		t.Fatalf("history has %d revisions, want 2", len(h))
 	}
@@ -96,7 +97,7 @@ func TestNoOpReconcilesWriteNothing(t *testing.T) {
 	before := statusWrites(t)
 	// 20 passes, counted, not assumed.
 	passes.Passes(t, k8s, widgetGVK, ns, "idle", 20)
-	if got := len(crtest.History(t, cluster, ns, "idle")); got != 1 {
+	if got := len(helmtest.History(t, cluster.Kubeconfig, ns, "idle")); got != 1 {
 		t.Fatalf("revisions after 20 no-op passes = %d, want 1", got)
 	}
 	if after := statusWrites(t); after != before {
@@ -192,7 +193,7 @@ func TestDriftIsCorrectedWithoutNewRevision(t *testing.T) {
 	if cm.Labels["example.com/note"] != "others" {
 		t.Errorf("a label the manifest does not set was removed: %v", cm.Labels)
 	}
-	if got := len(crtest.History(t, cluster, ns, "drift")); got != 1 {
+	if got := len(helmtest.History(t, cluster.Kubeconfig, ns, "drift")); got != 1 {
 		t.Fatalf("drift correction made a new revision: %d revisions", got)
 	}
 }
@@ -212,13 +213,13 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 	if rel.Reason != "RolledBack" || !strings.Contains(rel.Message, "70000") {
 		t.Fatalf("Released condition = %+v", rel)
 	}
-	h := crtest.History(t, cluster, ns, "bad")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "bad")
 	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || h[2].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// No retry loop: the same broken (chart, values) is not tried again.
 	passes.Passes(t, k8s, widgetGVK, ns, "bad", 3)
-	if h := crtest.History(t, cluster, ns, "bad"); len(h) != 3 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "bad"); len(h) != 3 {
 		t.Fatalf("passes over a held-back failure changed the history: %s", describe(h))
 	}
 	// Fixing the spec recovers.
@@ -226,7 +227,7 @@ func TestFailedUpgradeRollsBackAndDoesNotRetry(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "fixed"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "bad", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "bad"); len(h) != 4 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "bad"); len(h) != 4 {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
 }
@@ -246,7 +247,7 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 	}
 	passes.Passes(t, k8s, widgetGVK, ns, "badinstall", 3)
 	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "badinstall"}, &corev1.ConfigMap{})
-	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 1 || h[0].Info.Status != common.StatusFailed ||
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "badinstall"); len(h) != 1 || h[0].Info.Status != common.StatusFailed ||
 		!strings.Contains(h[0].Info.Description, "70000") || !apierrors.IsNotFound(err) {
 		t.Fatalf("passes over a failed install left history %s, configmap: %v", describe(h), err)
 	}
@@ -254,7 +255,7 @@ func TestFailedInstallIsRemoved(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "fixed"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "badinstall", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "badinstall"); len(h) != 2 || h[0].Info.Status != common.StatusFailed ||
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "badinstall"); len(h) != 2 || h[0].Info.Status != common.StatusFailed ||
 		h[1].Info.Status != common.StatusDeployed {
 		t.Fatalf("history after fix: %s", describe(h))
 	}
@@ -281,7 +282,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 		u.SetAnnotations(map[string]string{machine.AnnotationPaused: "true"})
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Paused", metav1.ConditionTrue, "", timeout)
-	cfg := crtest.HelmConfig(t, cluster, ns)
+	cfg := helmtest.Config(t, cluster.Kubeconfig, ns)
 	last, err := records.V1Of(cfg.Releases.Last("locked"))
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func TestPendingUpgradeIsUnlocked(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "locked", "Ready", metav1.ConditionTrue, "", timeout)
-	h := crtest.History(t, cluster, ns, "locked")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "locked")
 	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") ||
 		h[2].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
@@ -325,7 +326,7 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "twice")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "twice")
 		return len(h) == 2 && h[1].Info.Status == common.StatusDeployed, nil
 	})
 	// The record of revision 1 as the lost update left it.
@@ -336,7 +337,7 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 		u.SetAnnotations(map[string]string{"test.rudder.dev/poke": "1"})
 	})
 	crtest.WaitEvent(t, k8s, ns, "twice", "Superseded", "revisions [1] were still marked deployed next to revision 2")
-	h := crtest.History(t, cluster, ns, "twice")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "twice")
 	if len(h) != 2 || h[0].Info.Status != common.StatusSuperseded || h[1].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -346,7 +347,7 @@ func TestLostSupersedeIsRepaired(t *testing.T) {
 // action that died or lost a write leaves it.
 func setRecordStatus(t *testing.T, ns, name string, version int, st common.Status) {
 	t.Helper()
-	cfg := crtest.HelmConfig(t, cluster, ns)
+	cfg := helmtest.Config(t, cluster.Kubeconfig, ns)
 	rel, err := records.V1Of(cfg.Releases.Get(name, version))
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestReleaseNameConflictBetweenKinds(t *testing.T) {
 		_, err := crtest.Get(ctx, k8s, gadgetGVK, ns, "same")
 		return apierrors.IsNotFound(err), nil
 	})
-	if h := crtest.History(t, cluster, ns, "same"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "same"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("widget release changed: %s", describe(h))
 	}
 }
@@ -425,7 +426,7 @@ func TestPauseAndResume(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionTrue, "Paused", timeout)
 	passes.Passes(t, k8s, widgetGVK, ns, "p", 3)
-	if h := crtest.History(t, cluster, ns, "p"); len(h) != 1 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "p"); len(h) != 1 {
 		t.Fatalf("passes over a paused CR changed the release: %s", describe(h))
 	}
 	crtest.Update(t, k8s, widgetGVK, ns, "p", func(u *unstructured.Unstructured) {
@@ -433,7 +434,7 @@ func TestPauseAndResume(t *testing.T) {
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Paused", metav1.ConditionFalse, "Resumed", timeout)
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "p", "Ready", metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "p"); len(h) != 2 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "p"); len(h) != 2 {
 		t.Fatalf("history after resume: %s", describe(h))
 	}
 }
@@ -462,7 +463,7 @@ func TestDeletionRemovesEverything(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone"}, &dep); !apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return len(crtest.History(t, cluster, ns, "gone")) == 0, nil
+		return len(helmtest.History(t, cluster.Kubeconfig, ns, "gone")) == 0, nil
 	})
 	// The uninstall is an action like any other: chosen by plan.Next, run through do, with
 	// its Event (the pass's own recorder) and its count.
@@ -483,7 +484,7 @@ func TestValuesViolatingTheSchemaStall(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "replicas") {
 		t.Errorf("message does not name the field: %s", msg)
 	}
-	if len(crtest.History(t, cluster, ns, "schema")) != 0 {
+	if len(helmtest.History(t, cluster.Kubeconfig, ns, "schema")) != 0 {
 		t.Fatal("a release was made from invalid values")
 	}
 }
@@ -509,7 +510,7 @@ func TestDeadUninstallIsFinished(t *testing.T) {
 		u.Object["spec"] = map[string]any{"message": "b"}
 	})
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "halfgone", "Ready", metav1.ConditionTrue, "", timeout)
-	h := crtest.History(t, cluster, ns, "halfgone")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "halfgone")
 	if len(h) != 1 || h[0].Info.Status != common.StatusDeployed || h[0].Config["message"] != "b" {
 		t.Fatalf("history: %s", describe(h))
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -63,7 +64,7 @@ func TestLiveChartReload(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &cm); err != nil || cm.Data["edition"] != "2" {
 			t.Fatalf("%s: operand not from the new chart: %v %v", n, err, cm.Data)
 		}
-		h := crtest.History(t, cluster, ns, n)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, n)
 		if len(h) != 2 {
 			t.Fatalf("%s: %s", n, describe(h))
 		}
@@ -81,7 +82,7 @@ func TestLiveChartReload(t *testing.T) {
 		if msg := crtest.Condition(u, "ChartReady").Message; !strings.Contains(msg, "nosuchfunc") {
 			t.Errorf("ChartReady message: %s", msg)
 		}
-		if h := crtest.History(t, cluster, ns, n); len(h) != 2 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != 2 {
 			t.Fatalf("a broken chart made a revision: %s", describe(h))
 		}
 	}
@@ -99,10 +100,10 @@ func TestLiveChartReload(t *testing.T) {
 		})
 		crtest.WaitCondition(t, k8s, gizmoGVK, ns, n, "Ready", metav1.ConditionTrue, "", timeout)
 		crtest.Eventually(t, n+" revision 3 deployed", timeout, func(ctx context.Context) (bool, error) {
-			h := crtest.History(t, cluster, ns, n)
+			h := helmtest.History(t, cluster.Kubeconfig, ns, n)
 			return len(h) == 3 && h[2].Info.Status == "deployed", nil
 		})
-		if h := crtest.History(t, cluster, ns, n); len(h) != 3 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != 3 {
 			t.Fatalf("%s after the fix: %s", n, describe(h))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -124,7 +125,7 @@ func TestManualRollbackSticks(t *testing.T) {
 		}
 		return true, nil
 	})
-	if h := crtest.History(t, cluster, ns, "rb"); len(h) != 3 || h[2].Info.Status != common.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "rb"); len(h) != 3 || h[2].Info.Status != common.StatusDeployed || h[2].Info.Description != "Rollback to 1" {
 		t.Fatalf("the rollback was not kept as it is: %s", describe(h))
 	}
 
@@ -134,7 +135,7 @@ func TestManualRollbackSticks(t *testing.T) {
 	if c := crtest.Condition(u, "Released"); c.Reason != "UpgradeSucceeded" && c.Reason != "UpToDate" {
 		t.Fatalf("Released after the spec change: %+v", c)
 	}
-	h := crtest.History(t, cluster, ns, "rb")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "rb")
 	if len(h) != 4 || h[2].Info.Description != "Rollback to 1" || h[3].Info.Status != common.StatusDeployed {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -160,7 +161,7 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("status.release.rollbackRequest = %q", v)
 	}
 	crtest.WaitEvent(t, k8s, ns, "ann", "RolledBack", "rolled back to revision 1", machine.AnnotationRollbackTo)
-	h := crtest.History(t, cluster, ns, "ann")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "ann")
 	if len(h) != 3 || !strings.Contains(h[2].Info.Description, `requested by rudder.dev/rollback-to="1"`) {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -174,14 +175,14 @@ func TestRollbackByAnnotation(t *testing.T) {
 		t.Fatalf("RollbackRequest: %s", msg)
 	}
 	crtest.WaitEvent(t, k8s, ns, "ann", "RollbackRejected", `"99"`)
-	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 3 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "ann"); len(h) != 3 {
 		t.Fatalf("a refused request changed the history: %s", describe(h))
 	}
 
 	// The handled value stays as a record: a spec change upgrades, and rolls nothing back.
 	setSpec(t, ns, "ann", "three")
 	waitRevision(t, ns, "ann", 4, 0)
-	if h := crtest.History(t, cluster, ns, "ann"); len(h) != 4 || h[3].Info.Status != common.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "ann"); len(h) != 4 || h[3].Info.Status != common.StatusDeployed || strings.Contains(h[3].Info.Description, "rollback") {
 		t.Fatalf("history: %s", describe(h))
 	}
 	// A new value acts again.
@@ -207,7 +208,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Paused", metav1.ConditionTrue, "", timeout)
 
 	// What `helm rollback` stores first: a copy of the target's labels, pending-rollback.
-	cfg := crtest.HelmConfig(t, cluster, ns)
+	cfg := helmtest.Config(t, cluster.Kubeconfig, ns)
 	last, err := records.V1Of(cfg.Releases.Last("busy"))
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	if msg := crtest.Condition(u, "Released").Message; !strings.Contains(msg, "revision 2 is pending-rollback by an operation rudder did not start") {
 		t.Fatalf("Released: %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "busy"); len(h) != 2 || h[1].Info.Status != common.StatusPendingRollback {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "busy"); len(h) != 2 || h[1].Info.Status != common.StatusPendingRollback {
 		t.Fatalf("the live operation's revision was touched: %s", describe(h))
 	}
 
@@ -238,7 +239,7 @@ func TestForeignPendingRevisionIsLeftToItsOperation(t *testing.T) {
 	}
 	annotate(t, ns, "busy", "test.rudder.dev/nudge", "1")
 	crtest.WaitCondition(t, k8s, widgetGVK, ns, "busy", "Ready", metav1.ConditionTrue, "", timeout)
-	h := crtest.History(t, cluster, ns, "busy")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "busy")
 	if len(h) != 3 || h[1].Info.Status != common.StatusFailed || !strings.Contains(h[1].Info.Description, "unlocked by rudder") {
 		t.Fatalf("history: %s", describe(h))
 	}
@@ -267,7 +268,7 @@ func TestRollbackKeepsMaxHistory(t *testing.T) {
 		u.SetAnnotations(map[string]string{machine.AnnotationRollbackTo: "1"})
 	})
 	crtest.WaitCondition(t, k8s, gvk, ns, "h", "RollbackRequest", metav1.ConditionTrue, "RolledBack", timeout)
-	h := crtest.History(t, cluster, ns, "h")
+	h := helmtest.History(t, cluster.Kubeconfig, ns, "h")
 	if len(h) != 3 || h[0].Version != 2 || h[2].Version != 4 || !strings.Contains(h[2].Info.Description, "rollback to revision 1") {
 		t.Fatalf("history: %s", describe(h))
 	}

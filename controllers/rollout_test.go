@@ -25,6 +25,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -100,7 +101,7 @@ func TestRolloutInWaves(t *testing.T) {
 		if n == held {
 			want = 1
 		}
-		if h := crtest.History(t, cluster, ns, n); len(h) != want || h[len(h)-1].Info.Status != "deployed" {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != want || h[len(h)-1].Info.Status != "deployed" {
 			t.Errorf("%s: %s", n, describe(h))
 		}
 	}
@@ -111,7 +112,7 @@ func TestRolloutInWaves(t *testing.T) {
 	// The hold goes: the CR joins the complete rollout.
 	patch(t, rolloutGVK, ns, held, `{"metadata":{"annotations":{"`+machine.AnnotationRolloutHold+`":null}}}`)
 	onChart(t, rolloutGVK, ns, held, goodDigest)
-	if h := crtest.History(t, cluster, ns, held); len(h) != 2 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, held); len(h) != 2 {
 		t.Errorf("%s after its hold went: %s", held, describe(h))
 	}
 
@@ -136,7 +137,7 @@ func TestRolloutInWaves(t *testing.T) {
 	if s := ro.Status; s.Failed != 1 || len(s.FailedCRs) != 1 || !strings.HasPrefix(s.FailedCRs[0], ns+"/"+canary+":") || s.Wave != 1 {
 		t.Errorf("halted rollout status: %+v", s)
 	}
-	h := crtest.History(t, cluster, ns, canary)
+	h := helmtest.History(t, cluster.Kubeconfig, ns, canary)
 	if len(h) != 4 || h[3].Info.Status != "deployed" || !strings.Contains(h[3].Info.Description, "rollback to revision 2") {
 		t.Fatalf("the canary: %s", describe(h))
 	}
@@ -145,7 +146,7 @@ func TestRolloutInWaves(t *testing.T) {
 		t.Errorf("the canary's Deployment after the rollback: %v %v", err, dep.Spec.Template.Spec.NodeSelector)
 	}
 	for _, n := range order[1:] {
-		if h := crtest.History(t, cluster, ns, n); len(h) != 2 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != 2 {
 			t.Errorf("%s changed in a halted rollout: %s", n, describe(h))
 		}
 	}
@@ -153,10 +154,10 @@ func TestRolloutInWaves(t *testing.T) {
 	other := order[5]
 	patch(t, rolloutGVK, ns, other, `{"spec":{"replicas":2}}`)
 	crtest.Eventually(t, other+" upgraded with its own release's chart", timeout, func(ctx context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, other)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, other)
 		return len(h) == 3 && h[2].Info.Status == "deployed", nil
 	})
-	h = crtest.History(t, cluster, ns, other)
+	h = helmtest.History(t, cluster.Kubeconfig, ns, other)
 	if d := h[2].Labels[records.LabelChartDigest]; d != goodDigest {
 		t.Errorf("%s revision 3 is of chart %s, want its own release's %s", other, d, goodDigest)
 	}
@@ -172,7 +173,7 @@ func TestRolloutInWaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	crtest.Eventually(t, "the newcomer installed", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "newcomer")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "newcomer")
 		return len(h) == 1 && h[0].Labels[records.LabelChartDigest] == badDigest, nil
 	})
 	if err := k8s.Delete(ctx, crtest.NewCR(rolloutGVK, ns, "newcomer", nil)); err != nil {
@@ -224,7 +225,7 @@ func rolloutTo(t *testing.T, digest, phase string, check func(*rolloutv1.Rollout
 	crtest.Eventually(t, "rollout "+name+" "+phase, 3*time.Minute, func(ctx context.Context) (bool, error) {
 		revisions := map[string]int{}
 		for _, n := range names {
-			revisions[n] = len(crtest.History(t, cluster, ns, n))
+			revisions[n] = len(helmtest.History(t, cluster.Kubeconfig, ns, n))
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, ro); err != nil {
 			return false, err
@@ -292,7 +293,7 @@ func TestRolloutWaitsForItsPreview(t *testing.T) {
 		return err == nil && ro.Status.Phase == rolloutv1.PhasePaused && strings.HasPrefix(ro.Status.Message, "approved, but paused"), err
 	})
 	for _, n := range names {
-		if h := crtest.History(t, cluster, ns, n); len(h) != 1 {
+		if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != 1 {
 			t.Fatalf("%s moved before its rollout was previewed: %s", n, describe(h))
 		}
 	}
@@ -317,7 +318,7 @@ func TestRolloutWaitsForItsPreview(t *testing.T) {
 		t.Errorf("the preview on the Rollout: %+v %v", p, err)
 	}
 	for _, n := range names {
-		h := crtest.History(t, cluster, ns, n)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, n)
 		if len(h) != 2 || h[1].Labels[records.LabelChartDigest] != to {
 			t.Errorf("%s: %s", n, describe(h))
 		}
@@ -370,7 +371,7 @@ func TestRolloutPromotedAndAborted(t *testing.T) {
 	revisions := func(want ...int) {
 		t.Helper()
 		for i, n := range order {
-			if h := crtest.History(t, cluster, ns, n); len(h) != want[i] {
+			if h := helmtest.History(t, cluster.Kubeconfig, ns, n); len(h) != want[i] {
 				t.Fatalf("%s (wave %d): %d revisions%s, want %d", n, i+1, len(h), describe(h), want[i])
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/guard"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // Server-side apply, per watch (issue 47, item 3), on the day2 chart: SSAProbe installs
@@ -58,7 +59,7 @@ func TestServerSideApplyWatch(t *testing.T) {
 	ns := crtest.NewNamespace(t, k8s, "ssa-")
 	create(t, crtest.NewCR(ssaProbeGVK, ns, "s", map[string]any{}))
 	cr := crtest.WaitCondition(t, k8s, ssaProbeGVK, ns, "s", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].ApplyMethod != "ssa" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "s"); len(h) != 1 || h[0].ApplyMethod != "ssa" {
 		t.Fatalf("history %v, want one revision applied server-side", h)
 	}
 	if ops := managerEntries(deployment(t, ns, "s"), helm.FieldManager); len(ops) != 1 || ops[0] != metav1.ManagedFieldsOperationApply {
@@ -86,7 +87,7 @@ func TestServerSideApplyWatch(t *testing.T) {
 	if dep.Labels["app.kubernetes.io/managed-by"] != "Helm" || dep.Annotations["meta.helm.sh/release-name"] != "s" {
 		t.Errorf("Helm's ownership metadata is gone after the restore: %v %v", dep.Labels, dep.Annotations)
 	}
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "s"); len(h) != 1 {
 		t.Fatalf("%d revisions after the restore, want 1", len(h))
 	}
 
@@ -129,7 +130,7 @@ func TestClientSideReleaseMovesToServerSide(t *testing.T) {
 	ns := crtest.NewNamespace(t, k8s, "ssa-move-")
 	create(t, crtest.NewCR(ssaMoveGVK, ns, "m", map[string]any{}))
 	crtest.WaitCondition(t, k8s, ssaMoveGVK, ns, "m", rstatus.TypeReady, metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "m"); len(h) != 1 || h[0].ApplyMethod == "ssa" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "m"); len(h) != 1 || h[0].ApplyMethod == "ssa" {
 		t.Fatalf("history %v, want one revision applied client-side", h)
 	}
 	if ops := managerEntries(deployment(t, ns, "m"), helm.FieldManager); len(ops) != 1 || ops[0] != metav1.ManagedFieldsOperationUpdate {
@@ -137,10 +138,10 @@ func TestClientSideReleaseMovesToServerSide(t *testing.T) {
 	}
 	patch(t, ssaMoveGVK, ns, "m", `{"spec":{"image":"nginx:2"}}`)
 	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "m")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "m")
 		return len(h) == 2 && h[1].Info.Status == "deployed", nil
 	})
-	if h := crtest.History(t, cluster, ns, "m"); h[1].ApplyMethod != "ssa" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "m"); h[1].ApplyMethod != "ssa" {
 		t.Fatalf("revision 2's apply method is %q, want ssa", h[1].ApplyMethod)
 	}
 	dep := deployment(t, ns, "m")
@@ -201,7 +202,7 @@ func TestServerSideForcedReplace(t *testing.T) {
 	patch(t, ssaReplaceGVK, ns, "r", `{"spec":{"tier":"b"}}`)
 	crtest.WaitEvent(t, k8s, ns, "r", rstatus.ReasonReplaced, "Deployment/"+ns+"/r")
 	crtest.Eventually(t, "revision 2 deployed", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "r")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "r")
 		return len(h) == 2 && h[1].Info.Status == "deployed" && h[1].ApplyMethod == "ssa", nil
 	})
 	dep := deployment(t, ns, "r")

@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/rudder-operator/rudder/internal/gate"
-	"github.com/rudder-operator/rudder/internal/lazylog"
 	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 )
@@ -100,10 +99,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // logConstructor is controller-runtime's logger of a controller and of each reconcile, with
-// the same names and values, made lazy (internal/lazylog): a pass that writes no line, as
-// most passes of a converged CR, does not pay for encoding them.
+// the same names and values. main.go's zap core encodes them only when a line is written
+// (cli.LazyFields): a pass that writes no line, as most passes of a converged CR, does not
+// pay for encoding them.
 func (r watchEvents) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
-	log := lazylog.New(base.WithValues("controller", ControllerName(r.gvk), "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind))
+	log := base.WithValues("controller", ControllerName(r.gvk), "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind)
 	return func(req *reconcile.Request) logr.Logger {
 		if req == nil {
 			return log

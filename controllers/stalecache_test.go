@@ -20,6 +20,7 @@ import (
 	"github.com/rudder-operator/rudder/controllers"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -80,7 +81,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("after the first pass: %s", describe(h))
 	}
 
@@ -94,7 +95,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcileOnce(t, r, ns, "s")
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "s"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed {
 		t.Fatalf("the existing release was changed: %s", describe(h))
 	}
 	var cm corev1.ConfigMap
@@ -120,7 +121,7 @@ func TestReleaseTheCacheDoesNotShowIsKept(t *testing.T) {
 	if _, err := crtest.Get(ctx, k8s, sprocketGVK, ns, "s"); !apierrors.IsNotFound(err) {
 		t.Fatalf("CR after deletion: %v", err)
 	}
-	if h := crtest.History(t, cluster, ns, "s"); len(h) != 0 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "s"); len(h) != 0 {
 		t.Fatalf("release after deletion: %s", describe(h))
 	}
 }
@@ -141,7 +142,7 @@ func TestReleaseNotMadeByRudderIsNeverTakenOver(t *testing.T) {
 	if msg := crtest.Condition(u, "Stalled").Message; !strings.Contains(msg, "something other than rudder") {
 		t.Errorf("conflict message: %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "theirs"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed || h[0].Labels[records.LabelOwnerUID] != "" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "theirs"); len(h) != 1 || h[0].Info.Status != common.StatusDeployed || h[0].Labels[records.LabelOwnerUID] != "" {
 		t.Fatalf("helm's release was touched: %s", describe(h))
 	}
 	var cm corev1.ConfigMap

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/clock"
 )
@@ -26,14 +26,10 @@ import (
 // cache of release records: resourceVersions are compared as the integers the API server's
 // etcd storage makes them, a write belongs to one incarnation of the CR (a CR of the same name
 // made anew has another UID), and an entry the cache has not caught up with within
-// statusesTTL is dropped, so that the cache's view wins.
-type statuses struct {
-	mu    sync.Mutex
-	clock clock.PassiveClock
-	m     map[types.NamespacedName]writtenStatus
-	// swept is when entries older than statusesTTL were last dropped.
-	swept time.Time
-}
+// statusesTTL is dropped, so that the cache's view wins. The entries live in apimachinery's
+// expiring LRU: one goes when a pass reads the CR from a cache that shows its write, so those
+// that stay are a deleted CR's, until statusesTTL or the bound.
+type statuses struct{ m *cache.LRUExpireCache }
 
 type writtenStatus struct {
 	uid types.UID
@@ -42,14 +38,18 @@ type writtenStatus struct {
 	// needs only while the cache is behind the write.
 	status     []byte
 	finalizers []string
-	at         time.Time
 }
 
-// statusesTTL bounds how long a write is preferred to the cache's view of its CR.
-const statusesTTL = time.Minute
+const (
+	// statusesTTL bounds how long a write is preferred to the cache's view of its CR.
+	statusesTTL = time.Minute
+	// statusesKept bounds the CRs kept; one forgotten early is read from the cache, as after
+	// statusesTTL.
+	statusesKept = 1 << 14
+)
 
 func newStatuses(c clock.PassiveClock) *statuses {
-	return &statuses{clock: c, m: map[types.NamespacedName]writtenStatus{}}
+	return &statuses{m: cache.NewLRUExpireCacheWithClock(statusesKept, c)}
 }
 
 // wrote keeps status and finalizers as what the CR key (uid) holds since its write was
@@ -64,11 +64,7 @@ func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, sta
 	if err != nil {
 		return
 	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweep(now)
-	s.m[key] = writtenStatus{uid: uid, rv: n, status: raw, finalizers: slices.Clone(finalizers), at: now}
+	s.m.Add(key, writtenStatus{uid: uid, rv: n, status: raw, finalizers: slices.Clone(finalizers)}, statusesTTL)
 }
 
 // read puts into obj, read from the cache, the status and finalizers this process wrote of it
@@ -77,20 +73,18 @@ func (s *statuses) wrote(key types.NamespacedName, uid types.UID, rv string, sta
 // to be changed), and whether it did.
 func (s *statuses) read(obj *unstructured.Unstructured) (status any, ok bool) {
 	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-	cached, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	w, ok := s.m[key]
+	v, ok := s.m.Get(key)
 	if !ok {
 		return nil, false
 	}
-	if err != nil || w.uid != obj.GetUID() || cached >= w.rv || now.Sub(w.at) > statusesTTL {
-		delete(s.m, key)
+	w := v.(writtenStatus)
+	cached, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	if err != nil || w.uid != obj.GetUID() || cached >= w.rv {
+		s.m.Remove(key)
 		return nil, false
 	}
 	if err := utiljson.Unmarshal(w.status, &status); err != nil {
-		delete(s.m, key)
+		s.m.Remove(key)
 		return nil, false
 	}
 	if status == nil {
@@ -103,22 +97,4 @@ func (s *statuses) read(obj *unstructured.Unstructured) (status any, ok bool) {
 }
 
 // forget drops what is kept of the CR at key.
-func (s *statuses) forget(key types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, key)
-}
-
-// sweep drops, at most once per statusesTTL, the entries older than it: those of CRs no
-// pass reads again. The caller holds mu.
-func (s *statuses) sweep(now time.Time) {
-	if now.Sub(s.swept) < statusesTTL {
-		return
-	}
-	s.swept = now
-	for k, w := range s.m {
-		if now.Sub(w.at) > statusesTTL {
-			delete(s.m, k)
-		}
-	}
-}
+func (s *statuses) forget(key types.NamespacedName) { s.m.Remove(key) }

@@ -19,6 +19,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -98,7 +99,7 @@ func TestValuesFrom(t *testing.T) {
 	if msg := crtest.Condition(u, rstatus.TypeStalled).Message; !strings.Contains(msg, "ValuesProbe.test.rudder.dev/payments") || strings.Contains(msg, "payments-password") {
 		t.Fatalf("the condition does not name the CR the Secret must claim (or shows its value): %s", msg)
 	}
-	if h := crtest.History(t, cluster, ns, "payments"); len(h) != 0 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "payments"); len(h) != 0 {
 		t.Fatalf("a release of an unclaimed source: %s", describe(h))
 	}
 	payments.Annotations = claims("payments-db")
@@ -243,7 +244,7 @@ func wantRevisions(t *testing.T, ns, name string, n int) {
 	crtest.Eventually(t, fmt.Sprintf("revision %d of %s deployed", n, name), timeout, func(context.Context) (bool, error) {
 		got := releaseRevisions(t, ns, name)
 		if len(got) > n {
-			return false, fmt.Errorf("history %v: more than %d revisions:%s", got, n, describe(crtest.History(t, cluster, ns, name)))
+			return false, fmt.Errorf("history %v: more than %d revisions:%s", got, n, describe(helmtest.History(t, cluster.Kubeconfig, ns, name)))
 		}
 		return len(got) == n && slices.Contains(got, strconv.Itoa(n)+":deployed"), nil
 	})

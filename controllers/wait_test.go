@@ -10,6 +10,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // A watch's wait (issue 47, item 4), on the waited chart (a ConfigMap, and a Deployment whose
@@ -35,7 +36,7 @@ func TestWaitIsScopedAndEndsWithTheCR(t *testing.T) {
 	create(t, crtest.NewCR(waitScopedGVK, ns, "scoped", spec))
 
 	crtest.WaitCondition(t, k8s, waitScopedGVK, ns, "scoped", rstatus.TypeReleased, metav1.ConditionTrue, "", timeout)
-	if h := crtest.History(t, cluster, ns, "scoped"); len(h) != 1 || h[0].Info.Status != "deployed" {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "scoped"); len(h) != 1 || h[0].Info.Status != "deployed" {
 		t.Fatalf("the scoped wait's release: %v, want revision 1 deployed", h)
 	}
 	if c := crtest.Condition(crtest.WaitCondition(t, k8s, waitScopedGVK, ns, "scoped", rstatus.TypeReady, metav1.ConditionFalse, "", timeout),
@@ -44,7 +45,7 @@ func TestWaitIsScopedAndEndsWithTheCR(t *testing.T) {
 	}
 
 	crtest.Eventually(t, "the install waiting", timeout, func(context.Context) (bool, error) {
-		h := crtest.History(t, cluster, ns, "all")
+		h := helmtest.History(t, cluster.Kubeconfig, ns, "all")
 		return len(h) == 1 && h[0].Info.Status == "pending-install", nil
 	})
 	if err := k8s.Delete(ctx, crtest.NewCR(waitAllGVK, ns, "all", nil)); err != nil {
@@ -54,7 +55,7 @@ func TestWaitIsScopedAndEndsWithTheCR(t *testing.T) {
 		_, err := crtest.Get(ctx, k8s, waitAllGVK, ns, "all")
 		return apierrors.IsNotFound(err), nil
 	})
-	if h := crtest.History(t, cluster, ns, "all"); len(h) != 0 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "all"); len(h) != 0 {
 		t.Fatalf("the deleted CR's release is left: %v", h)
 	}
 	if _, err := crtest.Get(ctx, k8s, schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, ns, "all"); !apierrors.IsNotFound(err) {

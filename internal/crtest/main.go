@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +11,8 @@ import (
 	"testing"
 	"time"
 
+	uzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"helm.sh/helm/v4/pkg/action"
-	"helm.sh/helm/v4/pkg/cli"
-	release "helm.sh/helm/v4/pkg/release/v1"
-	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/cli"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 )
 
@@ -79,7 +75,8 @@ func Main(m *testing.M, s Suite) int {
 	if s.LogLevel != nil {
 		level = *s.LogLevel
 	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
+	// Lazy fields as main.go's logger has them: the benchmarks count what a pass allocates.
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level), zap.RawZapOpts(uzap.WrapCore(cli.LazyFields))))
 	code, err := run(m, s)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -268,31 +265,6 @@ func Update(t testing.TB, c client.Client, gvk schema.GroupVersionKind, ns, name
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// HelmConfig is the Helm SDK's configuration for namespace ns of the cluster, as the helm CLI
-// builds it from the cluster's kubeconfig: what tests read and edit release history with.
-func HelmConfig(t testing.TB, c *testcluster.Cluster, ns string) *action.Configuration {
-	t.Helper()
-	settings := cli.New()
-	settings.KubeConfig = c.Kubeconfig
-	settings.SetNamespace(ns)
-	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler))
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret"); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-// History is a release's revisions, oldest first, read as the helm CLI reads them (none:
-// empty).
-func History(t testing.TB, c *testcluster.Cluster, ns, name string) []*release.Release {
-	t.Helper()
-	h, err := records.V1sOf(HelmConfig(t, c, ns).Releases.History(name))
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		t.Fatalf("history of %s: %v", name, err)
-	}
-	return h
 }
 
 // BuildRudder builds rudder from the checkout at root into dir/rudder, for tests and

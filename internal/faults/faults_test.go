@@ -30,6 +30,7 @@ import (
 
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/testcluster"
 	"github.com/rudder-operator/rudder/internal/wiring"
 )
@@ -203,7 +204,7 @@ func converged(t *testing.T, ns string, names []string, replicas int64) {
 		crtest.WaitCondition(t, k8s, webGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 	}
 	for _, n := range names {
-		h := crtest.History(t, cluster, ns, n)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, n)
 		if len(h) == 0 {
 			t.Fatalf("%s: no release", n)
 		}
@@ -457,7 +458,7 @@ func atoi(s string) int {
 func newestRevision(t *testing.T, ns, name string) int {
 	t.Helper()
 	n := 0
-	for _, r := range crtest.History(t, cluster, ns, name) {
+	for _, r := range helmtest.History(t, cluster.Kubeconfig, ns, name) {
 		n = max(n, r.Version)
 	}
 	return n

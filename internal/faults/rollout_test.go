@@ -21,6 +21,7 @@ import (
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
 	"github.com/rudder-operator/rudder/internal/chartsource/chartsourcetest"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	rrecords "github.com/rudder-operator/rudder/internal/records"
 )
 
@@ -65,7 +66,7 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 	for _, n := range names {
 		crtest.WaitCondition(t, k8s, rolloutGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 	}
-	from := crtest.History(t, cluster, ns, names[0])[0].Labels[rrecords.LabelChartDigest]
+	from := helmtest.History(t, cluster.Kubeconfig, ns, names[0])[0].Labels[rrecords.LabelChartDigest]
 	files, err := chartsourcetest.ReadDir(filepath.Join(root, "controllers/testdata/charts/day2"))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func midWave(t *testing.T, edition string, fault func(*replica)) {
 	for _, n := range names {
 		crtest.WaitCondition(t, k8s, rolloutGVK, ns, n, "Ready", metav1.ConditionTrue, "", 3*time.Minute)
 		deployedOnNew, newest := 0, (*release.Release)(nil)
-		for _, rel := range crtest.History(t, cluster, ns, n) {
+		for _, rel := range helmtest.History(t, cluster.Kubeconfig, ns, n) {
 			if rel.Labels[rrecords.LabelChartDigest] == ro.Spec.To && (rel.Info.Status == common.StatusDeployed || rel.Info.Status == common.StatusSuperseded) {
 				deployedOnNew++
 			}
@@ -147,7 +148,7 @@ func TestRolloutPerShard(t *testing.T) {
 	}
 	// The chart every CR runs now: the rollouts this test waits for move from it (those of an
 	// earlier run, with go test -count=N, moved from another).
-	from := crtest.History(t, cluster, ns, "a1")[0].Labels[rrecords.LabelChartDigest]
+	from := helmtest.History(t, cluster.Kubeconfig, ns, "a1")[0].Labels[rrecords.LabelChartDigest]
 	files, err := chartsourcetest.ReadDir(filepath.Join(root, "controllers/testdata/charts/day2"))
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestRolloutPerShard(t *testing.T) {
 		}
 	}
 	for n := range names {
-		h := crtest.History(t, cluster, ns, n)
+		h := helmtest.History(t, cluster.Kubeconfig, ns, n)
 		if len(h) != 2 || h[1].Info.Status != common.StatusDeployed {
 			t.Errorf("%s: %d revisions", n, len(h))
 		}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
 // Sharding: two rudder processes, each with its own --watch-label-selector and leader election
@@ -182,10 +183,10 @@ func TestStoppedShardIsLeftAlone(t *testing.T) {
 	if logged(rest, "x") || logged(rest, "y") {
 		t.Fatal("the running shard acted on the stopped shard's CRs")
 	}
-	if h := crtest.History(t, cluster, ns, "y"); len(h) != 0 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "y"); len(h) != 0 {
 		t.Fatalf("y has revisions while its shard is down: %d", len(h))
 	}
-	if h := crtest.History(t, cluster, ns, "x"); len(h) != 1 {
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "x"); len(h) != 1 {
 		t.Fatalf("x has %d revisions while its shard is down, want 1", len(h))
 	}
 	u := crtest.MustGet(t, k8s, webGVK, ns, "y")

@@ -23,6 +23,7 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
+	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 	"github.com/rudder-operator/rudder/internal/machine"
 )
 
@@ -104,7 +105,7 @@ func takeoverKeepsEveryState(t *testing.T, prefix string, first, then rudderVers
 		u.Object["spec"] = map[string]any{"replicas": int64(2)}
 	})
 	crtest.Eventually(t, "rolled-back upgraded to revision 2", timeout, func(ctx context.Context) (bool, error) {
-		return len(crtest.History(t, cluster, ns, "rolled-back")) == 2, nil
+		return len(helmtest.History(t, cluster.Kubeconfig, ns, "rolled-back")) == 2, nil
 	})
 	wait(crs[4], rstatus.TypeReady, metav1.ConditionTrue, "")
 	crtest.Update(t, k8s, webGVK, ns, "rolled-back", func(u *unstructured.Unstructured) {
@@ -188,7 +189,7 @@ func takeoverOf(t *testing.T, gvk schema.GroupVersionKind, ns, name string) take
 		tk.Conditions = append(tk.Conditions, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
 	}
 	slices.Sort(tk.Conditions)
-	for _, r := range crtest.History(t, cluster, ns, name) {
+	for _, r := range helmtest.History(t, cluster.Kubeconfig, ns, name) {
 		tk.History = append(tk.History, fmt.Sprintf("%d:%s", r.Version, r.Info.Status))
 	}
 	return tk

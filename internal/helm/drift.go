@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-openapi/jsonpointer"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -62,40 +63,24 @@ func (d Drift) desired(want *unstructured.Unstructured) *unstructured.Unstructur
 // CheckPointer checks a JSON pointer (RFC 6901) that names a field: it starts with "/", and
 // "~" is escaped as "~0" or "~1".
 func CheckPointer(p string) error {
-	if !strings.HasPrefix(p, "/") || p == "/" {
+	if _, err := jsonpointer.New(p); err != nil || p == "" || p == "/" {
 		return fmt.Errorf("%q is not a JSON pointer to a field, such as /spec/replicas", p)
 	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
-			return fmt.Errorf("%q: in a JSON pointer ~ is written ~0 and / is written ~1", p)
-		}
+	if strings.Contains(strings.NewReplacer("~0", "", "~1", "").Replace(p), "~") {
+		return fmt.Errorf("%q: in a JSON pointer ~ is written ~0 and / is written ~1", p)
 	}
 	return nil
-}
-
-// pointerTokens are the reference tokens of a checked JSON pointer, unescaped; none for "",
-// the whole document.
-func pointerTokens(p string) []string {
-	if p == "" {
-		return nil
-	}
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, t := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-	}
-	return parts
-}
-
-// escapeToken escapes one reference token of a JSON pointer.
-func escapeToken(t string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }
 
 // removePointer removes the field p points to from obj; a pointer to nothing changes nothing.
 // A list element is removed by setting its parent's list without it.
 func removePointer(obj map[string]any, p string) {
-	i := strings.LastIndex(p, "/") // an escaped token holds no "/"
-	parentPointer, last := p[:i], pointerTokens(p[i:])[0]
+	ptr, err := jsonpointer.New(p)
+	tokens := ptr.DecodedTokens()
+	if err != nil || len(tokens) == 0 {
+		return
+	}
+	parentPointer, last := p[:strings.LastIndex(p, "/")], tokens[len(tokens)-1] // an escaped token holds no "/"
 	parent, _ := pointerValue(obj, parentPointer)
 	switch node := parent.(type) {
 	case map[string]any:
@@ -111,58 +96,41 @@ func removePointer(obj map[string]any, p string) {
 
 // pointerValue is the value of the field p points to in obj (ok false: none).
 func pointerValue(obj map[string]any, p string) (v any, ok bool) {
-	var node any = obj
-	for _, t := range pointerTokens(p) {
-		switch n := node.(type) {
-		case map[string]any:
-			if node, ok = n[t]; !ok {
-				return nil, false
-			}
-		case []any:
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(n) {
-				return nil, false
-			}
-			node = n[i]
-		default:
-			return nil, false
-		}
+	ptr, err := jsonpointer.New(p)
+	if err != nil {
+		return nil, false
 	}
-	return node, true
+	v, _, err = ptr.Get(obj)
+	return v, err == nil
 }
 
 // setPointer sets the field p points to in obj to v, making the objects on the way; a pointer
 // through a list element that does not exist, or through a value that is not an object or a
 // list, sets nothing.
 func setPointer(obj map[string]any, p string, v any) {
+	ptr, err := jsonpointer.New(p)
+	tokens := ptr.DecodedTokens()
+	if err != nil || len(tokens) == 0 {
+		return
+	}
 	var node any = obj
-	tokens := pointerTokens(p)
-	for i, t := range tokens {
-		last := i == len(tokens)-1
-		switch n := node.(type) {
-		case map[string]any:
-			if last {
-				n[t] = v
-				return
-			}
-			next, ok := n[t]
-			if !ok || next == nil {
-				next = map[string]any{}
-				n[t] = next
-			}
-			node = next
-		case []any:
-			k, err := strconv.Atoi(t)
-			if err != nil || k < 0 || k >= len(n) {
-				return
-			}
-			if last {
-				n[k] = v
-				return
-			}
-			node = n[k]
-		default:
+	for _, t := range tokens[:len(tokens)-1] {
+		if m, ok := node.(map[string]any); ok && m[t] == nil {
+			m[t] = map[string]any{}
+		}
+		if node, _, err = jsonpointer.GetForToken(node, t); err != nil {
 			return
+		}
+	}
+	// The last step by hand: the library's Set deletes a map's key, or panics on a list
+	// element, when the value is JSON's null.
+	last := tokens[len(tokens)-1]
+	switch n := node.(type) {
+	case map[string]any:
+		n[last] = v
+	case []any:
+		if k, err := strconv.Atoi(last); err == nil && k >= 0 && k < len(n) {
+			n[k] = v
 		}
 	}
 }
@@ -207,11 +175,11 @@ func diffValues(at string, want, cur any, out *[]string) {
 			cv, ok := c[k]
 			if !ok {
 				if w[k] != nil {
-					*out = append(*out, at+"/"+escapeToken(k))
+					*out = append(*out, at+"/"+jsonpointer.Escape(k))
 				}
 				continue
 			}
-			diffValues(at+"/"+escapeToken(k), w[k], cv, out)
+			diffValues(at+"/"+jsonpointer.Escape(k), w[k], cv, out)
 		}
 	case []any:
 		c, ok := cur.([]any)

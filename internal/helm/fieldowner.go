@@ -13,7 +13,7 @@ import (
 )
 
 // A release's fields have one field manager, FieldManager ("helm"), whoever writes them:
-// rudder, or a person's helm rollback or upgrade. rudder before this version wrote as
+// rudder, or a person's helm rollback or upgrade. rudder before abf8a42 (2026-12-06) wrote as
 // legacyFieldManager; on an object of a release that applies server-side, what that manager
 // holds is moved to FieldManager before rudder applies it (foldLegacy), so that neither
 // rudder's apply nor a Helm CLI's conflicts with it, and a field the chart no longer sets is
@@ -22,8 +22,8 @@ import (
 // legacyFieldManager is the field manager rudder wrote as before it wrote as FieldManager:
 // its Helm client's, and the user agent's name of its other writes. The code that moves its
 // fields (foldLegacy, and its callers kubeClient.foldLegacy and moveLegacyFields) can go
-// once every release has been upgraded or checked for drift by a rudder that has it: the
-// objects then hold none.
+// once every release has been upgraded or checked for drift by abf8a42 or a later rudder:
+// the objects then hold none.
 const legacyFieldManager = "rudder"
 
 // foldLegacy is the JSON patch that moves the fields legacyFieldManager holds on an object

@@ -35,10 +35,11 @@ func ImmutableField(err error) bool {
 	return err != nil && libtext.ImmutableUpdate(err.Error())
 }
 
-// Update is Helm's, after the fields an earlier rudder holds on the objects of a server-side
-// action are moved to FieldManager (kubeClient.foldLegacy, below). With force, when Helm's update failed on an immutable field, the objects
-// whose patch the API server refuses as immutable are deleted and created as the target has
-// them, and Helm's update runs once more for the rest.
+// Update is Helm's, after the fields a rudder before abf8a42 holds on the objects of a
+// server-side action are moved to FieldManager (kubeClient.foldLegacy, below). With force,
+// when Helm's update failed on an immutable field, the objects whose patch the API server
+// refuses as immutable are deleted and created as the target has them, and Helm's update runs
+// once more for the rest.
 func (k *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	k.unasked.on.Store(false)
 	if k.serverSide {

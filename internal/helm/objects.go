@@ -242,8 +242,9 @@ func (d Drift) reapply(ctx context.Context, want *unstructured.Unstructured, liv
 }
 
 // reapplyServerSide restores what an apply of want changes on cur, and names it ("": there
-// was nothing to restore); with d.Warn it only returns the drift. An object whose fields an
-// earlier rudder holds is applied even without drift, and its fields moved (fieldowner.go).
+// was nothing to restore); with d.Warn it only returns the drift. An object whose fields a
+// rudder before abf8a42 holds is applied even without drift, and its fields moved
+// (fieldowner.go).
 func (d Drift) reapplyServerSide(ctx context.Context, w client.Writer, want, cur *unstructured.Unstructured) (string, *Drifted, error) {
 	desired := d.applied(want, cur)
 	paths, answer, err := applyDrift(ctx, w, desired, cur)

@@ -177,6 +177,36 @@ func TestCheckPointer(t *testing.T) {
 	}
 }
 
+// setPointer makes the objects on its way, sets list elements in place and JSON's null as a
+// value, and sets nothing through what does not exist; pointerValue reads the same fields.
+func TestSetPointer(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "a"}}, "n": nil}}
+	setPointer(obj, "/spec/containers/0/image", "b")
+	setPointer(obj, "/spec/containers/0/args", nil)
+	setPointer(obj, "/spec/containers/1/image", "x") // no element 1
+	setPointer(obj, "/spec/n", []any{nil})
+	setPointer(obj, "/spec/n/0", nil)
+	setPointer(obj, "/metadata/annotations/a~1b", "v")
+	setPointer(obj, "/spec/containers/0/name/x", "y") // through a string
+	want := map[string]any{
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "b", "args": nil}}, "n": []any{nil}},
+		"metadata": map[string]any{"annotations": map[string]any{"a/b": "v"}},
+	}
+	if !reflect.DeepEqual(obj, want) {
+		t.Fatalf("after sets: %v, want %v", obj, want)
+	}
+	for p, want := range map[string]any{"/spec/containers/0/image": "b", "/metadata/annotations/a~1b": "v", "/spec/n/0": nil} {
+		if v, ok := pointerValue(obj, p); !ok || !reflect.DeepEqual(v, want) {
+			t.Errorf("pointerValue(%q) = %v, %v; want %v", p, v, ok, want)
+		}
+	}
+	for _, p := range []string{"/spec/containers/1", "/spec/missing", "/spec/containers/0/name/x"} {
+		if v, ok := pointerValue(obj, p); ok {
+			t.Errorf("pointerValue(%q) = %v, want none", p, v)
+		}
+	}
+}
+
 // MemoMapper asks its mapper once per kind and version found, and every time for one that is
 // not (yet) there.
 func TestMemoMapper(t *testing.T) {

@@ -113,7 +113,8 @@ func (en *ending) holdBack(obs observed, s plan.Situation, o *outcome) result {
 }
 
 // failureReason is the reason Released gives for a held-back failure of an earlier pass whose
-// record has none (an older rudder's): as this pass set it, else as the CR had it.
+// record has none (one rudder made before 647f429): as this pass set it, else as the CR had
+// it. The fallback can go when no release's newest revision is that old.
 func (en *ending) failureReason(o *outcome) string {
 	c := o.released
 	if c == nil {
@@ -144,8 +145,8 @@ func (en *ending) waitForOperation(rel *release.Release) result {
 // inSync ends a pass on a revision deployed from exactly what the spec and chart give now.
 func (en *ending) inSync(h *records.Head) result {
 	res := result{verdict: succeeded, phase: phaseInSync, reason: rstatus.ReasonUpToDate, head: h}
-	// The action that made this revision, as its record says; a record an older rudder made
-	// does not, and its CR's condition does.
+	// The action that made this revision, as its record says; a record rudder made before
+	// af27a7e does not, and its CR's condition does.
 	switch h.MadeBy() {
 	case records.ActionInstall:
 		res.reason = rstatus.ReasonInstallSucceeded

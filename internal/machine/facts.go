@@ -31,9 +31,10 @@ func (ob *observation) facts() records.Facts {
 }
 
 // factsOf are the release's facts with newest revision h (nil: none): as its records carry
-// them; with no record, as Memory keeps them. A record that carries none (an older rudder's,
-// or another owner's) has none, and so has a release with neither. With them, the message of
-// the failure among them Memory keeps ("": none; a record's facts have none, no label holds it).
+// them; with no record, as Memory keeps them. A record that carries none (one rudder made
+// before 647f429, or another owner's) has none, and so has a release with neither. With them,
+// the message of the failure among them Memory keeps ("": none; a record's facts have none,
+// no label holds it).
 func (ob *observation) factsOf(h *records.Head) (records.Facts, string) {
 	switch {
 	case h == nil:

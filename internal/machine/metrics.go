@@ -1,10 +1,13 @@
 package machine
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/rudder-operator/rudder/internal/plan"
 )
 
 // The state machine's metrics, beside the controller's (controllers/metrics.go) and
@@ -16,9 +19,8 @@ var (
 	}, []string{"gvk", "namespace", "name", "state"})
 	releaseActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_release_actions_total",
-		Help: "Release actions by kind, action (install, upgrade, rollback, rollback-to, test, unlock, supersede, adopt, adopt-release, " +
-			"reapply, remove-failed-install, finish-uninstall, uninstall, let-go) and result (ok, failed); an action that found nothing to do is " +
-			"not counted.",
+		Help: "Release actions by kind, action (" + actionNames() + ") and result (ok, failed); an action that found nothing " +
+			"to do is not counted.",
 	}, []string{"gvk", "action", "result"})
 	statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_status_writes_total",
@@ -50,4 +52,13 @@ func observeHook(gvk, phase string, took time.Duration, err error) {
 		result = "error"
 	}
 	hookSeconds.WithLabelValues(gvk, phase, result).Observe(took.Seconds())
+}
+
+// actionNames is plan.Actions as the actions metric's help lists them.
+func actionNames() string {
+	names := make([]string, len(plan.Actions))
+	for i, a := range plan.Actions {
+		names[i] = string(a)
+	}
+	return strings.Join(names, ", ")
 }

@@ -1,10 +1,9 @@
 package machine
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
@@ -26,15 +25,11 @@ const (
 	retryCap  = 5 * time.Minute
 )
 
-// retryBackoff is how long after its failures-th failure a pair is tried again: the
-// failures-th step of apimachinery's back-off from retryBase, doubling, capped at retryCap.
+// retryBackoff is how long after its failures-th failure a pair is tried again: retryBase,
+// doubled for each failure after the first, never more than retryCap.
 func retryBackoff(failures int) time.Duration {
-	b := wait.Backoff{Duration: retryBase, Factor: 2, Steps: max(failures, 1), Cap: retryCap}
-	var d time.Duration
-	for range max(failures, 1) {
-		d = b.Step()
-	}
-	return d
+	d := float64(retryBase) * math.Exp2(float64(max(failures, 1)-1))
+	return time.Duration(min(d, float64(retryCap)))
 }
 
 // retriable reports whether a failure of reason is retried: an install's or an upgrade's. A
@@ -51,8 +46,8 @@ type failure struct {
 	failed rstatus.FailedRelease
 }
 
-// failures is how often f's pair has failed in a row (a record of an older rudder, without a
-// count: once).
+// failures is how often f's pair has failed in a row (a record rudder made before 647f429,
+// without a count: once).
 func failures(f *failure) int { return max(f.failed.Failures, 1) }
 
 // retriesLeft reports whether the failure f (nil: none) is tried again, with the watch's
@@ -74,7 +69,7 @@ func Jitter(d time.Duration) time.Duration {
 // so that the passes of the CRs whose turns fall within one step of it run together. An idle
 // process then wakes once a step for a batch, not once for each CR: at 300 CRs and a 1-minute
 // period, passes 200 ms apart cost twice the CPU of passes run back to back (docs/bench.md,
-// session 23). The jitter still spreads the fleet over the period's twelve steps, and a pass
+// "periodic passes on a grid"). The jitter still spreads the fleet over the period's twelve steps, and a pass
 // comes at most a twelfth of the period later than the jitter alone would have it.
 func periodic(now time.Time, period time.Duration) time.Duration {
 	d := Jitter(period)

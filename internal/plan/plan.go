@@ -39,6 +39,13 @@ const (
 	LetGo Action = "let-go"
 )
 
+// Actions is every Action, in the order the rudder_release_actions_total help lists them;
+// TestActionsListsEveryAction holds it to the constants above.
+var Actions = []Action{
+	Install, Upgrade, Rollback, RequestRollback, RolloutRollback, Test, Unlock, Supersede, Adopt, AdoptRelease,
+	Reapply, RemoveFailed, FinishUninstall, Uninstall, LetGo,
+}
+
 // Choice is the action Next chose and what it acts on. The zero Choice is none: the pass ends.
 type Choice struct {
 	Action Action

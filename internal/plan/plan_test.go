@@ -1,6 +1,11 @@
 package plan
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/rudder-operator/rudder/internal/records"
@@ -180,4 +185,41 @@ func describeNext(c Choice, e Ending) string {
 		return string(c.Action)
 	}
 	return "end:" + e.String()
+}
+
+// TestActionsListsEveryAction holds Actions, which the actions metric's help lists, to the
+// Action constants plan.go declares: a new action cannot be left out of it.
+func TestActionsListsEveryAction(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "plan.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []Action
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			if typ, ok := v.Type.(*ast.Ident); !ok || typ.Name != "Action" {
+				continue
+			}
+			for _, val := range v.Values {
+				s, err := strconv.Unquote(val.(*ast.BasicLit).Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				declared = append(declared, Action(s))
+			}
+		}
+	}
+	if len(declared) < 10 {
+		t.Fatalf("found %d Action constants in plan.go: the test no longer reads them", len(declared))
+	}
+	slices.Sort(declared)
+	listed := slices.Sorted(slices.Values(Actions))
+	if !slices.Equal(declared, listed) {
+		t.Errorf("Actions lists %v; plan.go declares %v", listed, declared)
+	}
 }

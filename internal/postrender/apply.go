@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
@@ -17,12 +16,14 @@ import (
 // post-renderer in order (to the manifest's objects, and the hooks' when it says so), then
 // the common metadata to every object. NOTES.txt is left as it is, and so is every file when
 // s is empty. A file's documents keep their order and their file, so that `helm get manifest`
-// names the template each object came from.
-func (s *Spec) Apply(files map[string]string) (map[string]string, error) {
+// names the template each object came from. splitManifests splits a file into its documents
+// as Helm's engine does (the render passes Helm's releaseutil.SplitManifests, keys
+// "manifest-<n>" in file order), so that what Helm then stores is what it would have split.
+func (s *Spec) Apply(files map[string]string, splitManifests func(string) map[string]string) (map[string]string, error) {
 	if s.Empty() {
 		return files, nil
 	}
-	docs := split(files)
+	docs := split(files, splitManifests)
 	var err error
 	for i, p := range s.PostRenderers {
 		if docs, err = p.apply(fmt.Sprintf("postRenderers[%d]", i), docs); err != nil {
@@ -40,14 +41,14 @@ func (s *Spec) Apply(files map[string]string) (map[string]string, error) {
 }
 
 // split parses the documents of every file but the notes, files in name order.
-func split(files map[string]string) []*doc {
+func split(files map[string]string, splitManifests func(string) map[string]string) []*doc {
 	names := slices.Sorted(maps.Keys(files))
 	var docs []*doc
 	for _, name := range names {
 		if isNotes(name) {
 			continue
 		}
-		parts := releaseutil.SplitManifests(files[name])
+		parts := splitManifests(files[name])
 		keys := slices.Collect(maps.Keys(parts))
 		// SplitManifests keys them "manifest-<n>", in file order.
 		sort.Slice(keys, func(i, j int) bool { return manifestIndex(keys[i]) < manifestIndex(keys[j]) })

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"sigs.k8s.io/yaml"
 )
 
@@ -93,7 +94,7 @@ func TestApply(t *testing.T) {
 		},
 		CommonMetadata: &Metadata{Labels: map[string]string{"team": "platform", "backup": "true"}, Annotations: map[string]string{"cost-centre": "42"}},
 	}
-	out, err := spec.Apply(files())
+	out, err := spec.Apply(files(), releaseutil.SplitManifests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestApply(t *testing.T) {
 
 func TestApplyHooksByDefault(t *testing.T) {
 	spec := &Spec{PostRenderers: []PostRenderer{{Kustomize: &Kustomize{Images: []Image{{Name: "grafana/grafana", NewTag: "12.1.0"}}}}}}
-	out, err := spec.Apply(files())
+	out, err := spec.Apply(files(), releaseutil.SplitManifests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestApplyHooksByDefault(t *testing.T) {
 
 func TestApplyEmptyChangesNothing(t *testing.T) {
 	in := files()
-	out, err := (&Spec{}).Apply(in)
+	out, err := (&Spec{}).Apply(in, releaseutil.SplitManifests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestApplyEmptyChangesNothing(t *testing.T) {
 
 func TestApplyDeletes(t *testing.T) {
 	del := "$patch: delete\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"
-	out, err := (&Spec{PostRenderers: []PostRenderer{{Kustomize: &Kustomize{Patches: []Patch{{Patch: del}}}}}}).Apply(files())
+	out, err := (&Spec{PostRenderers: []PostRenderer{{Kustomize: &Kustomize{Patches: []Patch{{Patch: del}}}}}}).Apply(files(), releaseutil.SplitManifests)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestApplyDeletes(t *testing.T) {
 func TestApplyNamesTheFailingPatch(t *testing.T) {
 	good := Patch{Patch: toleration, Target: &Selector{Kind: "Deployment"}}
 	bad := Patch{Patch: `[{"op": "replace", "path": "/spec/missing/field", "value": 1}]`, Target: &Selector{Kind: "Deployment", Name: "web"}}
-	_, err := (&Spec{PostRenderers: []PostRenderer{{Kustomize: &Kustomize{Patches: []Patch{good, bad}}}}}).Apply(files())
+	_, err := (&Spec{PostRenderers: []PostRenderer{{Kustomize: &Kustomize{Patches: []Patch{good, bad}}}}}).Apply(files(), releaseutil.SplitManifests)
 	if err == nil {
 		t.Fatal("a JSON 6902 patch of a missing path applied")
 	}

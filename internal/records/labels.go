@@ -42,7 +42,9 @@ const (
 	LabelRollbackRevision = "rudder.dev/rollback-revision"
 	// LabelAction is the action rudder made a revision from a spec with (see Action). A
 	// rollback copies it with LabelRevision, which then names another number: it describes the
-	// revision copied, not the copy (see Head.MadeBy). Records an older rudder made lack it.
+	// revision copied, not the copy (see Head.MadeBy). Records rudder made before af27a7e
+	// (2026-12-02) lack it; what reads it falls back on the CR's condition until no release's
+	// newest revision is that old.
 	LabelAction = "rudder.dev/action"
 	// LabelTestedRevision and LabelTestResult record a run of a revision's tests on its record
 	// (Helm updates the record with how each test hook ran): the revision's own number and

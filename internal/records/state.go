@@ -61,7 +61,7 @@ type Head struct {
 	RemovedAs int
 	// Facts are the release's facts: as this record carries them as its own, or (NewestHead)
 	// as the newest older record that does (a rollback's copy of another revision's facts is
-	// not the release's). nil: none (records an older rudder made).
+	// not the release's). nil: none (records rudder made before 647f429, 2026-12-02).
 	Facts *Facts
 	// OlderDeployed lists the older revisions still marked deployed (CachedHead only: a
 	// decoded release does not know its history). Helm marks the revision an upgrade or a

@@ -2,9 +2,12 @@ package records
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // What this process wrote of a release's records is read in place of a cache that does not
@@ -39,8 +42,8 @@ func TestWrittenIsReadUntilTheCacheShowsIt(t *testing.T) {
 	if got := w.overlay("n", "web", cached); got[1][LabelTestedRevision] != "" {
 		t.Fatalf("the cache's newer version: %v", got)
 	}
-	if len(w.recs) != 1 { // the other release's write stays
-		t.Fatalf("kept %v after the cache caught up", w.recs)
+	if len(w.releases.Keys()) != 1 { // the other release's write stays
+		t.Fatalf("kept %v after the cache caught up", w.releases.Keys())
 	}
 	// A revision deleted while the cache still shows it.
 	w.wrote(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1", ResourceVersion: "16", Labels: v1}}, "n")
@@ -64,21 +67,33 @@ func headsOf(ls []map[string]string) []*Head {
 }
 
 // Entries the cache never shows (a deleted CR's, whose release no pass reads again) do not
-// stay: a write drops those older than writtenTTL.
+// stay: they expire writtenTTL after their last write.
 func TestWrittenForgetsWhatNoPassReads(t *testing.T) {
 	t.Parallel()
-	w := NewWritten()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	w := newWritten(clk)
 	w.wrote(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.gone.v1", ResourceVersion: "5", Labels: map[string]string{"name": "gone"}}}, "n")
 	w.deleted("n", "sh.helm.release.v1.gone.v1")
-	for key, recs := range w.recs {
-		for name, r := range recs {
-			r.at = r.at.Add(-2 * writtenTTL)
-			w.recs[key][name] = r
-		}
+	if len(w.releases.Keys()) != 1 {
+		t.Fatalf("kept %v, want gone's delete", w.releases.Keys())
 	}
-	w.swept = w.swept.Add(-2 * writtenTTL)
+	clk.Step(2 * writtenTTL)
 	w.wrote(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v1", ResourceVersion: "6", Labels: map[string]string{"name": "web"}}}, "n")
-	if len(w.recs) != 1 || len(w.release) != 1 {
-		t.Fatalf("kept %v and %v, want only web's write", w.recs, w.release)
+	if keys := w.releases.Keys(); len(keys) != 1 || keys[0] != (types.NamespacedName{Namespace: "n", Name: "web"}) {
+		t.Fatalf("kept %v, want only web's write", keys)
+	}
+}
+
+func TestReleaseOfRecord(t *testing.T) {
+	for name, want := range map[string]string{
+		"sh.helm.release.v1.web.v12":   "web",
+		"sh.helm.release.v1.a.v.b.v3":  "a.v.b",
+		"sh.helm.release.v1.v2.v1":     "v2",
+		"other":                        "",
+		"sh.helm.release.v1.noversion": "",
+	} {
+		if got, ok := releaseOfRecord(name); got != want || ok != (want != "") {
+			t.Errorf("releaseOfRecord(%q) = %q, %v; want %q", name, got, ok, want)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/client-go/rest"
 )
 
@@ -186,7 +187,7 @@ func renderJob(job *Job, lookups *rest.Config) *Result {
 		return over
 	}
 	if !job.Post.Empty() {
-		if files, err = job.Post.Apply(files); err != nil {
+		if files, err = job.Post.Apply(files, releaseutil.SplitManifests); err != nil {
 			return &Result{Error: cutError(err.Error()), PostRender: true}
 		}
 		if over := bounded(files, job.MaxBytes); over != nil {

@@ -31,8 +31,8 @@
 //  1. types.go: the field on Limits (a quantity or a duration as metav1 types, so that
 //     watches.yaml spells them as Kubernetes does); limits.go: its mapping in Limits.helm.
 //  2. internal/helm/limits.go: the field on helm.Limits with its Default constant, and where it
-//     is enforced (a limit of what a render may do goes on to render.Limits in
-//     internal/helm/render.go); a refusal is a LimitError naming the limit.
+//     is enforced (a limit of what a render may do goes on to render.Limits, which
+//     internal/helm/render.go fills); a refusal is a LimitError naming the limit.
 //  3. fields.go: its row in LimitFields: key, the default made of helm's constant, docs line,
 //     check.
 //  4. `make manifests`, and a test that a CR past the limit is refused naming it.
