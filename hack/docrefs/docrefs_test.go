@@ -32,8 +32,8 @@ var (
 )
 
 func TestDocsNameWhatExists(t *testing.T) {
-	codeDirs = walkDirs(t)
-	pkgs := packagesOf(t)
+	dirs := walkDirs(t)
+	pkgs := packagesOf(t, dirs)
 	if len(pkgs["machine"]) == 0 || len(pkgs["helm"]) == 0 {
 		t.Fatalf("read %d packages, without machine or helm: the test no longer finds the code", len(pkgs))
 	}
@@ -43,7 +43,7 @@ func TestDocsNameWhatExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	docs["docs/development.md"] = string(raw)
-	for _, dir := range walkDirs(t) {
+	for _, dir := range dirs {
 		path := filepath.Join(dir, "doc.go")
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, path), nil, parser.ParseComments|parser.PackageClauseOnly)
 		if err != nil {
@@ -59,7 +59,10 @@ func TestDocsNameWhatExists(t *testing.T) {
 		// The guide names a package's file by its bare name after the package (`fields.go`
 		// in internal/watches' row); a doc.go names its own package's files so, and another's
 		// with the path.
-		anywhere := path == "docs/development.md"
+		var anywhere []string
+		if path == "docs/development.md" {
+			anywhere = dirs
+		}
 		for _, problem := range check(text, filepath.Dir(path), anywhere, pkgs) {
 			t.Errorf("%s: %s", path, problem)
 		}
@@ -67,16 +70,16 @@ func TestDocsNameWhatExists(t *testing.T) {
 }
 
 // check is what text, written in dir, names that does not exist. A bare file name is looked
-// for in dir, or in every directory of Go code when anywhere is set.
-func check(text, dir string, anywhere bool, pkgs map[string]decls) []string {
+// for in dir, and in each of the directories anywhere.
+func check(text, dir string, anywhere []string, pkgs map[string]decls) []string {
 	var problems []string
 	for _, m := range fileRef.FindAllStringIndex(text, -1) {
 		name := text[m[0]:m[1]]
 		if m[0] > 0 && strings.ContainsRune("$.", rune(text[m[0]-1])) {
 			continue // ${VAR}.yaml, x.y.go: not a file's name
 		}
-		bare := anywhere && !strings.Contains(name, "/")
-		if !fileExists(name, dir) && (!bare || !inSomePackage(name)) {
+		bare := !strings.Contains(name, "/")
+		if !fileExists(name, dir) && (!bare || !inSomeDir(anywhere, name)) {
 			problems = append(problems, "names the file "+name+", which does not exist")
 		}
 	}
@@ -122,17 +125,15 @@ func fileExists(name, dir string) bool {
 	return false
 }
 
-// inSomePackage reports whether a directory of Go code holds a file of that name.
-func inSomePackage(name string) bool {
-	for _, dir := range codeDirs {
+// inSomeDir reports whether one of dirs holds a file of that name.
+func inSomeDir(dirs []string, name string) bool {
+	for _, dir := range dirs {
 		if _, err := os.Stat(filepath.Join(root, dir, name)); err == nil {
 			return true
 		}
 	}
 	return false
 }
-
-var codeDirs []string
 
 // walkDirs is every directory of the repository that holds Go code, relative to root.
 func walkDirs(t *testing.T) []string {
@@ -159,12 +160,12 @@ func walkDirs(t *testing.T) []string {
 	return dirs
 }
 
-// packagesOf is the declarations of each of rudder's packages by package name (tests left
+// packagesOf is the declarations of each of rudder's packages in dirs by package name (tests left
 // out; two packages of one name share an entry).
-func packagesOf(t *testing.T) map[string]decls {
+func packagesOf(t *testing.T, dirs []string) map[string]decls {
 	pkgs := map[string]decls{}
 	fset := token.NewFileSet()
-	for _, dir := range walkDirs(t) {
+	for _, dir := range dirs {
 		matches, _ := filepath.Glob(filepath.Join(root, dir, "*.go"))
 		for _, path := range matches {
 			if strings.HasSuffix(path, "_test.go") {

@@ -97,8 +97,9 @@ type Request struct {
 	// revision's objects, as ParseIdentities would find them in its manifest, known from the
 	// post-render without reading the manifest again.
 	Objects []*unstructured.Unstructured
-	// Rendered is filled in with Objects: the same objects whole, as the post-render wrote
-	// them, for the pass that made them to judge before its cache shows them. Not kept.
+	// Rendered is filled in with Objects: the same objects whole, one for one, as the
+	// post-render wrote them, for the pass that made them to judge before its cache shows
+	// them. Not kept.
 	Rendered []*unstructured.Unstructured
 }
 

@@ -163,12 +163,14 @@ func (se *settler) readiness(ctx context.Context, o *outcome) (*readiness, error
 	r := &readiness{revision: o.head.Revision, count: len(o.objects)}
 	for _, want := range o.objects {
 		live, err := se.w.operand(ctx, want)
-		if sent := o.sent(want, se.key.Namespace); apierrors.IsNotFound(err) && sent != nil {
+		if apierrors.IsNotFound(err) {
 			// Helm made it just now, and the cache shows it on its create event: judged as Helm
 			// sent it, which is what kstatus finds of it before a controller acts on it. A
 			// release whose objects are current when made is Ready in the status its install
 			// writes, with no second write.
-			live, err = sent, nil
+			if sent := o.sent(want); sent != nil {
+				live, err = sent, nil
+			}
 		}
 		if apierrors.IsNotFound(err) {
 			// Deleted (its event may not have come yet) or not in the cache yet: look again, and

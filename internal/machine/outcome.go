@@ -80,16 +80,16 @@ type outcome struct {
 	ready      *readiness
 }
 
-// sent is want as the action that made o's head sent it (nil: none did this pass); a rendered
-// object without a namespace is in the release's, ns.
-func (o *outcome) sent(want *unstructured.Unstructured, ns string) *unstructured.Unstructured {
-	if !o.applied {
+// sent is want as the action that made o's head sent it (nil: none did this pass). made and
+// rendered are the post-render's identities and objects, one for one: an identity carries the
+// namespace the object goes to, which the rendered object may leave to the release.
+func (o *outcome) sent(want *unstructured.Unstructured) *unstructured.Unstructured {
+	if !o.applied || len(o.rendered) != len(o.made) {
 		return nil
 	}
-	for _, r := range o.rendered {
-		if r.GetName() == want.GetName() && r.GetKind() == want.GetKind() && r.GetAPIVersion() == want.GetAPIVersion() &&
-			(r.GetNamespace() == want.GetNamespace() || (r.GetNamespace() == "" && want.GetNamespace() == ns)) {
-			return r
+	for i, id := range o.made {
+		if id.GetName() == want.GetName() && id.GetNamespace() == want.GetNamespace() && id.GroupVersionKind() == want.GroupVersionKind() {
+			return o.rendered[i]
 		}
 	}
 	return nil
