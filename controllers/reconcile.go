@@ -72,7 +72,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 			c.wake() // the CR's status may open the gate of a wave
 		}
 	}()
-	res, err := machine.Run(ctx, r.world, obj, machine.Read{Status: read, TakenOn: takenOn})
+	res, err := machine.Run(ctx, r.world, obj, machine.Found{Status: read, TakenOn: takenOn})
 	if err == nil {
 		err = r.replaceForeignFinalizers(ctx, obj)
 	}

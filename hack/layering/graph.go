@@ -106,6 +106,71 @@ func packageLevel(pkg *types.Package, obj types.Object) (string, bool) {
 	return obj.Name(), obj.Parent() == pkg.Scope()
 }
 
+// floors is the floor each file of refs stands on: 1 for a file that references no other, else
+// one above the highest file it references outside its own circle (the files of a circle
+// share a floor).
+func floors(refs []ref) map[string]int {
+	comp := map[string]int{} // the circle of each file in a circle
+	for i, c := range circles(refs) {
+		for _, f := range c {
+			comp[f] = i + 1
+		}
+	}
+	same := func(a, b string) bool { return a == b || comp[a] != 0 && comp[a] == comp[b] }
+	floor := map[string]int{}
+	for _, r := range refs {
+		floor[r.from], floor[r.to] = 1, 1
+	}
+	// The graph of circles is acyclic: raising every file above what it references settles
+	// within as many rounds as there are files.
+	for range len(floor) {
+		changed := false
+		for _, r := range refs {
+			if !same(r.from, r.to) && floor[r.from] <= floor[r.to] {
+				floor[r.from], changed = floor[r.to]+1, true
+			}
+		}
+		for _, r := range refs { // a circle stands as high as its highest file
+			if same(r.from, r.to) && floor[r.from] != floor[r.to] {
+				m := max(floor[r.from], floor[r.to])
+				floor[r.from], floor[r.to], changed = m, m, true
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return floor
+}
+
+// typeSize is a named type of a package and how many methods it has.
+type typeSize struct {
+	name string
+	// methods are those a value of it can call (the method set of *T, promoted ones included),
+	// own those declared on it.
+	methods, own int
+}
+
+// types are the package's named types other than interfaces, the most methods first.
+func (pk pkg) types() []typeSize {
+	scope := pk.p.Types.Scope()
+	var out []typeSize
+	for _, name := range scope.Names() {
+		tn, ok := scope.Lookup(name).(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		named, ok := tn.Type().(*types.Named)
+		if !ok || types.IsInterface(named) {
+			continue
+		}
+		set := types.NewMethodSet(types.NewPointer(named))
+		out = append(out, typeSize{name: name, methods: set.Len(), own: named.NumMethods()})
+	}
+	slices.SortStableFunc(out, func(a, b typeSize) int { return b.methods - a.methods })
+	return out
+}
+
 // circles are the sets of files (two or more) that reference each other in a circle: the
 // strongly connected components of refs (Tarjan's algorithm), each sorted, in order.
 func circles(refs []ref) [][]string {

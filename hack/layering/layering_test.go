@@ -2,40 +2,49 @@ package main
 
 import (
 	"reflect"
-	"slices"
-	"strings"
 	"testing"
 )
 
-// TestFilesBuildOneWay: in no package of rudder do two files name each other, directly or
-// through others.
-func TestFilesBuildOneWay(t *testing.T) {
-	const module = "github.com/rudder-operator/rudder"
-	pkgs, err := load(module + "/...")
+// maxMethods bounds the methods of each type of internal/machine, promoted ones included:
+// a pass is steps that take what they need as arguments, not one value every step embeds
+// (docs/development.md, "Code style").
+const maxMethods = 15
+
+// TestMachineTypesAreSmall: no type of internal/machine has more than maxMethods methods.
+func TestMachineTypesAreSmall(t *testing.T) {
+	pkgs, err := load("github.com/rudder-operator/rudder/internal/machine")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkgs) < 20 {
-		t.Fatalf("%d packages loaded: the module was not read", len(pkgs))
+	ts := pkgs[0].types()
+	if len(ts) < 20 {
+		t.Fatalf("%d types read: the package was not read", len(ts))
 	}
-	known := false // a reference every reading of the module finds: the test can fail
-	for _, p := range pkgs {
-		refs := p.refs()
-		for _, r := range refs {
-			known = known || p.path == module+"/internal/machine" && r.from == "run.go" && r.to == "pass.go" && slices.Contains(r.names, "newPass")
-		}
-		for _, c := range circles(refs) {
-			var b strings.Builder
-			for _, r := range refs {
-				if slices.Contains(c, r.from) && slices.Contains(c, r.to) {
-					b.WriteString("\n    " + r.from + " -> " + r.to + ": " + strings.Join(r.names, " "))
-				}
-			}
-			t.Errorf("%s: files %v name each other; the references between them:%s", p.path, c, b.String())
+	for _, ty := range ts {
+		if ty.methods > maxMethods {
+			t.Errorf("type %s has %d methods (%d its own), more than %d", ty.name, ty.methods, ty.own, maxMethods)
 		}
 	}
-	if !known {
-		t.Error("no reference from internal/machine/run.go to newPass (pass.go) was read")
+}
+
+func TestFloors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		refs [][2]string
+		want map[string]int
+	}{
+		{"none", nil, map[string]int{}},
+		{"a chain", [][2]string{{"a", "b"}, {"b", "c"}, {"a", "c"}}, map[string]int{"a": 3, "b": 2, "c": 1}},
+		{"a circle shares a floor", [][2]string{{"a", "b"}, {"b", "a"}, {"b", "c"}, {"d", "a"}},
+			map[string]int{"a": 2, "b": 2, "c": 1, "d": 3}},
+	} {
+		var refs []ref
+		for _, r := range tc.refs {
+			refs = append(refs, ref{from: r[0], to: r[1]})
+		}
+		if got := floors(refs); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

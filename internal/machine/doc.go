@@ -9,18 +9,21 @@
 // interfaces the controller implements: the namespace's action slots (Turns), the dependent
 // watches (Watches), the CR's status (StatusWriter) and the Rollouts.
 //
-// A pass observes, decides, acts and reports:
+// A pass is a pipeline of values, in one direction (pass.go):
 //   - observe (observe.go, rollout.go, facts.go) reads the chart, the values, the Go hooks'
 //     word, where a rollout leaves the CR, and the release's newest revision, classified by
-//     records.DetermineState, with the facts its records carry;
-//   - plan.Next (internal/plan, pure) maps that situation (situation.go) to the next action
-//     or to how the pass ends (ending.go);
-//   - an action (install.go, upgrade.go, rollback.go, repair.go, test.go, reapply.go,
-//     uninstall.go) does one thing to the release with its environment (env.go) and returns a
-//     result; each runs at most once per pass, and the pass asks plan.Next again;
-//   - on the revision the pass ends on, the objects are looked at (objects.go): drift
-//     restored, kstatus's readiness, the post-release hooks;
-//   - report.go turns the outcome (outcome.go) into conditions, Events, status.release
+//     records.DetermineState, with the facts its records carry; it returns an observation no
+//     later step changes;
+//   - the actor's walk (actions.go) builds each situation (situation.go) from the observation
+//     and the release as the last action left it, which the observer reads again; plan.Next
+//     (internal/plan, pure) yields the action, or how the pass ends (ending.go); an action
+//     (install.go, upgrade.go, rollback.go, repair.go, test.go, reapply.go, uninstall.go)
+//     does one thing with its environment (env.go) and returns a result, folded into the
+//     outcome (outcome.go); each runs at most once per walk. A deletion (Uninstall) and the
+//     restoring of drift are walks of the same loop;
+//   - the settler (objects.go) looks at the objects of the revision the pass ended on: drift,
+//     kstatus's readiness, the post-release hooks;
+//   - the reporter (report.go) turns the outcome into conditions, Events, status.release
 //     (record.go), the rudder_release_state gauge and the controller-runtime Result.
 //
 // Contracts: no decision reads the CR's status (every fact is a release record's label, or

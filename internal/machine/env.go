@@ -109,9 +109,6 @@ func (e *env) releaseFailed(event, verb, reason string, err error) result {
 		notes: []note{{corev1.EventTypeWarning, reason, event, msg}}, record: e.failedRecord(reason, err)}
 }
 
-// forbidden is the result of an action the API server refused to the release's identity.
-func (e *env) forbidden(event, msg string) result { return forbidden(e.scope, event, msg) }
-
 // forbidden is the result of a step the API server refused to scope's identity: retried with
 // back-off, with a hint at the rule to grant.
 func forbidden(scope helm.Scope, event, msg string) result {
@@ -125,9 +122,6 @@ func forbidden(scope helm.Scope, event, msg string) result {
 		notes:    []note{{corev1.EventTypeWarning, rstatus.ReasonForbidden, event, msg}},
 		released: &condition{metav1.ConditionFalse, rstatus.ReasonForbidden, msg}}
 }
-
-// retriesLeft reports whether the failure f (nil: none) is tried again.
-func (e *env) retriesLeft(f *failure) bool { return retriesLeft(f, e.watch.Policies().Retries()) }
 
 // madeRecord records a revision rudder made from the spec, and lets any held-back pair go.
 func (e *env) madeRecord(rel *release.Release) record {

@@ -62,10 +62,9 @@ func (removeFailedInstall) run(ctx context.Context, e *env, _ observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", e.release,
 			err), call: callFailed}
 	}
-	after := &observed{state: records.StateAbsent}
+	after := &observed{}
 	if kept != nil {
-		h := records.HeadOf(kept)
-		after = &observed{head: h, rel: kept, state: records.DetermineState(h, e.want)}
+		after = &observed{head: records.HeadOf(kept), rel: kept}
 	}
 	return result{verdict: succeeded, after: after, call: callOK}
 }
@@ -81,5 +80,5 @@ func (finishUninstall) run(ctx context.Context, e *env, _ observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", e.release,
 			err), call: callFailed}
 	}
-	return result{verdict: succeeded, after: &observed{state: records.StateAbsent}, call: callOK}
+	return result{verdict: succeeded, after: &observed{}, call: callOK}
 }

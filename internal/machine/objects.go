@@ -17,7 +17,6 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/hook"
-	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -25,20 +24,31 @@ import (
 // dependent watch will announce their change.
 const notReadyRequeue = 5 * time.Second
 
-// settle looks at the objects of the revision the pass ended on: it restores drift (the one
-// action on objects) and computes their readiness; then it runs the post-release hooks.
-func (se *settler) settle(ctx context.Context, o *outcome) {
-	if o.head != nil && !se.settleObjects(ctx, o) {
+// settler is the step of a pass after its actions, on the revision the pass ended on (or a
+// hold): it looks at the revision's objects, has drift restored, judges their readiness, and
+// runs the post-release hooks.
+type settler struct {
+	sub     *subject
+	relName string
+}
+
+// settle looks at the objects of the revision o ended on: whether they drifted, which restore
+// (the actor's walk over the one action on objects) acts on, and their readiness; then it runs
+// the post-release hooks.
+func (se settler) settle(ctx context.Context, o *outcome, restore func(context.Context, *outcome) error) {
+	if o.head != nil && !se.settleObjects(ctx, o, restore) {
 		return
 	}
 	var hrel *hook.Release
 	if o.head != nil {
-		hrel = &hook.Release{Name: se.relName, Namespace: se.key.Namespace, Revision: o.head.Revision, Status: o.head.Status, Objects: o.objects}
+		hrel = &hook.Release{Name: se.relName, Namespace: se.sub.key.Namespace, Revision: o.head.Revision, Status: o.head.Status,
+			Objects: o.objects}
 	}
-	for _, h := range se.w.Hooks.PostReleaseHooks(se.w.gvk()) {
-		start := se.w.Clock.Now()
-		d, err := h.PostRelease(ctx, se.obj, hrel, se.w.reader())
-		observeHook(se.w.label(), "post", se.w.Clock.Since(start), err)
+	w := se.sub.w
+	for _, h := range w.Hooks.PostReleaseHooks(w.gvk()) {
+		start := w.Clock.Now()
+		d, err := h.PostRelease(ctx, se.sub.obj, hrel, w.reader())
+		observeHook(w.label(), "post", w.Clock.Since(start), err)
 		if err != nil {
 			o.hookFailed(fmt.Sprintf("post-release hook %T", h), err)
 			return
@@ -47,11 +57,12 @@ func (se *settler) settle(ctx context.Context, o *outcome) {
 	}
 }
 
-func (se *settler) settleObjects(ctx context.Context, o *outcome) bool {
+func (se settler) settleObjects(ctx context.Context, o *outcome, restore func(context.Context, *outcome) error) bool {
+	sub, w := se.sub, se.sub.w
 	// Drift is checked, and the objects may be needed whole, when the operands are watched and
 	// the release is not held, unless Helm just applied them.
-	watched := o.phase != phaseHeld && se.w.Operands != nil
-	mode := se.w.Watch.Policies().DriftMode()
+	watched := o.phase != phaseHeld && w.Operands != nil
+	mode := w.Watch.Policies().DriftMode()
 	checkDrift := watched && !o.applied && mode != watches.DriftDisabled
 	var err error
 	if o.objects, o.whole, err = se.loadObjects(ctx, o, checkDrift); err != nil {
@@ -64,14 +75,18 @@ func (se *settler) settleObjects(ctx context.Context, o *outcome) bool {
 	}
 	switch {
 	case checkDrift:
-		if err := se.checkDrift(ctx, o, se.w.Memory.takeDrift(se.key, se.obj.GetUID())); err != nil {
+		due, err := se.driftDue(ctx, o, w.Memory.takeDrift(sub.key, sub.obj.GetUID()))
+		if err == nil && due {
+			err = restore(ctx, o)
+		}
+		if err != nil {
 			o.fail(rstatus.ReasonReconcileError, err)
 			return false
 		}
 	case watched:
 		// Nothing to correct right after Helm applied it (or, with driftDetection.mode
 		// disabled, ever). A change made meanwhile keeps its mark for the pass its event causes.
-		se.w.Memory.markVerified(se.key, se.obj.GetUID())
+		w.Memory.markVerified(sub.key, sub.obj.GetUID())
 		if o.applied && mode == watches.DriftWarn {
 			o.add(nil, result{conditions: map[string]*condition{rstatus.TypeDrifted: {metav1.ConditionFalse, rstatus.ReasonNoDrift,
 				fmt.Sprintf("revision %d: applied by Helm just now", o.head.Revision)}}})
@@ -88,64 +103,57 @@ func (se *settler) settleObjects(ctx context.Context, o *outcome) bool {
 // manifest and wantWhole, else their identities (see Memory.manifestObjects; those of a
 // revision the pass made come from Helm's client) — and makes sure every kind in it has a
 // dependent watch.
-func (se *settler) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (objs []*unstructured.Unstructured, whole bool, err error) {
+func (se settler) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (objs []*unstructured.Unstructured, whole bool, err error) {
 	head, rel := o.head, o.rel
-	if ids, ok := se.w.Memory.cachedManifest(se.key, head.Revision); ok {
+	if ids, ok := se.sub.w.Memory.cachedManifest(se.sub.key, head.Revision); ok {
 		return ids, false, nil
 	}
 	switch {
 	case o.made != nil && !wantWhole && rel != nil && rel.Version == head.Revision:
 		objs = o.made
-		se.w.Memory.rememberObjects(se.key, head.Revision, objs)
+		se.sub.w.Memory.rememberObjects(se.sub.key, head.Revision, objs)
 	default:
 		if rel == nil || rel.Version != head.Revision {
-			if rel, err = se.w.Helm.Last(ctx, se.scope, se.relName); err != nil {
+			if rel, err = se.sub.w.Helm.Last(ctx, se.sub.scope, se.relName); err != nil {
 				return nil, false, err
 			}
 			if rel == nil {
 				return nil, false, fmt.Errorf("release %s disappeared", se.relName)
 			}
 		}
-		if objs, err = se.w.Memory.manifestObjects(se.key, rel, wantWhole, se.w.Mapper); err != nil {
+		if objs, err = se.sub.w.Memory.manifestObjects(se.sub.key, rel, wantWhole, se.sub.w.Mapper); err != nil {
 			return nil, false, err
 		}
 		o.serverSide = rel.ServerSideApply
 	}
 	for _, obj := range objs {
-		if err := se.w.Watches.EnsureWatch(ctx, obj.GroupVersionKind()); err != nil {
+		if err := se.sub.w.Watches.EnsureWatch(ctx, obj.GroupVersionKind()); err != nil {
 			return nil, false, err
 		}
 	}
 	return objs, wantWhole, nil
 }
 
-// checkDrift restores drift as d asks: when an operand was only not seen in the cache, and the
-// cache now holds every object, there is nothing to restore and nothing is read.
-func (se *settler) checkDrift(ctx context.Context, o *outcome, d drift) error {
+// driftDue reports whether the objects are to be restored, as d marks them: when an operand
+// was only not seen in the cache, and the cache now holds every object, there is nothing to
+// restore and nothing is read.
+func (se settler) driftDue(ctx context.Context, o *outcome, d drift) (bool, error) {
 	if d == 0 {
-		return nil
+		return false, nil
 	}
 	if d == driftMissing {
 		present, err := se.allCached(ctx, o.objects)
 		if err != nil || present {
-			return err
+			return false, err
 		}
 	}
-	// The release's actions are done: what is left to choose is the action on its objects.
-	c, _ := plan.Next(plan.Situation{DriftDue: true, Taken: o.taken})
-	if c.None() {
-		return nil
-	}
-	if res := se.take(ctx, c, observed{head: o.head, rel: o.rel}, o); res.verdict != succeeded {
-		return res.err
-	}
-	return nil
+	return true, nil
 }
 
 // allCached reports whether the operand cache holds every object.
-func (se *settler) allCached(ctx context.Context, objs []*unstructured.Unstructured) (bool, error) {
+func (se settler) allCached(ctx context.Context, objs []*unstructured.Unstructured) (bool, error) {
 	for _, want := range objs {
-		_, err := se.w.operand(ctx, want)
+		_, err := se.sub.w.operand(ctx, want)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -158,11 +166,11 @@ func (se *settler) allCached(ctx context.Context, objs []*unstructured.Unstructu
 
 // readiness is kstatus's view of the live objects. A held release (a hook said "not now") is
 // reported as it is: nothing would restore a missing object, so none is waited for.
-func (se *settler) readiness(ctx context.Context, o *outcome) (*readiness, error) {
+func (se settler) readiness(ctx context.Context, o *outcome) (*readiness, error) {
 	held := o.phase == phaseHeld
 	r := &readiness{revision: o.head.Revision, count: len(o.objects)}
 	for _, want := range o.objects {
-		live, err := se.w.operand(ctx, want)
+		live, err := se.sub.w.operand(ctx, want)
 		if apierrors.IsNotFound(err) {
 			// Helm made it just now, and the cache shows it on its create event: judged as Helm
 			// sent it, which is what kstatus finds of it before a controller acts on it. A
@@ -179,7 +187,7 @@ func (se *settler) readiness(ctx context.Context, o *outcome) (*readiness, error
 			r.waiting = append(r.waiting, helm.Describe(want)+": not found")
 			if !held {
 				if !o.applied {
-					se.w.Memory.markMissing(se.key)
+					se.sub.w.Memory.markMissing(se.sub.key)
 				}
 				o.requeueIn(Jitter(notReadyRequeue))
 			}
@@ -200,7 +208,7 @@ func (se *settler) readiness(ctx context.Context, o *outcome) (*readiness, error
 			r.waiting = append(r.waiting, helm.Describe(want)+": "+msg)
 		}
 	}
-	if len(r.failed) == 0 && len(r.waiting) > 0 && se.w.Operands == nil {
+	if len(r.failed) == 0 && len(r.waiting) > 0 && se.sub.w.Operands == nil {
 		o.requeueIn(Jitter(notReadyRequeue))
 	}
 	return r, nil
@@ -208,8 +216,8 @@ func (se *settler) readiness(ctx context.Context, o *outcome) (*readiness, error
 
 // verdict is the watch's healthChecks' verdict on live, of kind gvk, where they judge the
 // kind, else kstatus's.
-func (se *settler) verdict(gvk schema.GroupVersionKind, live client.Object) (status.Status, string, error) {
-	w := se.w.Watch
+func (se settler) verdict(gvk schema.GroupVersionKind, live client.Object) (status.Status, string, error) {
+	w := se.sub.w.Watch
 	if !w.Judges(gvk) {
 		return operandStatus(live)
 	}

@@ -6,54 +6,116 @@ import (
 	"fmt"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
-// observe reads what the pass acts on. It returns an outcome when the pass ends here: the CR
-// is paused, its values do not render, or a pre-release hook failed.
-func (ob *observer) observe(ctx context.Context) *outcome {
-	if ob.obj.GetAnnotations()[AnnotationPaused] == "true" {
+// observation is what observe found of the CR and its release: everything the pass decides
+// and acts from, read once. Nothing changes it once observe returns it; the release as each
+// action leaves it is a value of its own (observed), read by the observer.
+type observation struct {
+	snap     *chartsource.Snapshot
+	chartErr error // the chart on disk fails to load; snap is the last good version
+	// chartDigest is what the release is made from: snap's digest with the watch's layers
+	// (watches.Watch.ChartDigest), or the chart a rollout keeps; want.ChartDigest is its label
+	// form.
+	chartDigest string
+	relName     string
+	values      map[string]any
+	overridden  []string // watches.yaml overrideValues keys applied on top of the spec
+	// want is what the CR asks for; what rudder's newest own revision was made from
+	// (Desired.Applied) is each read's (observer.classify).
+	want records.Desired
+	held *hook.Decision // a pre-release hook said "not now"
+	// pin is where the watch's rollouts leave the CR (see rollout.go).
+	pin pin
+	// release is the release as the pass found it.
+	release observed
+	// facts are the release's facts as the pass found them (see facts.go), failureMessage the
+	// message of the failure among them that Memory keeps for a release without a record
+	// ("": none, or the release has a record: no label holds a message), and heldBack the
+	// failure among them that holds want back (nil: none).
+	facts          records.Facts
+	failureMessage string
+	heldBack       *failure
+	// tested is the run of the newest revision's tests its record holds and the status does
+	// not report (nil: none, or the pass does not act).
+	tested *testRecord
+}
+
+// observer is the step of a pass that reads: the chart, the values and the release once, at
+// the start (observe), and the release again as each action leaves it (readRelease, closer). No
+// other step reads the release's storage or its records' cache, but for the objects of the
+// revision a pass ends on (settler.loadObjects) and what an action does itself.
+type observer struct {
+	sub *subject
+	// relName and want are the release and what the CR wants of it, once observe knows them.
+	relName string
+	want    records.Desired
+}
+
+// observe reads what the pass acts on. It returns an outcome too when the pass ends here: the
+// CR is paused, its values do not render, or a pre-release hook failed.
+func (ob *observer) observe(ctx context.Context) (*observation, *outcome) {
+	obs := &observation{}
+	out := ob.read(ctx, obs)
+	obs.relName, obs.want = ob.relName, ob.want
+	obs.facts, obs.failureMessage = factsOf(ob.sub, ob.want.OwnerUID, obs.release.head)
+	obs.heldBack = heldBackFailure(obs.facts, obs.failureMessage, obs.want, ob.sub.read.Release)
+	if out == nil {
+		obs.tested = testedFromRecord(ctx, ob.sub, ob.relName, obs.release)
+	}
+	return obs, out
+}
+
+// read fills obs with the chart, the values, the hooks' word, the rollout's pin and the
+// release, in that order; it returns the outcome of a pass that ends on one of them.
+func (ob *observer) read(ctx context.Context, obs *observation) *outcome {
+	sub, w := ob.sub, ob.sub.w
+	if sub.obj.GetAnnotations()[AnnotationPaused] == "true" {
 		return &outcome{phase: phasePaused}
 	}
 	// Chart: always the last good snapshot; a broken chart on disk is reported, never used.
-	cs, _ := ob.w.Charts.Get(ob.w.Watch.ChartPath())
-	ob.snap, ob.chartErr = cs.Current, cs.Err
-	if ob.snap == nil {
+	cs, _ := w.Charts.Get(w.Watch.ChartPath())
+	obs.snap, obs.chartErr = cs.Current, cs.Err
+	if obs.snap == nil {
 		// Its load is retried with every change on disk (and each rescan), which wakes the CR.
 		return stalled(rstatus.ReasonChartInvalid, fmt.Sprintf("the watch's chart has not loaded, so nothing is released: %v", cs.Err))
 	}
-
 	var err error
-	if ob.relName, err = ob.w.Watch.ReleaseNameOf(ob.obj); err != nil {
+	if ob.relName, err = w.Watch.ReleaseNameOf(sub.obj); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	base, out := ob.valuesFrom(ctx)
 	if out != nil {
 		return out
 	}
-	if ob.values, ob.overridden, err = ob.w.Watch.Values(ob.obj, base); err != nil {
+	if obs.values, obs.overridden, err = w.Watch.Values(sub.obj, base); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	if out := ob.preReleaseHooks(ctx); out != nil {
+	if obs.held, out = ob.preReleaseHooks(ctx, obs.values); out != nil {
 		return out
 	}
-	vd, err := records.ValuesDigest(ob.values)
+	vd, err := records.ValuesDigest(obs.values)
 	if err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	ob.chartDigest = ob.w.Watch.ChartDigest(ob.snap.Digest)
-	ob.want = records.Desired{OwnerUID: string(ob.obj.GetUID()), ChartDigest: records.LabelDigest(ob.chartDigest), ValuesDigest: vd,
-		Generation: ob.gen}
-	if ob.pin, err = ob.rolloutPin(ctx); err != nil {
+	obs.chartDigest = w.Watch.ChartDigest(obs.snap.Digest)
+	ob.want = records.Desired{OwnerUID: string(sub.obj.GetUID()), ChartDigest: records.LabelDigest(obs.chartDigest), ValuesDigest: vd,
+		Generation: sub.gen}
+	if obs.pin, err = rolloutPin(ctx, sub, ob.relName, ob.want); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
 	}
-	if ob.pin.digest != "" {
+	if obs.pin.digest != "" {
 		// A rollout keeps the CR on its own release's chart (see rollout.go).
-		ob.chartDigest, ob.want.ChartDigest = ob.pin.digest, ob.pin.digest
+		obs.chartDigest, ob.want.ChartDigest = obs.pin.digest, obs.pin.digest
 	}
-	if ob.release, err = ob.observeRelease(ctx, false); err != nil {
+	if obs.release, err = ob.readRelease(ctx, false); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
 	}
 	return nil
@@ -63,14 +125,15 @@ func (ob *observer) observe(ctx context.Context) *outcome {
 // release's identity; it returns an outcome when the pass ends here: a source that is missing
 // (Stalled until it appears: its watch wakes the CR) or that may not be read (retried).
 func (ob *observer) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
-	if len(ob.w.Watch.ValuesFrom) == 0 {
+	sub, w := ob.sub, ob.sub.w
+	if len(w.Watch.ValuesFrom) == 0 {
 		return nil, nil
 	}
-	srcs, err := ob.w.Watch.SourcesOf(ob.obj)
+	srcs, err := w.Watch.SourcesOf(sub.obj)
 	if err != nil {
 		return nil, stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
-	contents, err := ob.w.Sources.Read(ctx, ob.scope, srcs, SourceUser{ob.w.Queue, ob.key})
+	contents, err := w.Sources.Read(ctx, sub.scope, srcs, SourceUser{w.Queue, sub.key})
 	var unclaimed *watches.UnclaimedError
 	switch {
 	case errors.As(err, &unclaimed):
@@ -78,7 +141,7 @@ func (ob *observer) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
 		return nil, stalled(rstatus.ReasonValuesFromUnclaimed, err.Error()+"; nothing is released until it does")
 	case helm.IsForbidden(err):
 		o := &outcome{}
-		o.endOn(forbidden(ob.scope, "ReadValues", err.Error()))
+		o.endOn(forbidden(sub.scope, "ReadValues", err.Error()))
 		return nil, o
 	case err != nil:
 		return nil, retried(rstatus.ReasonReconcileError, err)
@@ -95,44 +158,44 @@ func (ob *observer) valuesFrom(ctx context.Context) (map[string]any, *outcome) {
 
 // preReleaseHooks runs the kind's pre-release hooks, which may change the values or hold the
 // release (the first hold wins).
-func (ob *observer) preReleaseHooks(ctx context.Context) *outcome {
-	w := ob.w
+func (ob *observer) preReleaseHooks(ctx context.Context, values map[string]any) (*hook.Decision, *outcome) {
+	w := ob.sub.w
 	for _, h := range w.Hooks.PreReleaseHooks(w.gvk()) {
 		start := w.Clock.Now()
-		d, err := h.PreRelease(ctx, ob.obj, ob.values)
+		d, err := h.PreRelease(ctx, ob.sub.obj, values)
 		observeHook(w.label(), "pre", w.Clock.Since(start), err)
 		if err != nil {
-			return hookFailed(fmt.Sprintf("pre-release hook %T", h), err)
+			return nil, hookFailed(fmt.Sprintf("pre-release hook %T", h), err)
 		}
 		if d.Hold {
-			ob.held = &d
-			return nil
+			return &d, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
-// observeRelease reads the newest revision and decides what it needs. The manager's cache of
-// release records (Releases.Head) decides alone when no action follows (in sync, or a rollback that is
-// kept); every other state is decided from storage, which the action then works on. A new CR
-// reads nothing (see observed.assumed). fromStorage skips the cache (after this pass changed
-// the release).
-func (ob *observation) observeRelease(ctx context.Context, fromStorage bool) (observed, error) {
+// readRelease reads the newest revision and classifies it. The manager's cache of release
+// records (Releases.Head) decides alone when no action follows and nothing more is read: in
+// sync, or a rollback the status reports as kept already. Every other state is decided from
+// storage, which the action then works on. A new CR reads nothing (see observed.assumed).
+// fromStorage skips the cache (after this pass changed the release).
+func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed, error) {
+	sub, w := ob.sub, ob.sub.w
 	if !fromStorage {
-		h, err := ob.w.Helm.Head(ctx, ob.scope, ob.relName)
+		h, err := w.Helm.Head(ctx, sub.scope, ob.relName)
 		switch {
 		case err != nil:
-			ob.log.V(1).Info("reading the cached release head", "release", ob.relName, "error", err.Error())
+			sub.log.V(1).Info("reading the cached release head", "release", ob.relName, "error", err.Error())
 		case h != nil:
-			ob.want.Applied = ob.applied(h)
-			if s := records.DetermineState(h, ob.want); s == records.StateInSync || s == records.StateRolledBack {
-				return observed{head: h, state: s}, nil
+			rel := ob.classify(h, nil)
+			if rel.state == records.StateInSync || (rel.state == records.StateRolledBack && rollbackReported(sub, h)) {
+				return rel, nil
 			}
-		case ob.takenOn:
+		case sub.takenOn:
 			return observed{state: records.StateAbsent, assumed: true}, nil
 		}
 	}
-	rel, err := ob.w.Helm.Last(ctx, ob.scope, ob.relName)
+	rel, err := w.Helm.Last(ctx, sub.scope, ob.relName)
 	if err != nil {
 		return observed{}, fmt.Errorf("reading release %s: %w", ob.relName, err)
 	}
@@ -140,17 +203,87 @@ func (ob *observation) observeRelease(ctx context.Context, fromStorage bool) (ob
 	if h != nil && h.Facts == nil {
 		// A rollback's copy of another revision's facts: the release's are the newest record's
 		// that carries its own, as the cache of records shows them.
-		if c, err := ob.w.Helm.Head(ctx, ob.scope, ob.relName); err == nil && c != nil && c.Revision == h.Revision {
+		if c, err := w.Helm.Head(ctx, sub.scope, ob.relName); err == nil && c != nil && c.Revision == h.Revision {
 			h.Facts = c.Facts
 		}
 	}
-	ob.want.Applied = ob.applied(h)
-	return observed{head: h, rel: rel, state: records.DetermineState(h, ob.want)}, nil
+	return ob.classify(h, rel), nil
 }
 
-// applied is what rudder's newest own revision was made from, as the release's facts with
-// newest revision h have it (see factsOf).
-func (ob *observation) applied(h *records.Head) *records.Applied {
-	f, _ := ob.factsOf(h)
-	return f.Applied
+// classify is the release with newest revision h (nil: none) and, when decoded, rel, with the
+// state records.DetermineState gives it against what the CR wants and what rudder's newest own
+// revision was made from, as the release's facts have it.
+func (ob *observer) classify(h *records.Head, rel *release.Release) observed {
+	want := ob.want
+	f, _ := factsOf(ob.sub, ob.want.OwnerUID, h)
+	want.Applied = f.Applied
+	return observed{head: h, rel: rel, state: records.DetermineState(h, want)}
+}
+
+// closer reads what deciding on rel needs beyond its newest record, as what the pass met so
+// far (o) calls for: in StateFailed, or after a failed test that is rolled back, the newest
+// deployed revision before it; for a release of the CR's name that rudder did not make,
+// whether its objects prove it is the CR's.
+func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (observed, error) {
+	sub, w, h := ob.sub, ob.sub.w, rel.head
+	if h == nil {
+		return rel, nil
+	}
+	rel.deployed = 0
+	p := w.Watch.Policies()
+	failedTest := o.failed() == plan.Test && p.TestRollsBack()
+	if rel.state != records.StateLocked && (rel.state == records.StateFailed || failedTest) {
+		// Nothing was deployed before a first install (rudder keeps the record of a failed one
+		// only when nothing was), so nothing is rolled back to; nor after an upgrade that is not.
+		if !o.taken[plan.Install] && !h.Kept() && (o.failed() != plan.Upgrade || p.RollsBack()) {
+			deployed, err := w.Helm.LastDeployed(ctx, sub.scope, ob.relName, h.Revision)
+			if err != nil {
+				return rel, fmt.Errorf("reading release %s: %w", ob.relName, err)
+			}
+			if deployed != nil {
+				rel.deployed = deployed.Version
+			}
+		}
+	}
+	if rel.state == records.StateConflict && h.OwnerUID == "" && rel.proof == nil {
+		proof, err := w.Helm.ProveForeign(ctx, sub.scope, ob.relName)
+		if err != nil {
+			return rel, fmt.Errorf("reading release %s, which rudder did not make, and its objects: %w", ob.relName, err)
+		}
+		rel.proof = proof
+	}
+	return rel, nil
+}
+
+// pinnedRelease is the release the pass takes the chart of when a rollout keeps the CR on its
+// own release's chart (nil: the watch's chart).
+func (ob *observer) pinnedRelease(ctx context.Context, obs *observation) (*release.Release, error) {
+	if obs.pin.digest == "" {
+		return nil, nil
+	}
+	if rel := obs.release.rel; rel != nil && helm.ChartOf(rel) != nil && records.HeadOf(rel).ChartDigest == obs.pin.digest {
+		return rel, nil
+	}
+	rel, err := ob.sub.w.Helm.Last(ctx, ob.sub.scope, ob.relName)
+	if err != nil {
+		return nil, err
+	}
+	if rel == nil || helm.ChartOf(rel) == nil || records.HeadOf(rel).ChartDigest != obs.pin.digest {
+		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", ob.relName, records.DisplayDigest(obs.pin.digest))
+	}
+	return rel, nil
+}
+
+// newest is the release's newest revision as the cache of records shows it, with what this
+// process wrote (nil: none).
+func (ob *observer) newest(ctx context.Context) (*records.Head, error) {
+	return ob.sub.w.Helm.Head(ctx, ob.sub.scope, ob.relName)
+}
+
+// rollbackReported reports whether sub's status already describes revision h as a rollback
+// that is kept (what it returned to, its chart). Another ending's description of it (in sync,
+// as its copied labels said before they were found copied by a helm upgrade) is not.
+func rollbackReported(sub *subject, h *records.Head) bool {
+	st, c := sub.read.Release, sub.cond(rstatus.TypeReleased)
+	return st != nil && st.Revision == h.Revision && st.Chart != "" && c != nil && c.Reason == rstatus.ReasonManualRollback
 }

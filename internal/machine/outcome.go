@@ -26,9 +26,6 @@ type step struct {
 	result result
 }
 
-// maxSteps bounds the actions of one pass, beyond the rule that each is taken at most once.
-const maxSteps = 12
-
 // outcome is what a pass found and did, for report: the steps it took, folded as they came
 // (add), and the result it ended on (end).
 type outcome struct {

@@ -2,49 +2,40 @@ package machine
 
 import (
 	"context"
+	"errors"
+	"strings"
 
-	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
-	"github.com/rudder-operator/rudder/internal/chartsource"
-	"github.com/rudder-operator/rudder/internal/helm"
-	"github.com/rudder-operator/rudder/internal/hook"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
 )
 
-// A pass is one reconcile of one CR, in three steps, each a type of its own (below) over the
-// observation they share:
+// A pass is one reconcile of one CR (Run): a pipeline of steps, each a type of its own that
+// takes what it needs and hands on a value.
 //
-//   - the observer (observe.go, rollout.go) reads what the pass decides from: the chart, the
-//     values, the Go hooks' word, where a rollout leaves the CR, and the release's newest
-//     revision, read once and classified once by records.DetermineState;
-//   - the actor (actions.go) takes the actions that state calls for, one at a time, each
-//     chosen by plan.Next from the state and what the previous action left, until it says how
-//     the pass ends (ending.go); then, on a revision, the settler looks at its objects
-//     (objects.go), restoring drift (the reapply action) and computing their readiness;
-//   - the reporter (report.go) turns the steps' results into conditions, observedGeneration,
-//     status.release (record.go), the rudder_release_state gauge, Events and the
-//     controller-runtime Result. It is the only step that sets a condition or writes
-//     status.release.
+//   - the observer (observe.go, with rollout.go and facts.go) reads what the pass decides
+//     from, once: the chart, the values, the Go hooks' word, where a rollout leaves the CR,
+//     and the release's newest revision with its facts; it returns the observation, which no
+//     later step changes;
+//   - the actor (actions.go) walks plan.Next's choices: each situation (situation.go) is built
+//     from the observation and the release as the last action left it, which the observer
+//     reads; each action returns its result as a value, folded into the outcome (outcome.go);
+//     the walk ends on how plan.Next says the pass ends (ending.go);
+//   - the settler (objects.go) looks at the objects of the revision the pass ended on: drift,
+//     restored by another walk of the actor, readiness, the post-release hooks;
+//   - the reporter (report.go, record.go) turns the outcome into conditions,
+//     observedGeneration, status.release, Events, the rudder_release_state gauge and the
+//     controller-runtime Result: the only step that sets a condition.
 //
-// Between the actor and the reporter the pass writes the release's facts on its newest
-// record (markRecord, run.go), and after them the status (persist).
-type pass struct {
-	*observation
-	// origStatus is the CR's status as read, to patch only what the pass changed.
-	origStatus any
-	// st is the status the pass writes: the reporter alone sets it, from the steps' results.
-	st rstatus.Common
-}
+// Between the settler and the reporter the pass writes the release's facts on its newest
+// record (markRecord), and after them the status (persist.go).
 
-// Read is what the controller found of a CR, besides the copy a pass works on.
-type Read struct {
+// Found is what the controller found of a CR, besides the copy a pass works on.
+type Found struct {
 	// Status is the CR's status as found (the cache's, or the one this process wrote, read in
 	// its place): shared, never changed. The pass reports from it (what changed, a failure's
 	// message no label holds); it decides nothing.
@@ -56,161 +47,107 @@ type Read struct {
 	TakenOn bool
 }
 
-// newPass is the pass over obj, as the controller read it.
-func newPass(ctx context.Context, w *World, obj *unstructured.Unstructured, read Read) *pass {
-	s := newSubject(ctx, w, obj)
-	s.takenOn = read.TakenOn
-	return &pass{observation: &observation{subject: s}, origStatus: read.Status, st: *s.read.DeepCopy()}
+// Run is one pass over obj, a CR of w's watch that is not being deleted and holds rudder's
+// finalizer: observe, act, settle, report, then one patch of its status when the pass changed
+// it. found is what the controller found of obj besides it; obj is the pass's own copy. It ends
+// with ctx: a CR deleted or rudder stopping cancels whatever the pass runs.
+func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, found Found) (res reconcile.Result, err error) {
+	sub := newSubject(ctx, w, obj)
+	sub.takenOn = found.TakenOn
+	st := *sub.read.DeepCopy() // the status the pass writes: the reporter alone sets it
+	ob := &observer{sub: sub}
+	obs, out := ob.observe(ctx)
+	ac := &actor{sub: sub, ob: ob, obs: obs}
+	defer func() {
+		ac.turn.giveBack(w, sub.key)
+		if perr := persist(ctx, sub, found.Status, &st); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}()
+	if out == nil {
+		out = ac.act(ctx)
+	}
+	if out.settles() {
+		settler{sub, obs.relName}.settle(ctx, out, ac.restore)
+	}
+	if err := markRecord(ctx, ob, obs, out); err != nil {
+		// The next pass would not know what this one learned: it is retried, whatever it
+		// ended on.
+		out.phase = ""
+		out.fail(rstatus.ReasonReconcileError, err)
+	}
+	return reporter{sub, obs, &st}.report(out)
 }
 
-// What the steps of a pass share: the subject (the CR, fixed for the pass) and the
-// observation (what observe found of it). Each step is a type of its own over them, defined
-// in this file beneath the files of its methods: the observer fills the observation
-// (observe.go, rollout.go), the actor takes the actions (actions.go, turn.go, nudge.go) and the
-// ending it reaches (ending.go), the settler looks at the objects (objects.go), the reporter
-// writes the status (report.go, record.go); the pass runs them in that order (run.go).
-
-// subject is the CR a pass is over, the World that serves it, who acts for its release, and
-// the CR's status as the pass read it. No step changes it.
-type subject struct {
-	w   *World
-	obj *unstructured.Unstructured
-	// log names the CR (controller-runtime's keys); lines add the release.
-	log logr.Logger
-	key types.NamespacedName
-	gen int64
-	// scope is who acts for the release (rudder, or the tenant's ServiceAccount) and where.
-	scope helm.Scope
-	// read is rudder's part of the CR's status as the pass read it: the conditions the steps
-	// compare with, and what status.release reports.
-	read rstatus.Common
-	// takenOn: no pass acted on the CR before this one (see Read.TakenOn).
-	takenOn bool
-}
-
-// newSubject is the pass's view of obj, whose status it parses.
-func newSubject(ctx context.Context, w *World, obj *unstructured.Unstructured) *subject {
-	s := &subject{w: w, obj: obj, log: logr.FromContextOrDiscard(ctx), key: client.ObjectKeyFromObject(obj),
-		gen: obj.GetGeneration(), scope: w.Watch.Scope(obj, w.DefaultServiceAccount)}
-	s.read.Conditions = rstatus.ConditionsOf(obj)
-	s.read.ObservedGeneration, _, _ = unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
-	if m, ok, _ := unstructured.NestedMap(obj.Object, "status", "release"); ok {
-		var rel rstatus.Release
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &rel); err == nil {
-			s.read.Release = &rel
+// markRecord writes the release's facts, as the pass leaves them, on the newest revision's
+// record, when it does not carry them already: the pass's status is written after it, and
+// reports what the record holds. A release that is not the CR's (another owner's), and one
+// another operation holds (pending), are not written; the facts of a release without a
+// record (an install refused before Helm stored anything) are kept in Memory, where the next
+// pass reads them (factsOf).
+func markRecord(ctx context.Context, ob *observer, obs *observation, o *outcome) error {
+	sub, w := ob.sub, ob.sub.w
+	h := o.newest
+	if !o.ended && len(o.steps) > 0 {
+		// The actions did not end (a look at the history after one failed): the newest
+		// revision as the cache of records shows it, with what this process wrote.
+		var err error
+		if h, err = ob.newest(ctx); err != nil {
+			return err
 		}
 	}
-	return s
-}
-
-// cond is a condition as the CR had it when the pass read it.
-func (s *subject) cond(typ string) *metav1.Condition {
-	return meta.FindStatusCondition(s.read.Conditions, typ)
-}
-
-// carried is the CR's values of the labels its shard selector names (see helm/shard.go).
-func (s *subject) carried() map[string]string {
-	keys := s.w.Carried
-	if len(keys) == 0 {
+	if h == nil {
+		w.Memory.keepUnrecorded(sub.key, sub.obj.GetUID(), factsAfter(obs.facts, o), failureMessageAfter(obs.heldBack, o))
 		return nil
 	}
-	out := make(map[string]string, len(keys))
-	for _, k := range keys {
-		if v, ok := s.obj.GetLabels()[k]; ok {
-			out[k] = v
-		}
+	w.Memory.forgetUnrecorded(sub.key)
+	if h.OwnerUID != obs.want.OwnerUID || h.Pending() {
+		return nil
 	}
-	return out
+	f := factsAfter(obs.facts, o)
+	if h.Facts != nil && h.Facts.Of == h.Revision && h.Facts.Equal(&f) {
+		return nil
+	}
+	if err := w.Helm.WriteFacts(ctx, sub.scope, obs.relName, h.Revision, f); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // gone meanwhile (an uninstall): no record to keep them on
+		}
+		return err
+	}
+	f.Of = h.Revision
+	h.Facts = &f
+	return nil
 }
 
-// observation is what observe found: what the pass decides and acts from. The observer fills
-// it; later steps read it, and only a read of the release (observeRelease) changes it.
-type observation struct {
-	*subject
-
-	snap     *chartsource.Snapshot
-	chartErr error // the chart on disk fails to load; snap is the last good version
-	// chartDigest is what the release is made from: snap's digest with the watch's layers
-	// (watches.Watch.ChartDigest); want.ChartDigest is its label form.
-	chartDigest string
-	relName     string
-	values      map[string]any
-	overridden  []string // watches.yaml overrideValues keys applied on top of the spec
-	want        records.Desired
-	held        *hook.Decision // a pre-release hook said "not now"
-	release     observed
-	// pin is where the watch's rollouts leave the CR (see rollout.go).
-	pin pin
-	// known are the release's facts as the pass found them (see facts).
-	known *known
-	// proof is what a release of the CR's name that rudder did not make showed of the CR
-	// (nil: not read; see proveForeign).
-	proof *helm.Proof
-}
-
-// known are a release's facts as a pass found them, with the message of the failure among
-// them that Memory keeps with the facts of a release without a record ("": none, or the
-// release has a record: no label holds a message).
-type known struct {
-	facts   records.Facts
-	message string
-}
-
-// pin is where a rollout leaves a pass's CR.
-type pin struct {
-	// digest is the chart digest of the CR's own release, which the pass keeps ("": the CR
-	// moves to the watch's chart).
-	digest string
-	// back is the revision a rollout that halted with onHalt rollback returns the release to
-	// (0: none, or the release has no revision of an earlier chart).
-	back int
-	// cond is the CR's Rollout condition.
-	cond *condition
-}
-
-// event records an Event on the CR and logs the same line (with the CR and the release), so
-// that every release action and failure is in both.
-func (ob *observation) event(n note) {
-	ob.w.Recorder.Eventf(ob.obj, nil, n.typ, n.reason, n.action, "%s", n.message)
-	// "release" is added per line, not with WithValues per pass: zap encodes WithValues eagerly,
-	// a cost every idle pass would pay for lines it rarely writes.
-	ob.log.Info(n.message, "release", ob.relName, "event", n.typ, "reason", n.reason, "action", n.action)
-}
-
-// observer is the first step of a pass: it fills the observation with what the pass decides
-// from.
-type observer struct{ *observation }
-
-// actor is the second step of a pass: it takes the actions the release's state calls for, one
-// at a time, each chosen by plan.Next, and folds their results into the outcome. It holds one
-// of the namespace's action slots while it acts (turn.go), and prepares each action's
-// environment (env): an action reaches nothing else.
-type actor struct {
-	*observation
-	// out is the outcome the actions fold into (nil before act).
-	out *outcome
-	// ev is the environment of the pass's actions (see env).
-	ev *env
-	// acting: the pass holds one of its namespace's action slots (see takeTurn).
-	acting bool
-	// queued: the pass found its namespace's action slots taken and waits its turn.
-	queued bool
-	// reset: the pass acts on a new reset-at value (see nudges).
-	reset bool
-}
-
-// ending is the end of the actor's run: what the pass ends on when plan.Next chooses no
-// action (plan.Ending), from what the pass observed and what its actions left.
-type ending struct{ *observation }
-
-// settler is the step of a pass after its actions, on a revision: it looks at the revision's
-// objects, restoring drift through the actor (the reapply action), and runs the
-// post-release hooks.
-type settler struct{ *actor }
-
-// reporter is the last step of a pass: it turns the outcome into the status the pass writes
-// (st), the Events, the rudder_release_state gauge and the controller-runtime Result.
-type reporter struct {
-	*observation
-	st *rstatus.Common
+// Uninstall takes the actions plan.Next chooses for release name of obj, a deleted CR, until
+// the release is gone or is not the CR's to remove, and records their Events; obj's status is
+// not written. An error is retried with back-off.
+func Uninstall(ctx context.Context, w *World, obj *unstructured.Unstructured, name string) error {
+	sub := newSubject(ctx, w, obj)
+	ob := &observer{sub: sub, relName: name, want: records.Desired{OwnerUID: string(obj.GetUID())}}
+	rel, err := ob.readRelease(ctx, true)
+	if err != nil {
+		return err
+	}
+	ac := &actor{sub: sub, ob: ob, obs: &observation{relName: name, want: ob.want}}
+	o := &outcome{}
+	defer func() {
+		for _, n := range o.events {
+			sub.event(n, name)
+		}
+	}()
+	keep := strings.TrimSpace(obj.GetAnnotations()[AnnotationOnDelete]) == "keep"
+	deleting := func(_ context.Context, rel observed, o *outcome) (observed, plan.Situation, error) {
+		return rel, plan.Situation{Deleting: true, Keep: keep, State: rel.state, Taken: o.taken}, nil
+	}
+	st := ac.walk(ctx, course{situate: deleting}, rel, o)
+	switch {
+	case st.err != nil:
+		return st.err
+	case st.res != nil:
+		return st.res.err
+	case st.how == plan.EndGone && st.rel.state == records.StateConflict:
+		sub.log.Info("release belongs to another owner; leaving it", "release", name)
+	}
+	return nil
 }

@@ -13,27 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// operand is the object the operand cache (or, without one, the API server) holds of want,
-// as the cache keeps it (see OperandTransform), for reading only.
-func (w *World) operand(ctx context.Context, want *unstructured.Unstructured) (client.Object, error) {
-	key := client.ObjectKeyFromObject(want)
-	if w.Operands == nil {
-		live := &unstructured.Unstructured{}
-		live.SetGroupVersionKind(want.GroupVersionKind())
-		return live, w.Live.Get(ctx, key, live)
-	}
-	live := OperandObject(want.GroupVersionKind())
-	return live, w.Operands.Get(ctx, key, live, client.UnsafeDisableDeepCopy)
-}
-
-// reader is what the Go hooks read operands through: the operand cache, or the API server.
-func (w *World) reader() client.Reader {
-	if w.Operands != nil {
-		return operandReader{r: w.Operands, scheme: w.Scheme}
-	}
-	return w.Live
-}
-
 // operandReader serves the reads of hooks from the operand cache, typed or unstructured
 // whatever the cache keeps of the kind (see OperandObject): a read in the other form would
 // start a second informer for the same kind, which doubles its memory and can lag behind the

@@ -42,13 +42,13 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, serverSide, err := e.wholeObjects(ctx, a, obs)
+	objs, serverSide, err := wholeObjects(ctx, e, a, obs)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
 	var marked []note
 	if !obs.head.MadeByRudder() && helm.Unmarked(objs, e.scope) {
-		if objs, marked, err = e.markRevision(ctx, obs.head.Revision); err != nil {
+		if objs, marked, err = markRevision(ctx, e, obs.head.Revision); err != nil {
 			return fail(err)
 		}
 	}
@@ -65,7 +65,7 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	d := helm.Drift{Warn: e.watch.Policies().DriftMode() == watches.DriftWarn, Ignored: e.watch.Policies().DriftIgnored,
 		ServerSide: serverSide, Release: e.release, Namespace: e.scope.Namespace}
 	restored, drifted, err := helm.Reapply(ctx, objs, live, w, d)
-	res := result{verdict: succeeded, notes: marked}
+	res := result{verdict: succeeded, notes: marked, after: &obs}
 	if d.Warn && err == nil {
 		res.conditions = map[string]*condition{rstatus.TypeDrifted: driftedCondition(obs.head.Revision, drifted)}
 		if len(drifted) > 0 {
@@ -103,7 +103,7 @@ func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 
 // wholeObjects are the head revision's objects as its manifest has them, and whether the
 // revision applies server-side.
-func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*unstructured.Unstructured, bool, error) {
+func wholeObjects(ctx context.Context, e *env, a reapply, obs observed) ([]*unstructured.Unstructured, bool, error) {
 	if a.whole {
 		return a.objects, a.serverSide, nil
 	}
@@ -124,7 +124,7 @@ func (e *env) wholeObjects(ctx context.Context, a reapply, obs observed) ([]*uns
 // markRevision marks revision, which rudder did not make and whose manifest lacks rudder's
 // marks (a person's helm upgrade), as the CR's, with the objects of it that exist
 // (helm.MarkRevision), and returns its objects as marked and the Event that says so.
-func (e *env) markRevision(ctx context.Context, revision int) ([]*unstructured.Unstructured, []note, error) {
+func markRevision(ctx context.Context, e *env, revision int) ([]*unstructured.Unstructured, []note, error) {
 	marked, err := e.helm.MarkRevision(ctx, e.scope, e.release, revision)
 	if err != nil {
 		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w",

@@ -4,16 +4,20 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
 
-// writeRelease writes what the pass's steps learned into status.release, in their order.
-func (rp *reporter) writeRelease(o *outcome) {
-	for _, rec := range o.records {
+// writeRelease writes what the records of a pass's steps learned into st.release, the status
+// of release relName, in their order.
+func writeRelease(st *rstatus.Common, relName string, records []record) {
+	for _, rec := range records {
 		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil &&
 			rec.reconcileRequest == nil && rec.resetRequest == nil {
 			continue
 		}
-		st := rp.releaseStatus()
+		if st.Release == nil {
+			st.Release = &rstatus.Release{Name: relName}
+		}
+		st := st.Release
 		if r := rec.revision; r != nil {
-			st.Name, st.Revision, st.Chart = rp.relName, r.number, r.chart
+			st.Name, st.Revision, st.Chart = relName, r.number, r.chart
 			st.ChartDigest, st.ValuesDigest, st.RolledBackTo = r.chartDigest, r.valuesDigest, r.rolledBackTo
 			if r.applied != nil {
 				st.Applied = r.applied
@@ -38,12 +42,4 @@ func (rp *reporter) writeRelease(o *outcome) {
 			st.Tested = t
 		}
 	}
-}
-
-// releaseStatus returns the status's release record, creating it.
-func (rp *reporter) releaseStatus() *rstatus.Release {
-	if rp.st.Release == nil {
-		rp.st.Release = &rstatus.Release{Name: rp.relName}
-	}
-	return rp.st.Release
 }

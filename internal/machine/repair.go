@@ -31,7 +31,7 @@ func (unlock) run(ctx context.Context, e *env, obs observed) result {
 			call: callFailed}
 	}
 	h := records.HeadOf(rel)
-	res := result{verdict: succeeded, after: &observed{head: h, rel: rel, state: records.DetermineState(h, e.want)}, call: callOK}
+	res := result{verdict: succeeded, after: &observed{head: h, rel: rel}, call: callOK}
 	if !unlocked {
 		// Storage had completed the revision: the view that found it pending was behind, and
 		// the pass goes on from storage's.
@@ -67,7 +67,7 @@ func (supersede) run(ctx context.Context, e *env, obs observed) result {
 	}
 	head := *obs.head
 	head.OlderDeployed = nil
-	res := result{verdict: succeeded, after: &observed{head: &head, rel: obs.rel, state: obs.state}}
+	res := result{verdict: succeeded, after: &observed{head: &head, rel: obs.rel}}
 	if len(marked) > 0 {
 		res.call = callOK
 		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonSuperseded, "Supersede", fmt.Sprintf(

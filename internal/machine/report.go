@@ -22,29 +22,37 @@ import (
 // changes (returned as a reconcile.TerminalError); the Stalled condition says why.
 var errStalled = errors.New("stalled")
 
+// reporter is the last step of a pass: it turns the outcome into the status the pass writes
+// (st), the Events, the rudder_release_state gauge and the controller-runtime Result.
+type reporter struct {
+	sub *subject
+	obs *observation
+	st  *rstatus.Common
+}
+
 // report is the only place that sets conditions and observedGeneration: it turns the
 // outcome into them, records the Events and the rudder_release_state gauge, and maps the
 // outcome to the controller-runtime Result. Its contract is controller-runtime's: a non-nil
 // error is retried with back-off (a reconcile.TerminalError never is) and comes with an empty
 // Result.
-func (rp *reporter) report(o *outcome) (reconcile.Result, error) {
-	rp.writeRelease(o)
+func (rp reporter) report(o *outcome) (reconcile.Result, error) {
+	writeRelease(rp.st, rp.obs.relName, o.records)
 	rp.reportChartAndPause(o)
 	for _, n := range o.events {
-		rp.event(n)
+		rp.sub.event(n, rp.obs.relName)
 	}
 	rp.setCondition(rstatus.TypeReleased, o.released)
 	for _, typ := range slices.Sorted(maps.Keys(o.conditions)) {
 		rp.setCondition(typ, o.conditions[typ])
 	}
-	if rp.w.Watch.Policies().DriftMode() != watches.DriftWarn {
+	if rp.sub.w.Watch.Policies().DriftMode() != watches.DriftWarn {
 		meta.RemoveStatusCondition(&rp.st.Conditions, rstatus.TypeDrifted) // set in warn mode only
 	}
 	ph := o.phase
 	if ph == "" || (o.err != nil && o.reason == rstatus.ReasonForbidden) {
 		ph = phaseFailed
 	}
-	rp.w.Memory.recordPhase(rp.key, ph)
+	rp.sub.w.Memory.recordPhase(rp.sub.key, ph)
 
 	switch {
 	case o.phase == phasePaused:
@@ -52,7 +60,7 @@ func (rp *reporter) report(o *outcome) (reconcile.Result, error) {
 		return reconcile.Result{}, nil
 	case o.phase == phaseStalled:
 		rp.setKstatus(metav1.ConditionFalse, metav1.ConditionFalse, metav1.ConditionTrue, o.reason, o.message)
-		rp.st.ObservedGeneration = rp.gen
+		rp.st.ObservedGeneration = rp.sub.gen
 		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("%w: %s: %s", errStalled, o.reason, o.message))
 	case o.err != nil:
 		// Retried, so not stalled.
@@ -65,14 +73,14 @@ func (rp *reporter) report(o *outcome) (reconcile.Result, error) {
 		return reconcile.Result{RequeueAfter: o.requeue}, nil
 	}
 	rp.reportObjects(o)
-	rp.st.ObservedGeneration = rp.gen
-	o.requeueIn(periodic(rp.w.Clock.Now(), rp.w.Period))
+	rp.st.ObservedGeneration = rp.sub.gen
+	o.requeueIn(periodic(rp.sub.w.Clock.Now(), rp.sub.w.Period))
 	return reconcile.Result{RequeueAfter: o.requeue}, nil
 }
 
 // reportObjects sets Ready, Reconciling and Stalled for a pass that completed: from the
 // objects of the revision it ended on, or, for a hold with no release, from the hold.
-func (rp *reporter) reportObjects(o *outcome) {
+func (rp reporter) reportObjects(o *outcome) {
 	r := o.ready
 	switch {
 	case r == nil:
@@ -95,34 +103,34 @@ func (rp *reporter) reportObjects(o *outcome) {
 
 // reportChartAndPause sets ChartReady (with an Event when the chart on disk breaks) and
 // Paused (with an Event when it is lifted).
-func (rp *reporter) reportChartAndPause(o *outcome) {
+func (rp reporter) reportChartAndPause(o *outcome) {
 	if o.phase == phasePaused {
 		rp.set(rstatus.TypePaused, metav1.ConditionTrue, rstatus.ReasonPaused,
 			AnnotationPaused+` is "true": no release actions until it is removed`)
 		return
 	}
-	if c := rp.cond(rstatus.TypePaused); c != nil && c.Status == metav1.ConditionTrue {
+	if c := rp.sub.cond(rstatus.TypePaused); c != nil && c.Status == metav1.ConditionTrue {
 		rp.set(rstatus.TypePaused, metav1.ConditionFalse, rstatus.ReasonResumed, AnnotationPaused+" removed")
-		rp.event(note{corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again"})
+		rp.sub.event(note{corev1.EventTypeNormal, rstatus.ReasonResumed, "Resume", "reconciling again"}, rp.obs.relName)
 	}
-	if rp.snap == nil {
+	if rp.obs.snap == nil {
 		return
 	}
-	if rp.chartErr != nil {
-		if c := rp.cond(rstatus.TypeChartReady); c == nil || c.Status != metav1.ConditionFalse {
-			rp.event(note{corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", rp.chartErr.Error()})
+	if rp.obs.chartErr != nil {
+		if c := rp.sub.cond(rstatus.TypeChartReady); c == nil || c.Status != metav1.ConditionFalse {
+			rp.sub.event(note{corev1.EventTypeWarning, rstatus.ReasonChartInvalid, "LoadChart", rp.obs.chartErr.Error()}, rp.obs.relName)
 		}
 		rp.set(rstatus.TypeChartReady, metav1.ConditionFalse, rstatus.ReasonChartInvalid,
-			fmt.Sprintf("%v (still using the last good version, digest %s)", rp.chartErr, records.DisplayDigest(rp.snap.Digest)))
+			fmt.Sprintf("%v (still using the last good version, digest %s)", rp.obs.chartErr, records.DisplayDigest(rp.obs.snap.Digest)))
 		return
 	}
 	rp.set(rstatus.TypeChartReady, metav1.ConditionTrue, rstatus.ReasonChartLoaded,
-		fmt.Sprintf("chart %s, digest %s", helm.ChartRef(rp.snap.Chart), records.DisplayDigest(rp.snap.Digest)))
+		fmt.Sprintf("chart %s, digest %s", helm.ChartRef(rp.obs.snap.Chart), records.DisplayDigest(rp.obs.snap.Digest)))
 }
 
 // setKstatus sets kstatus's three conditions with one reason and message (Stalled=False
 // carries no message).
-func (rp *reporter) setKstatus(ready, reconciling, stalled metav1.ConditionStatus, reason, msg string) {
+func (rp reporter) setKstatus(ready, reconciling, stalled metav1.ConditionStatus, reason, msg string) {
 	rp.set(rstatus.TypeReady, ready, reason, msg)
 	rp.set(rstatus.TypeReconciling, reconciling, reason, msg)
 	stalledMsg := msg
@@ -132,13 +140,13 @@ func (rp *reporter) setKstatus(ready, reconciling, stalled metav1.ConditionStatu
 	rp.set(rstatus.TypeStalled, stalled, reason, stalledMsg)
 }
 
-func (rp *reporter) set(typ string, s metav1.ConditionStatus, reason, msg string) {
+func (rp reporter) set(typ string, s metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&rp.st.Conditions, metav1.Condition{
-		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 4000), ObservedGeneration: rp.gen,
+		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 4000), ObservedGeneration: rp.sub.gen,
 	})
 }
 
-func (rp *reporter) setCondition(typ string, c *condition) {
+func (rp reporter) setCondition(typ string, c *condition) {
 	if c != nil {
 		rp.set(typ, c.status, c.reason, c.message)
 	}

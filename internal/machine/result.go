@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
+	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/release"
 )
@@ -64,7 +65,7 @@ type result struct {
 	notes      []note
 	requeue    time.Duration
 	// after is the release as the action left it when the action knows it (nil: the pass
-	// reads storage).
+	// reads storage); its state is the pass's to classify (observer.classify).
 	after *observed
 	// made is the revision an install or upgrade made, and objects what Helm's client knew of
 	// its objects (see helm.Request.Objects).
@@ -179,9 +180,14 @@ type observed struct {
 	// state is what the release needs, decided once per read by records.DetermineState.
 	state records.State
 	// assumed: nothing was read. The cache of records shows no revision of a CR no pass acted
-	// on before (Read.TakenOn), so its release is taken to be absent; Helm's install checks
+	// on before (Found.TakenOn), so its release is taken to be absent; Helm's install checks
 	// the name in storage before it writes.
 	assumed bool
+	// deployed is the newest deployed revision before head, read when a rollback may return
+	// to it (0: none, or not read); proof what a release rudder did not make showed of the CR
+	// (nil: not read). observer.closer reads both.
+	deployed int
+	proof    *helm.Proof
 }
 
 // truncate cuts s to n bytes, marking the cut.

@@ -37,7 +37,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 		msg = fmt.Sprintf("upgrading release %s: %s", e.release, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	replaced, err := e.rollbackTo(ctx, a.to, desc)
+	replaced, err := rollbackTo(ctx, e, a.to, desc)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
 			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
@@ -51,8 +51,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 			call: callOK}
 	}
 	h := records.HeadOf(now)
-	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now, state: records.DetermineState(h,
-		e.want)},
+	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now},
 		record: record{revision: &revisionRecord{number: now.Version, chart: now.Chart.Ref(), chartDigest: h.ChartDigest,
 			valuesDigest: h.ValuesDigest, rolledBackTo: a.to}}}
 	res.message = fmt.Sprintf("%s; rolled back to revision %d (now revision %d)", msg, a.to, now.Version)
@@ -61,7 +60,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 		return res
 	}
 	res.reason = reason
-	if a.cause != nil && e.retriesLeft(a.cause.result.record.failed) {
+	if a.cause != nil && retriesLeft(a.cause.result.record.failed, e.watch.Policies().Retries()) {
 		res.message += "; tried again after a back-off (remediation.retries)"
 	} else {
 		res.message += "; not retried until the spec or the chart changes"
@@ -71,10 +70,10 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 	return res
 }
 
-// rollbackTo rolls the release back to revision to, as a new revision described by desc; with
+// rollbackTo rolls e's release back to revision to, as a new revision described by desc; with
 // the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
 // are the Events that say so.
-func (e *env) rollbackTo(ctx context.Context, to int, desc string) ([]note, error) {
+func rollbackTo(ctx context.Context, e *env, to int, desc string) ([]note, error) {
 	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.Policies().HistoryLimit(),
 		Description: desc, Force: e.watch.Policies().Forces()}
 	err := e.helm.Rollback(ctx, e.scope, req)
@@ -119,7 +118,7 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 				AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	replaced, err := e.rollbackTo(ctx, to, desc)
+	replaced, err := rollbackTo(ctx, e, to, desc)
 	if err != nil {
 		if isTransient(err) {
 			// This value is tried again.
@@ -154,7 +153,7 @@ func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
 func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
 	name := a.rollout
 	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
-	replaced, err := e.rollbackTo(ctx, a.to, desc)
+	replaced, err := rollbackTo(ctx, e, a.to, desc)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release,
 			a.to, err), call: callFailed,

@@ -43,10 +43,6 @@ func RolloutKey(namespace, name string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// rolloutName is the name of the Rollout that moves the watch's CRs (of this shard) to chart
-// digest to.
-func (w *World) rolloutName(to string) string { return rolloutv1.Name(w.gvk(), w.Shard, to) }
-
 // Admits reports whether the rollout ro of a watch with policy moves the CR (namespace/name,
 // with labels l) now.
 func Admits(policy *watches.Rollout, ro *rolloutv1.Rollout, namespace, name string, l map[string]string) bool {
@@ -66,28 +62,40 @@ func Admits(policy *watches.Rollout, ro *rolloutv1.Rollout, namespace, name stri
 	return ro.Status.Through != "" && RolloutKey(namespace, name) <= ro.Status.Through
 }
 
-// rolloutPin decides, for a watch with a rollout policy, whether the pass keeps the CR on the
-// chart of its own release (see the top of this file). want is the desired state with the
-// watch's chart.
-func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
-	if ob.w.Watch.Rollout == nil {
+// pin is where a rollout leaves a pass's CR.
+type pin struct {
+	// digest is the chart digest of the CR's own release, which the pass keeps ("": the CR
+	// moves to the watch's chart).
+	digest string
+	// back is the revision a rollout that halted with onHalt rollback returns the release to
+	// (0: none, or the release has no revision of an earlier chart).
+	back int
+	// cond is the CR's Rollout condition.
+	cond *condition
+}
+
+// rolloutPin decides, for a watch with a rollout policy, whether the pass over sub keeps the
+// CR on the chart of its own release, relName (see the top of this file). want is the desired
+// state with the watch's chart.
+func rolloutPin(ctx context.Context, sub *subject, relName string, want records.Desired) (pin, error) {
+	if sub.w.Watch.Rollout == nil {
 		return pin{}, nil
 	}
-	to := ob.want.ChartDigest
-	h, err := ob.releaseHead(ctx)
+	to := want.ChartDigest
+	h, err := releaseHead(ctx, sub, relName)
 	if err != nil {
 		return pin{}, err
 	}
-	if h == nil || h.OwnerUID != ob.want.OwnerUID || h.ChartDigest == "" {
+	if h == nil || h.OwnerUID != want.OwnerUID || h.ChartDigest == "" {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
 			"the release has no earlier chart to keep: it gets the watch's chart"}}, nil
 	}
 	current := pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
 		"the release is on the watch's chart " + records.DisplayDigest(to)}}
-	if h.ChartDigest == to && !ob.w.Watch.Rollout.RollsBack() {
+	if h.ChartDigest == to && !sub.w.Watch.Rollout.RollsBack() {
 		return current, nil // only a halt with onHalt rollback moves such a CR
 	}
-	ro, err := ob.w.Rollouts.Rollout(ctx, ob.w.rolloutName(to))
+	ro, err := sub.w.Rollouts.Rollout(ctx, sub.w.rolloutName(to))
 	switch {
 	case meta.IsNoMatchError(err) && h.ChartDigest == to:
 		return current, nil
@@ -103,7 +111,7 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 	}
 	if h.ChartDigest == to {
 		if ro != nil && (ro.Status.Phase == rolloutv1.PhaseHalted || ro.Status.Phase == rolloutv1.PhaseRolledBack) {
-			back, err := ob.revisionBefore(ctx, h, to)
+			back, err := revisionBefore(ctx, sub, relName, h, to)
 			if err != nil {
 				return pin{}, err
 			}
@@ -117,8 +125,8 @@ func (ob *observer) rolloutPin(ctx context.Context) (pin, error) {
 		}
 		return current, nil
 	}
-	held := ob.obj.GetAnnotations()[AnnotationRolloutHold] == "true"
-	if !held && ro != nil && Admits(ob.w.Watch.Rollout, ro, ob.key.Namespace, ob.key.Name, ob.obj.GetLabels()) {
+	held := sub.obj.GetAnnotations()[AnnotationRolloutHold] == "true"
+	if !held && ro != nil && Admits(sub.w.Watch.Rollout, ro, sub.key.Namespace, sub.key.Name, sub.obj.GetLabels()) {
 		return pin{cond: &condition{metav1.ConditionTrue, rstatus.ReasonRolloutCurrent,
 			fmt.Sprintf("rollout %s (wave %d) moves the release to chart %s", ro.Name, ro.Status.Wave, records.DisplayDigest(to))}}, nil
 	}
@@ -146,20 +154,21 @@ func keptOn(ro *rolloutv1.Rollout, held bool, keep, to string) condition {
 	}
 }
 
-// releaseHead is the release's newest revision (nil: none). When the cache shows none, the CR
-// is new, or its release is one the cache (and maybe the CR's status) does not show yet, right
-// after its install: its first revision's record says which, with one GET (a release whose
-// first revision maxHistory pruned is long in the cache); only then is the newest read.
-func (ob *observer) releaseHead(ctx context.Context) (*records.Head, error) {
-	h, err := ob.w.Helm.Head(ctx, ob.scope, ob.relName)
+// releaseHead is the newest revision of sub's release relName (nil: none). When the cache
+// shows none, the CR is new, or its release is one the cache (and maybe the CR's status) does
+// not show yet, right after its install: its first revision's record says which, with one GET
+// (a release whose first revision maxHistory pruned is long in the cache); only then is the
+// newest read.
+func releaseHead(ctx context.Context, sub *subject, relName string) (*records.Head, error) {
+	h, err := sub.w.Helm.Head(ctx, sub.scope, relName)
 	if err != nil || h != nil {
 		return h, err
 	}
-	first, err := ob.w.Helm.Revision(ctx, ob.scope, ob.relName, 1)
+	first, err := sub.w.Helm.Revision(ctx, sub.scope, relName, 1)
 	if err != nil || first == nil {
 		return nil, err
 	}
-	rel, err := ob.w.Helm.Last(ctx, ob.scope, ob.relName)
+	rel, err := sub.w.Helm.Last(ctx, sub.scope, relName)
 	if err != nil {
 		return nil, err
 	}
@@ -168,9 +177,9 @@ func (ob *observer) releaseHead(ctx context.Context) (*records.Head, error) {
 
 // revisionBefore is the newest revision of the release, older than the head, whose chart is
 // not digest and that was deployed (0: none in the history).
-func (ob *observer) revisionBefore(ctx context.Context, head *records.Head, digest string) (int, error) {
+func revisionBefore(ctx context.Context, sub *subject, relName string, head *records.Head, digest string) (int, error) {
 	for v := head.Revision - 1; v > 0; v-- {
-		rel, err := ob.w.Helm.Revision(ctx, ob.scope, ob.relName, v)
+		rel, err := sub.w.Helm.Revision(ctx, sub.scope, relName, v)
 		if err != nil {
 			return 0, err
 		}

@@ -33,7 +33,7 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		// The tests could not run (the API server refused or failed): tried again.
 		msg := fmt.Sprintf("testing release %s: %v", e.release, err)
 		if helm.IsForbidden(err) {
-			res := e.forbidden("Test", msg)
+			res := forbidden(e.scope, "Test", msg)
 			res.call = callFailed
 			return res
 		}

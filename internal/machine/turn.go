@@ -3,6 +3,8 @@ package machine
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/rudder-operator/rudder/internal/gate"
 )
 
@@ -10,32 +12,41 @@ import (
 // (limits.maxActionsPerNamespace); the CR waits its turn without holding a worker.
 const ReasonQueued = "Queued"
 
-// takeTurn takes one of the namespace's action slots for the rest of the pass (endTurn gives
-// it back); when the namespace's CRs hold them all, the outcome says so and the CR is
+// turn is where a pass stands with its namespace's action slots (World.Turns): a pass acts on
+// its release only while it holds one.
+type turn struct {
+	// acting: the pass holds one of its namespace's action slots.
+	acting bool
+	// queued: the pass found its namespace's action slots taken and waits its turn.
+	queued bool
+}
+
+// claim takes one of the namespace's action slots for key for the rest of the pass (giveBack
+// gives it back); when the namespace's CRs hold them all, the outcome says so and the CR is
 // requeued.
-func (ac *actor) takeTurn(o *outcome) bool {
-	if ac.acting {
+func (t *turn) claim(w *World, key types.NamespacedName, o *outcome) bool {
+	if t.acting {
 		return true
 	}
-	if !ac.w.Turns.StartAction(ac.key) {
-		ac.queued = true
+	if !w.Turns.StartAction(key) {
+		t.queued = true
 		msg := fmt.Sprintf("waiting for a turn: CRs of namespace %s hold all %d of the kind's Helm action slots (limits.maxActionsPerNamespace)",
-			ac.key.Namespace, ac.w.Turns.PerNamespace())
+			key.Namespace, w.Turns.PerNamespace())
 		o.phase, o.reason, o.message = phaseLocked, ReasonQueued, msg
 		o.requeueIn(Jitter(gate.TurnRequeue))
 		return false
 	}
-	ac.acting = true
+	t.acting = true
 	return true
 }
 
-// endTurn gives back the pass's action slot; a pass that needed none is no longer queued.
-func (ac *actor) endTurn() {
-	if !ac.queued {
-		ac.w.Turns.Dequeue(ac.key)
+// giveBack gives back the pass's action slot; a pass that needed none is no longer queued.
+func (t *turn) giveBack(w *World, key types.NamespacedName) {
+	if !t.queued {
+		w.Turns.Dequeue(key)
 	}
-	if ac.acting {
-		ac.acting = false
-		ac.w.Turns.EndAction(ac.key.Namespace)
+	if t.acting {
+		t.acting = false
+		w.Turns.EndAction(key.Namespace)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/plan"
-	"github.com/rudder-operator/rudder/internal/records"
 )
 
 // uninstall removes a deleted CR's release with its objects (plan.Uninstall): the one action
@@ -23,7 +22,7 @@ func (uninstall) run(ctx context.Context, e *env, _ observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonUninstallFailed, err: fmt.Errorf("uninstalling release %s: %w", e.release, err),
 			call: callFailed, notes: []note{{corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", msg}}}
 	}
-	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
+	return result{verdict: succeeded, call: callOK, after: &observed{},
 		notes: []note{{corev1.EventTypeNormal, "Uninstalled", "Uninstall", fmt.Sprintf("release %s uninstalled", e.release)}}}
 }
 
@@ -39,7 +38,7 @@ func (letGo) run(ctx context.Context, e *env, _ observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("letting release %s go: %w", e.release, err),
 			call: callFailed}
 	}
-	return result{verdict: succeeded, call: callOK, after: &observed{state: records.StateAbsent},
+	return result{verdict: succeeded, call: callOK, after: &observed{},
 		notes: []note{{corev1.EventTypeNormal, "LetGo", "LetGo", fmt.Sprintf(
 			"release %s and its objects kept (%s: keep): %d objects and every revision's record no longer carry rudder's marks or an owner "+
 				"reference to this %s",

@@ -94,3 +94,28 @@ func (w *World) label() string { return w.Watch.String() }
 
 // gvk is the kind of the watch's CRs.
 func (w *World) gvk() schema.GroupVersionKind { return w.Watch.GroupVersionKind() }
+
+// rolloutName is the name of the Rollout that moves the watch's CRs (of this shard) to chart
+// digest to.
+func (w *World) rolloutName(to string) string { return rolloutv1.Name(w.gvk(), w.Shard, to) }
+
+// operand is the object the operand cache (or, without one, the API server) holds of want,
+// as the cache keeps it (see OperandTransform), for reading only.
+func (w *World) operand(ctx context.Context, want *unstructured.Unstructured) (client.Object, error) {
+	key := client.ObjectKeyFromObject(want)
+	if w.Operands == nil {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(want.GroupVersionKind())
+		return live, w.Live.Get(ctx, key, live)
+	}
+	live := OperandObject(want.GroupVersionKind())
+	return live, w.Operands.Get(ctx, key, live, client.UnsafeDisableDeepCopy)
+}
+
+// reader is what the Go hooks read operands through: the operand cache, or the API server.
+func (w *World) reader() client.Reader {
+	if w.Operands != nil {
+		return operandReader{r: w.Operands, scheme: w.Scheme}
+	}
+	return w.Live
+}
