@@ -30,7 +30,7 @@ type actor struct {
 	ev *env
 	// turn is the pass's place with its namespace's action slots.
 	turn turn
-	// reset: the pass acts on a new reset-at value (see observation.nudges).
+	// reset: the pass acts on a new reset-at value (see nudges).
 	reset bool
 }
 

@@ -4,18 +4,18 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
 
-// writeRelease writes what the records of a pass's steps learned into st.release, the status
-// of release relName, in their order.
-func writeRelease(st *rstatus.Common, relName string, records []record) {
+// writeRelease writes what the records of a pass's steps learned into status.release, the
+// status of release relName, in their order.
+func writeRelease(status *rstatus.Common, relName string, records []record) {
 	for _, rec := range records {
 		if rec.revision == nil && rec.failed == nil && !rec.clearFailed && rec.rollbackRequest == nil && rec.tested == nil &&
 			rec.reconcileRequest == nil && rec.resetRequest == nil {
 			continue
 		}
-		if st.Release == nil {
-			st.Release = &rstatus.Release{Name: relName}
+		if status.Release == nil {
+			status.Release = &rstatus.Release{Name: relName}
 		}
-		st := st.Release
+		st := status.Release
 		if r := rec.revision; r != nil {
 			st.Name, st.Revision, st.Chart = relName, r.number, r.chart
 			st.ChartDigest, st.ValuesDigest, st.RolledBackTo = r.chartDigest, r.valuesDigest, r.rolledBackTo

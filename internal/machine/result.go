@@ -171,7 +171,8 @@ type revisionRecord struct {
 	applied *rstatus.AppliedRelease
 }
 
-// observed is the release as a pass found it.
+// observed is the release as a pass found it (the zero value: no release, as after an
+// uninstall).
 type observed struct {
 	// head is the newest revision (nil: none).
 	head *records.Head
