@@ -122,7 +122,7 @@ func (ac *actor) walk(ctx context.Context, c course, rel observed, o *outcome) s
 			return stop{err: err}
 		}
 	}
-	err := fmt.Errorf("release %s: more than %d actions in one pass", ac.ob.relName, maxSteps)
+	err := fmt.Errorf("release %s: more than %d actions in one pass", ac.obs.relName, maxSteps)
 	return stop{res: &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}}
 }
 
@@ -145,7 +145,7 @@ func (ac *actor) take(ctx context.Context, c plan.Choice, rel observed, o *outco
 	a, ok := ac.choose(ctx, c, rel, o)
 	if !ok {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("release %s: no action carries out %q",
-			ac.ob.relName, c.Action)}
+			ac.obs.relName, c.Action)}
 	}
 	return ac.do(ctx, a, rel, o)
 }
@@ -238,7 +238,7 @@ func (ac *actor) env() *env {
 		return ac.ev
 	}
 	sub, w := ac.sub, ac.sub.w
-	e := &env{mapper: w.Mapper, helm: w.Helm, scope: sub.scope, release: ac.ob.relName, key: sub.key, kind: w.gvk().Kind, gen: sub.gen,
+	e := &env{mapper: w.Mapper, helm: w.Helm, scope: sub.scope, release: ac.obs.relName, key: sub.key, kind: w.gvk().Kind, gen: sub.gen,
 		want: ac.obs.want, watch: w.Watch, clock: w.Clock, log: sub.log, live: w.Live, carriedKeys: w.Carried, carried: sub.carried(),
 		memory: w.Memory}
 	if held := ac.obs.heldBack; held != nil {
@@ -257,7 +257,7 @@ func (ac *actor) env() *env {
 // far.
 func (ac *actor) prepare(ctx context.Context, action plan.Action, o *outcome) prepared {
 	obs := ac.obs
-	pinned, err := ac.ob.pinnedRelease(ctx, obs)
+	pinned, err := ac.ob.pinnedRelease(ctx)
 	if err != nil {
 		return prepared{stop: &result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}}
 	}

@@ -17,7 +17,7 @@ func TestChooseCarriesOutEveryChoice(t *testing.T) {
 	// A rollout keeps the CR on a chart its release no longer holds: an install or upgrade is
 	// prepared as far as that read, and ends on it.
 	obs := &observation{relName: "r", pin: pin{digest: "gone"}}
-	ac := &actor{sub: sub, ob: &observer{sub: sub, relName: "r"}, obs: obs}
+	ac := &actor{sub: sub, ob: &observer{sub: sub, obs: obs}, obs: obs}
 	for _, name := range plan.Actions {
 		rel := observed{}
 		if name == plan.AdoptRelease {

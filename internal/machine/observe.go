@@ -49,28 +49,27 @@ type observation struct {
 }
 
 // observer is the step of a pass that reads: the chart, the values and the release once, at
-// the start (observe), and the release again as each action leaves it (readRelease, closer). No
-// other step reads the release's storage or its records' cache, but for the objects of the
+// the start (observe), and the release again as each action leaves it (readRelease, closer).
+// No other step reads the release's storage or its records' cache, but for the objects of the
 // revision a pass ends on (settler.loadObjects) and what an action does itself.
 type observer struct {
 	sub *subject
-	// relName and want are the release and what the CR wants of it, once observe knows them.
-	relName string
-	want    records.Desired
+	// obs is the observation it fills in observe and no one changes after, whose release
+	// and desired state (relName, want) its later reads are of.
+	obs *observation
 }
 
-// observe reads what the pass acts on. It returns an outcome too when the pass ends here: the
-// CR is paused, its values do not render, or a pre-release hook failed.
-func (ob *observer) observe(ctx context.Context) (*observation, *outcome) {
-	obs := &observation{}
+// observe fills ob.obs with what the pass acts on. It returns an outcome when the pass ends
+// here: the CR is paused, its values do not render, or a pre-release hook failed.
+func (ob *observer) observe(ctx context.Context) *outcome {
+	obs := ob.obs
 	out := ob.read(ctx, obs)
-	obs.relName, obs.want = ob.relName, ob.want
-	obs.facts, obs.failureMessage = factsOf(ob.sub, ob.want.OwnerUID, obs.release.head)
+	obs.facts, obs.failureMessage = factsOf(ob.sub, obs.want.OwnerUID, obs.release.head)
 	obs.heldBack = heldBackFailure(obs.facts, obs.failureMessage, obs.want, ob.sub.read.Release)
 	if out == nil {
-		obs.tested = testedFromRecord(ctx, ob.sub, ob.relName, obs.release)
+		obs.tested = testedFromRecord(ctx, ob.sub, obs.relName, obs.release)
 	}
-	return obs, out
+	return out
 }
 
 // read fills obs with the chart, the values, the hooks' word, the rollout's pin and the
@@ -88,7 +87,7 @@ func (ob *observer) read(ctx context.Context, obs *observation) *outcome {
 		return stalled(rstatus.ReasonChartInvalid, fmt.Sprintf("the watch's chart has not loaded, so nothing is released: %v", cs.Err))
 	}
 	var err error
-	if ob.relName, err = w.Watch.ReleaseNameOf(sub.obj); err != nil {
+	if obs.relName, err = w.Watch.ReleaseNameOf(sub.obj); err != nil {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	base, out := ob.valuesFrom(ctx)
@@ -106,14 +105,14 @@ func (ob *observer) read(ctx context.Context, obs *observation) *outcome {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	obs.chartDigest = w.Watch.ChartDigest(obs.snap.Digest)
-	ob.want = records.Desired{OwnerUID: string(sub.obj.GetUID()), ChartDigest: records.LabelDigest(obs.chartDigest), ValuesDigest: vd,
+	obs.want = records.Desired{OwnerUID: string(sub.obj.GetUID()), ChartDigest: records.LabelDigest(obs.chartDigest), ValuesDigest: vd,
 		Generation: sub.gen}
-	if obs.pin, err = rolloutPin(ctx, sub, ob.relName, ob.want); err != nil {
+	if obs.pin, err = rolloutPin(ctx, sub, obs.relName, obs.want); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
 	}
 	if obs.pin.digest != "" {
 		// A rollout keeps the CR on its own release's chart (see rollout.go).
-		obs.chartDigest, ob.want.ChartDigest = obs.pin.digest, obs.pin.digest
+		obs.chartDigest, obs.want.ChartDigest = obs.pin.digest, obs.pin.digest
 	}
 	if obs.release, err = ob.readRelease(ctx, false); err != nil {
 		return retried(rstatus.ReasonReconcileError, err)
@@ -180,12 +179,12 @@ func (ob *observer) preReleaseHooks(ctx context.Context, values map[string]any) 
 // storage, which the action then works on. A new CR reads nothing (see observed.assumed).
 // fromStorage skips the cache (after this pass changed the release).
 func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed, error) {
-	sub, w := ob.sub, ob.sub.w
+	sub, w, name := ob.sub, ob.sub.w, ob.obs.relName
 	if !fromStorage {
-		h, err := w.Helm.Head(ctx, sub.scope, ob.relName)
+		h, err := w.Helm.Head(ctx, sub.scope, name)
 		switch {
 		case err != nil:
-			sub.log.V(1).Info("reading the cached release head", "release", ob.relName, "error", err.Error())
+			sub.log.V(1).Info("reading the cached release head", "release", name, "error", err.Error())
 		case h != nil:
 			rel := ob.classify(h, nil)
 			if rel.state == records.StateInSync || (rel.state == records.StateRolledBack && rollbackReported(sub, h)) {
@@ -195,15 +194,15 @@ func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed
 			return observed{state: records.StateAbsent, assumed: true}, nil
 		}
 	}
-	rel, err := w.Helm.Last(ctx, sub.scope, ob.relName)
+	rel, err := w.Helm.Last(ctx, sub.scope, name)
 	if err != nil {
-		return observed{}, fmt.Errorf("reading release %s: %w", ob.relName, err)
+		return observed{}, fmt.Errorf("reading release %s: %w", name, err)
 	}
 	h := records.HeadOf(rel)
 	if h != nil && h.Facts == nil {
 		// A rollback's copy of another revision's facts: the release's are the newest record's
 		// that carries its own, as the cache of records shows them.
-		if c, err := w.Helm.Head(ctx, sub.scope, ob.relName); err == nil && c != nil && c.Revision == h.Revision {
+		if c, err := w.Helm.Head(ctx, sub.scope, name); err == nil && c != nil && c.Revision == h.Revision {
 			h.Facts = c.Facts
 		}
 	}
@@ -214,8 +213,8 @@ func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed
 // state records.DetermineState gives it against what the CR wants and what rudder's newest own
 // revision was made from, as the release's facts have it.
 func (ob *observer) classify(h *records.Head, rel *release.Release) observed {
-	want := ob.want
-	f, _ := factsOf(ob.sub, ob.want.OwnerUID, h)
+	want := ob.obs.want
+	f, _ := factsOf(ob.sub, want.OwnerUID, h)
 	want.Applied = f.Applied
 	return observed{head: h, rel: rel, state: records.DetermineState(h, want)}
 }
@@ -225,7 +224,7 @@ func (ob *observer) classify(h *records.Head, rel *release.Release) observed {
 // deployed revision before it; for a release of the CR's name that rudder did not make,
 // whether its objects prove it is the CR's.
 func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (observed, error) {
-	sub, w, h := ob.sub, ob.sub.w, rel.head
+	sub, w, h, name := ob.sub, ob.sub.w, rel.head, ob.obs.relName
 	if h == nil {
 		return rel, nil
 	}
@@ -236,9 +235,9 @@ func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (obser
 		// Nothing was deployed before a first install (rudder keeps the record of a failed one
 		// only when nothing was), so nothing is rolled back to; nor after an upgrade that is not.
 		if !o.taken[plan.Install] && !h.Kept() && (o.failed() != plan.Upgrade || p.RollsBack()) {
-			deployed, err := w.Helm.LastDeployed(ctx, sub.scope, ob.relName, h.Revision)
+			deployed, err := w.Helm.LastDeployed(ctx, sub.scope, name, h.Revision)
 			if err != nil {
-				return rel, fmt.Errorf("reading release %s: %w", ob.relName, err)
+				return rel, fmt.Errorf("reading release %s: %w", name, err)
 			}
 			if deployed != nil {
 				rel.deployed = deployed.Version
@@ -246,9 +245,9 @@ func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (obser
 		}
 	}
 	if rel.state == records.StateConflict && h.OwnerUID == "" && rel.proof == nil {
-		proof, err := w.Helm.ProveForeign(ctx, sub.scope, ob.relName)
+		proof, err := w.Helm.ProveForeign(ctx, sub.scope, name)
 		if err != nil {
-			return rel, fmt.Errorf("reading release %s, which rudder did not make, and its objects: %w", ob.relName, err)
+			return rel, fmt.Errorf("reading release %s, which rudder did not make, and its objects: %w", name, err)
 		}
 		rel.proof = proof
 	}
@@ -257,19 +256,20 @@ func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (obser
 
 // pinnedRelease is the release the pass takes the chart of when a rollout keeps the CR on its
 // own release's chart (nil: the watch's chart).
-func (ob *observer) pinnedRelease(ctx context.Context, obs *observation) (*release.Release, error) {
+func (ob *observer) pinnedRelease(ctx context.Context) (*release.Release, error) {
+	obs := ob.obs
 	if obs.pin.digest == "" {
 		return nil, nil
 	}
 	if rel := obs.release.rel; rel != nil && helm.ChartOf(rel) != nil && records.HeadOf(rel).ChartDigest == obs.pin.digest {
 		return rel, nil
 	}
-	rel, err := ob.sub.w.Helm.Last(ctx, ob.sub.scope, ob.relName)
+	rel, err := ob.sub.w.Helm.Last(ctx, ob.sub.scope, obs.relName)
 	if err != nil {
 		return nil, err
 	}
 	if rel == nil || helm.ChartOf(rel) == nil || records.HeadOf(rel).ChartDigest != obs.pin.digest {
-		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", ob.relName, records.DisplayDigest(obs.pin.digest))
+		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", obs.relName, records.DisplayDigest(obs.pin.digest))
 	}
 	return rel, nil
 }
@@ -277,7 +277,7 @@ func (ob *observer) pinnedRelease(ctx context.Context, obs *observation) (*relea
 // newest is the release's newest revision as the cache of records shows it, with what this
 // process wrote (nil: none).
 func (ob *observer) newest(ctx context.Context) (*records.Head, error) {
-	return ob.sub.w.Helm.Head(ctx, ob.sub.scope, ob.relName)
+	return ob.sub.w.Helm.Head(ctx, ob.sub.scope, ob.obs.relName)
 }
 
 // rollbackReported reports whether sub's status already describes revision h as a rollback

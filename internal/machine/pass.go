@@ -55,8 +55,9 @@ func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, found Fo
 	sub := newSubject(ctx, w, obj)
 	sub.takenOn = found.TakenOn
 	st := *sub.read.DeepCopy() // the status the pass writes: the reporter alone sets it
-	ob := &observer{sub: sub}
-	obs, out := ob.observe(ctx)
+	obs := &observation{}
+	ob := &observer{sub: sub, obs: obs}
+	out := ob.observe(ctx)
 	ac := &actor{sub: sub, ob: ob, obs: obs}
 	defer func() {
 		ac.turn.giveBack(w, sub.key)
@@ -124,12 +125,13 @@ func markRecord(ctx context.Context, ob *observer, obs *observation, o *outcome)
 // not written. An error is retried with back-off.
 func Uninstall(ctx context.Context, w *World, obj *unstructured.Unstructured, name string) error {
 	sub := newSubject(ctx, w, obj)
-	ob := &observer{sub: sub, relName: name, want: records.Desired{OwnerUID: string(obj.GetUID())}}
+	obs := &observation{relName: name, want: records.Desired{OwnerUID: string(obj.GetUID())}}
+	ob := &observer{sub: sub, obs: obs}
 	rel, err := ob.readRelease(ctx, true)
 	if err != nil {
 		return err
 	}
-	ac := &actor{sub: sub, ob: ob, obs: &observation{relName: name, want: ob.want}}
+	ac := &actor{sub: sub, ob: ob, obs: obs}
 	o := &outcome{}
 	defer func() {
 		for _, n := range o.events {
