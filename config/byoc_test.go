@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/wiring"
 
@@ -89,7 +90,16 @@ func TestBringYourOwnChart(t *testing.T) {
 			kubectl(t, "apply", "-n", ns, "-f", filepath.Join(out, "sample.yaml"))
 			gvk := schema.GroupVersionKind{Group: "byoc.rudder.dev", Version: "v1", Kind: tc.kind}
 			name := strings.ToLower(tc.kind) + "-sample"
-			crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 120*time.Second)
+			u := crtest.WaitCondition(t, k8s, gvk, ns, name, "Ready", metav1.ConditionTrue, "", 120*time.Second)
+			// The scaffolded schema keeps status.inventory, and its category lists the kind in
+			// rudder get without a KIND.
+			if inv := rstatus.InventoryOf(u); inv == nil || inv.Revision != 1 || inv.Count == 0 || len(inv.Entries) != inv.Count {
+				t.Fatalf("status.inventory of a scaffolded kind: %+v", inv)
+			}
+			code, stdout, stderr = rudderCLI("get", "-n", ns, "-o", "name", "--kubeconfig", cluster.Kubeconfig)
+			if want := strings.ToLower(tc.kind) + ".byoc.rudder.dev/" + name + "\n"; code != 0 || !strings.Contains(stdout, want) {
+				t.Fatalf("rudder get -o name: exit %d, %s%s; want %s", code, stdout, stderr, want)
+			}
 
 			// rudder template of the live CR prints exactly what rudder applied.
 			live := filepath.Join(tmp, tc.kind+"-live.yaml")

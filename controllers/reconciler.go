@@ -113,6 +113,9 @@ type Reconciler struct {
 	coord atomic.Pointer[coordinator]
 	// gate shares the workers out between namespaces (internal/gate).
 	gate *gate.Gate
+	// inventory is what the kind's schema was seen to do with status.inventory (see
+	// statusWriter.KeepsInventory).
+	inventory atomic.Int32
 	// changedSources are the CRs whose values sources changed, queued once the chart's quiet
 	// period is over (see SourceChanged).
 	changedSources map[types.NamespacedName]bool

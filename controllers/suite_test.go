@@ -134,6 +134,7 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: CRDBox, chart: extras, allowClusterScoped: [CustomResourceDefinition]}
 - {group: test.rudder.dev, version: v1, kind: TestProbe, chart: tested, test: {enable: true}}
 - {group: test.rudder.dev, version: v1, kind: TestRollback, chart: tested, test: {enable: true, onFailure: rollback, timeout: 1m}}
+- {group: test.rudder.dev, version: v1, kind: PeriodicProbe, chart: tested, test: {enable: true, interval: 2s, timeout: 5s, onFailure: rollback}}
 - group: test.rudder.dev
   version: v1
   kind: ValuesProbe
@@ -167,6 +168,8 @@ const testWatches = `
 - {group: test.rudder.dev, version: v1, kind: SSAForce, chart: day2, install: {serverSideApply: true}, upgrade: {forceConflicts: true}, driftDetection: {mode: disabled}}
 - {group: test.rudder.dev, version: v1, kind: ForceProbe, chart: day2, upgrade: {force: true}}
 - {group: test.rudder.dev, version: v1, kind: Day2Probe, chart: day2}
+- {group: test.rudder.dev, version: v1, kind: Day2CLI, chart: day2}
+- {group: test.rudder.dev, version: v1, kind: OldSchema, chart: widget}
 - {group: test.rudder.dev, version: v1, kind: RetryProbe, chart: day2, remediation: {retries: 3}}
 - {group: test.rudder.dev, version: v1, kind: CRDSkip, chart: crdskip, allowClusterScoped: [CustomResourceDefinition]}
 - group: test.rudder.dev

@@ -34,13 +34,50 @@ type statusWriter struct{ r *Reconciler }
 
 func (d statusWriter) PatchStatus(ctx context.Context, obj *unstructured.Unstructured, patch []byte) error {
 	key := client.ObjectKeyFromObject(obj)
-	// The pass is over: of the CR the API server sends back, only its metadata is read.
-	res := d.r.metadataOf(key)
+	// The pass is over: of the CR the API server sends back, only its metadata is read, but
+	// for the first write of an inventory, which tells whether the schema keeps it.
+	var res client.Object = d.r.metadataOf(key)
+	_, probe, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "inventory")
+	if probe = probe && d.r.inventory.Load() == inventoryUnknown; probe {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(d.r.gvk)
+		u.SetNamespace(key.Namespace)
+		u.SetName(key.Name)
+		res = u
+	}
 	if err := d.r.opts.Client.Status().Patch(ctx, res, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
+	if probe {
+		d.inventoryKept(res.(*unstructured.Unstructured))
+	}
 	d.r.statuses.wrote(key, obj.GetUID(), res.GetResourceVersion(), obj.Object["status"], obj.GetFinalizers())
 	return nil
+}
+
+// What a kind's schema does with status.inventory, as the first write of one showed.
+const (
+	inventoryUnknown int32 = iota
+	inventoryKept
+	inventoryPruned
+)
+
+// KeepsInventory reports whether the kind's schema keeps status.inventory: a CRD made before
+// rudder wrote it (as `rudder scaffold` wrote them before the field existed) prunes it, and
+// every pass would write it again. Known from the first write of an inventory on, for as long as
+// the process runs: a CRD updated to keep it is seen after a restart.
+func (d statusWriter) KeepsInventory() bool { return d.r.inventory.Load() != inventoryPruned }
+
+// inventoryKept records what the API server's answer to a write of an inventory, the CR
+// written, says of the schema.
+func (d statusWriter) inventoryKept(written *unstructured.Unstructured) {
+	if _, kept, _ := unstructured.NestedFieldNoCopy(written.Object, "status", "inventory"); kept {
+		d.r.inventory.Store(inventoryKept)
+		return
+	}
+	d.r.inventory.Store(inventoryPruned)
+	d.r.log.Info("the kind's schema drops status.inventory: no inventory is written; add it to the CRD (rudder scaffold writes it) "+
+		"and restart rudder", "crd", d.r.gvk.GroupKind().String())
 }
 
 // New validates opts and returns a Reconciler; SetupWithManager starts it.

@@ -149,6 +149,9 @@ type Common struct {
 	// Release is the Helm release that holds this CR's operands.
 	// +optional
 	Release *Release `json:"release,omitempty"`
+	// Inventory is the objects of the release's deployed revision.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
 }
 
 // Release describes the Helm release of a CR.
@@ -204,6 +207,9 @@ type TestedRelease struct {
 	// Failed names the test hooks that failed.
 	// +optional
 	Failed []string `json:"failed,omitempty"`
+	// At is when the run ended (a watch's test.interval runs the tests again).
+	// +optional
+	At *metav1.Time `json:"at,omitempty"`
 }
 
 // Results of a test run.
@@ -286,14 +292,7 @@ func conditionOf(m map[string]any) (metav1.Condition, bool) {
 	c.Status = metav1.ConditionStatus(s)
 	c.Reason, _ = m["reason"].(string)
 	c.Message, _ = m["message"].(string)
-	switch g := m["observedGeneration"].(type) {
-	case int64:
-		c.ObservedGeneration = g
-	case float64:
-		c.ObservedGeneration = int64(g)
-	case int:
-		c.ObservedGeneration = int64(g)
-	}
+	c.ObservedGeneration = int64(intOf(m["observedGeneration"]))
 	if t, ok := m["lastTransitionTime"].(string); ok && t != "" {
 		if err := c.LastTransitionTime.UnmarshalQueryParameter(t); err != nil {
 			return c, false

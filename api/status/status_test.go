@@ -37,3 +37,27 @@ func TestConditionsOfMatchesTheConverter(t *testing.T) {
 		t.Error("conditions of a CR without status")
 	}
 }
+
+// InventoryOf reads what the converter would, from what the API server stores (int64 and
+// float64 numbers alike), and nothing for a CR without one.
+func TestInventoryOfMatchesTheConverter(t *testing.T) {
+	want := &Inventory{Revision: 4, Count: 3, Truncated: true, Entries: []InventoryEntry{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "web"},
+		{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "web"},
+	}}
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&Common{Inventory: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": st}}
+	if got := InventoryOf(u); !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	st["inventory"].(map[string]any)["revision"] = float64(4) // as encoding/json decodes it
+	if got := InventoryOf(u); got.Revision != 4 {
+		t.Fatalf("revision %d from a float64, want 4", got.Revision)
+	}
+	if InventoryOf(&unstructured.Unstructured{Object: map[string]any{"status": map[string]any{}}}) != nil {
+		t.Error("an inventory of a CR without one")
+	}
+}

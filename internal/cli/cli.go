@@ -53,10 +53,14 @@ func NewCommand(env Env, mgr *Manager) *cobra.Command {
 		Long: `rudder serves every kind watches.yaml lists: each custom resource's spec becomes the values
 of a Helm release of the kind's chart, one release per CR, kept as the CR says.
 
-With no subcommand rudder runs the operator (as 'rudder run' does); the other subcommands
-need no cluster, but for 'diff --cluster'.`,
+With no subcommand rudder runs the operator (as 'rudder run' does). scaffold, template, lint
+and diff need no cluster (but for 'diff --cluster'); get, reconcile, suspend, resume, history,
+rollback and tree act on the CRs of a cluster, as kubectl does (also as 'kubectl rudder').`,
 		Example: `  # the operator, as config/manager runs it
   rudder --leader-elect --watches-file /etc/rudder/watches.yaml
+
+  # every CR rudder serves, in every namespace
+  rudder get -A
 
   # serve a public chart as a kind of its own
   rudder scaffold --chart charts/redis --group cache.example.com --kind Redis --output config/redis`,
@@ -82,6 +86,13 @@ need no cluster, but for 'diff --cluster'.`,
 	if env.Plugin {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl rudder"}
 	}
+	addSubcommands(root, env, mgr)
+	return root
+}
+
+// addSubcommands puts the operator (`run`, and at the root), the offline tools and the day-2
+// verbs under root.
+func addSubcommands(root *cobra.Command, env Env, mgr *Manager) {
 	run := managerCommand(mgr)
 	root.AddCommand(run)
 	switch {
@@ -91,8 +102,18 @@ need no cluster, but for 'diff --cluster'.`,
 		root.Flags().AddFlagSet(mgr.Flags)
 		root.RunE = run.RunE
 	}
-	root.AddCommand(scaffoldCommand(env), templateCommand(env), lintCommand(env), diffCommand(env), versionCommand(env))
-	return root
+	root.AddGroup(&cobra.Group{ID: "offline", Title: "Charts and kinds (no cluster; diff --cluster reads one):"},
+		&cobra.Group{ID: "day2", Title: "CRs in a cluster (kubectl's flags: --kubeconfig, --context, -n):"})
+	for _, c := range []*cobra.Command{scaffoldCommand(env), templateCommand(env), lintCommand(env), diffCommand(env)} {
+		c.GroupID = "offline"
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{getCommand(env), reconcileCommand(env), suspendCommand(env, false), suspendCommand(env, true),
+		historyCommand(env), rollbackCommand(env), treeCommand(env)} {
+		c.GroupID = "day2"
+		root.AddCommand(c)
+	}
+	root.AddCommand(versionCommand(env))
 }
 
 // managerCommand is `rudder run`: the operator, with the root's flags (mgr nil: a binary

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -25,6 +26,16 @@ type Env struct {
 	// `kubectl rudder`, and with no subcommand it prints its help instead of running the
 	// operator, which `kubectl rudder run` still does.
 	Plugin bool
+	// Now is the time the day-2 verbs read (a CR's age, the value of reconcile-at); nil:
+	// time.Now.
+	Now func() time.Time
+}
+
+func (e Env) now() time.Time {
+	if e.Now == nil {
+		return time.Now()
+	}
+	return e.Now()
 }
 
 // Manager is the operator, which `rudder` runs with no subcommand and `rudder run` runs: its

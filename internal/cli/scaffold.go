@@ -230,7 +230,7 @@ func scaffoldCRD(ch *helm.Chart, gvk schema.GroupVersionKind, plural string, not
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: gvk.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: gvk.Kind, ListKind: gvk.Kind + "List",
-				Plural: plural, Singular: strings.ToLower(gvk.Kind)},
+				Plural: plural, Singular: strings.ToLower(gvk.Kind), Categories: []string{Category}},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: gvk.Version, Served: true, Storage: true,
@@ -272,7 +272,28 @@ func statusSchema() apiextensionsv1.JSONSchemaProps {
 					},
 				}},
 			},
-			"release": {Type: "object", XPreserveUnknownFields: new(true), Description: "The Helm release: name, revision, chart, digests."},
+			"release":   {Type: "object", XPreserveUnknownFields: new(true), Description: "The Helm release: name, revision, chart, digests."},
+			"inventory": inventorySchema(),
+		},
+	}
+}
+
+// inventorySchema is status.inventory (api/status.Inventory).
+func inventorySchema() apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	return apiextensionsv1.JSONSchemaProps{
+		Type: "object", Description: "The objects of the release's deployed revision.",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"revision":  {Type: "integer"},
+			"count":     {Type: "integer"},
+			"truncated": {Type: "boolean"},
+			"entries": {
+				Type: "array", XListType: new("atomic"),
+				Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Required: []string{"apiVersion", "kind", "name"},
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"apiVersion": str, "kind": str, "namespace": str, "name": str},
+				}},
+			},
 		},
 	}
 }

@@ -116,10 +116,11 @@ func (d *checkedDriver) Update(key string, r hrelease.Releaser) error {
 	if result := testOutcome(rls); d.testing && result != "" {
 		// Helm's test action stores how each test hook ran: the record says it in labels too,
 		// which the caches of release records hold (a pass decides from them).
-		labels := make(map[string]string, len(rls.Labels)+2)
+		labels := make(map[string]string, len(rls.Labels)+3)
 		maps.Copy(labels, rls.Labels)
 		labels[records.LabelTestedRevision] = strconv.Itoa(rls.Version)
 		labels[records.LabelTestResult] = result
+		labels[records.LabelTestedAt] = strconv.FormatInt(TestsEnded(View(rls)).Unix(), 10)
 		rls.Labels = labels
 	}
 	err = d.Driver.Update(key, rls)

@@ -71,6 +71,20 @@ func ReadLast(secrets corev1.SecretInterface, name string) (*view.Release, error
 	return viewOf(records.Last(storage.Init(records.NewDriver(secrets)), name))
 }
 
+// ReadHistory is every revision of release name as secrets hold it, oldest first (none:
+// nil), for the command line's `rudder history`.
+func ReadHistory(secrets corev1.SecretInterface, name string) ([]*view.Release, error) {
+	hist, err := records.History(storage.Init(records.NewDriver(secrets)), name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*view.Release, len(hist))
+	for i, r := range hist {
+		out[i] = View(r)
+	}
+	return out, nil
+}
+
 // appliesServerSide reports whether revision version of release name (0: the newest) was
 // applied server-side, as its record says (Helm 4's apply_method; none: client-side, as every
 // record Helm 3 wrote). An action that follows the release's method (an upgrade, a rollback to

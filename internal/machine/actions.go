@@ -211,7 +211,7 @@ func (ac *actor) choose(ctx context.Context, c plan.Choice, rel observed, o *out
 	case plan.RolloutRollback:
 		return rolloutRollback{to: c.To, rollout: ac.sub.w.rolloutName(ac.obs.want.ChartDigest)}, true
 	case plan.Test:
-		return test{revision: c.To}, true
+		return test{revision: c.To, again: rel.head != nil && rel.head.Revision == c.To && rel.head.Tested() != ""}, true
 	case plan.Reapply:
 		return reapply{objects: o.objects, whole: o.whole, serverSide: o.serverSide}, true
 	case plan.AdoptRelease:

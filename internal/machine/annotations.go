@@ -8,8 +8,9 @@ const (
 	// AnnotationPaused: "true" stops every action on the CR's release (condition Paused), so
 	// that a person can `helm rollback` by hand. Removing it resumes.
 	AnnotationPaused = "rudder.dev/paused"
-	// AnnotationRollbackTo: "<revision>" makes rudder roll the CR's release back to that
-	// revision of its history, once per value (status.release.rollbackRequest reports the
+	// AnnotationRollbackTo: "<revision>" (or "<revision>@<anything>", such as the time
+	// `rudder rollback` writes: see RollbackValue) makes rudder roll the CR's release back to
+	// that revision of its history, once per value (status.release.rollbackRequest reports the
 	// value handled). The rollback then holds like one made with `helm rollback`.
 	AnnotationRollbackTo = "rudder.dev/rollback-to"
 	// AnnotationReconcileAt: "<any value>" reconciles the CR now, retrying a held-back

@@ -204,7 +204,10 @@ func testedFromRecord(ctx context.Context, sub *subject, relName string, found o
 	if h == nil || h.Tested() == "" {
 		return nil
 	}
-	if st := sub.read.Release; st != nil && st.Tested != nil && st.Tested.Revision >= h.Revision {
+	if st := sub.read.Release; st != nil && st.Tested != nil && (st.Tested.Revision > h.Revision || st.Tested.Revision == h.Revision &&
+		(h.TestedAt.IsZero() || st.Tested.At != nil && !st.Tested.At.Before(&metav1.Time{Time: h.TestedAt}))) {
+		// The status reports this run (or a later one: a periodic run's, at the time it
+		// ended).
 		return nil
 	}
 	rel := found.rel
@@ -214,16 +217,21 @@ func testedFromRecord(ctx context.Context, sub *subject, relName string, found o
 			sub.log.V(1).Info("reading the tested revision", "release", relName, "revision", h.Revision, "error", err.Error())
 		}
 	}
+	var at *metav1.Time
+	if !h.TestedAt.IsZero() {
+		at = &metav1.Time{Time: h.TestedAt}
+	}
 	if ran, failedHooks := helm.Tests(rel); len(ran) > 0 && (len(failedHooks) > 0) == (h.Tested() != records.TestSucceeded) {
 		t, c := testRun(h.Revision, ran, failedHooks)
+		t.At = at
 		return &testRecord{t, c}
 	}
 	if h.Tested() == records.TestSucceeded {
-		return &testRecord{&rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+		return &testRecord{&rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested(), At: at},
 			&condition{metav1.ConditionTrue, rstatus.ReasonTestSucceeded, fmt.Sprintf("revision %d: tests passed, as its release record says",
 				h.Revision)}}
 	}
-	return &testRecord{&rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested()},
+	return &testRecord{&rstatus.TestedRelease{Revision: h.Revision, Result: h.Tested(), At: at},
 		&condition{metav1.ConditionFalse, rstatus.ReasonTestFailed, fmt.Sprintf("revision %d: tests failed, as its release record says",
 			h.Revision)}}
 }

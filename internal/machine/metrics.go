@@ -30,6 +30,11 @@ var (
 		Name: "rudder_drift_corrections_total",
 		Help: "Operands restored from their release manifest without a new revision.",
 	}, []string{"gvk"})
+	testRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_test_runs_total",
+		Help: "Runs of releases' tests (helm test) by kind, result (passed, failed) and run (release: after an install or upgrade; " +
+			"periodic: test.interval).",
+	}, []string{"gvk", "result", "run"})
 	hookSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rudder_hook_duration_seconds",
 		Help:    "Duration of Go hooks by kind, phase (pre, post) and result.",
@@ -43,7 +48,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, hookSeconds, actionSeconds)
+	metrics.Registry.MustRegister(releaseStates, releaseActions, statusWrites, driftCorrections, testRuns, hookSeconds, actionSeconds)
 }
 
 func observeHook(gvk, phase string, took time.Duration, err error) {
@@ -52,6 +57,18 @@ func observeHook(gvk, phase string, took time.Duration, err error) {
 		result = "error"
 	}
 	hookSeconds.WithLabelValues(gvk, phase, result).Observe(took.Seconds())
+}
+
+// countTestRun counts a run of a release's tests of kind gvk.
+func countTestRun(gvk string, passed, periodic bool) {
+	result, run := "failed", "release"
+	if passed {
+		result = "passed"
+	}
+	if periodic {
+		run = "periodic"
+	}
+	testRuns.WithLabelValues(gvk, result, run).Inc()
 }
 
 // actionNames is plan.Actions as the actions metric's help lists them.

@@ -68,7 +68,7 @@ func persist(ctx context.Context, sub *subject, orig any, st *rstatus.Common) er
 		if cur == nil {
 			cur = map[string]any{}
 		}
-		for _, k := range []string{"conditions", "observedGeneration", "release"} {
+		for _, k := range []string{"conditions", "observedGeneration", "release", "inventory"} {
 			if v, ok := u[k]; ok {
 				cur[k] = v
 			} else {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,7 +15,9 @@ import (
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
+	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -37,6 +40,7 @@ type reporter struct {
 // Result.
 func (rp reporter) report(o *outcome) (reconcile.Result, error) {
 	writeRelease(rp.st, rp.obs.relName, o.records)
+	rp.reportInventory(o)
 	rp.reportChartAndPause(o)
 	for _, n := range o.events {
 		rp.sub.event(n, rp.obs.relName)
@@ -75,6 +79,17 @@ func (rp reporter) report(o *outcome) (reconcile.Result, error) {
 	rp.reportObjects(o)
 	rp.st.ObservedGeneration = rp.sub.gen
 	o.requeueIn(periodic(rp.sub.w.Clock.Now(), rp.sub.w.Period))
+	if h := o.head; h != nil && h.Status == release.StatusDeployed && h.MadeByRudder() {
+		// The next run of the tests (test.interval), at least a second on.
+		interval := rp.sub.w.Watch.Policies().TestInterval()
+		in, again := testsIn(h, interval, rp.sub.w.Clock)
+		if o.taken[plan.Test] && interval > 0 {
+			in, again = interval, true // the run of this pass, which h does not show yet
+		}
+		if again {
+			o.requeueIn(max(in, time.Second))
+		}
+	}
 	return reconcile.Result{RequeueAfter: o.requeue}, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +88,20 @@ func rollbackTo(ctx context.Context, e *env, to int, desc string) ([]note, error
 	return notes, err
 }
 
+// RollbackValue is a value of AnnotationRollbackTo that asks for revision rev: "<rev>@<at>",
+// at to the nanosecond, so that each request is one of its own (a value is acted on once),
+// also when an earlier one asked for the same revision. `rudder rollback` writes it.
+func RollbackValue(rev int, at time.Time) string {
+	return strconv.Itoa(rev) + "@" + at.UTC().Format(time.RFC3339Nano)
+}
+
+// RollbackRevision is the revision a value of AnnotationRollbackTo asks for: "<rev>", or
+// "<rev>@<anything>" (RollbackValue).
+func RollbackRevision(v string) (int, error) {
+	rev, _, _ := strings.Cut(v, "@")
+	return strconv.Atoi(strings.TrimSpace(rev))
+}
+
 // requestRollback acts on a new value of the rollback-to annotation: a rollback to that
 // revision (a new revision whose description names the request), or, for a revision the
 // history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
@@ -96,7 +112,7 @@ func (requestRollback) name() plan.Action { return plan.RequestRollback }
 
 func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 	v := a.value
-	to, err := strconv.Atoi(v)
+	to, err := RollbackRevision(v)
 	var target *records.Head
 	if err == nil && to > 0 {
 		rel, err := e.helm.Revision(ctx, e.scope, e.release, to)

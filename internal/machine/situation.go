@@ -47,7 +47,8 @@ func situation(sub *subject, obs *observation, rel observed, o *outcome) plan.Si
 	s.Retries = retriesLeft(f, p.Retries())
 	if h := rel.head; h != nil {
 		s.Revision, s.OlderDeployed, s.Kept, s.Unkept = h.Revision, len(h.OlderDeployed) > 0, h.Kept(), h.Unkept()
-		s.TestDue = p.Tests() && rel.state == records.StateInSync && h.MadeByRudder() && h.Tested() == ""
+		s.TestDue = p.Tests() && rel.state == records.StateInSync && h.MadeByRudder() &&
+			(h.Tested() == "" || testsExpired(h, p.TestInterval(), clk) && h.Status == release.StatusDeployed)
 		if obs.pin.back > 0 && h.ChartDigest == obs.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
 			s.RolloutBack = obs.pin.back
 		}
@@ -58,6 +59,21 @@ func situation(sub *subject, obs *observation, rel observed, o *outcome) plan.Si
 		s.Foreign = foreign(rel.rel, clk)
 	}
 	return s
+}
+
+// testsIn is how long until the tests of revision h, which ran, are run again, with the
+// watch's test.interval (0: never; ≤ 0 from a run the record gives no time of: due).
+func testsIn(h *records.Head, interval time.Duration, clk clock.PassiveClock) (time.Duration, bool) {
+	if interval <= 0 || h.Tested() == "" {
+		return 0, false
+	}
+	return h.TestedAt.Add(interval).Sub(clk.Now()), true
+}
+
+// testsExpired reports whether the tests of revision h, which ran, are run again now.
+func testsExpired(h *records.Head, interval time.Duration, clk clock.PassiveClock) bool {
+	in, periodic := testsIn(h, interval, clk)
+	return periodic && in <= 0
 }
 
 // retryIn is how long until the retry of f is due (≤ 0: due).

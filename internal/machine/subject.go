@@ -46,6 +46,7 @@ func newSubject(ctx context.Context, w *World, obj *unstructured.Unstructured) *
 			s.read.Release = &rel
 		}
 	}
+	s.read.Inventory = rstatus.InventoryOf(obj)
 	return s
 }
 

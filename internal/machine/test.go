@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,22 +13,30 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // test runs the chart's test hooks (`helm test`) on the newest revision, one rudder made from
 // the spec whose tests have not run: right after the install or upgrade that made it, or, when
 // the process died in between, on the next pass. The outcome is recorded per revision
-// (status.release.tested), so the tests of a revision run once.
+// (status.release.tested), so the tests of a revision run once — and again every
+// test.interval of the watch on a deployed, unchanged revision (again).
 //
-// A failed test is reported (condition Tested, an Event), and with test.onFailure: rollback it
-// is a failure of the release: next rolls back to the deployed revision before it, like a
-// failed upgrade, and the (chart, values) is held back.
-type test struct{ revision int }
+// A failed test is reported (condition Tested naming each failed test Pod and how it ended,
+// an Event with the tail of its log too). With test.onFailure: rollback the first run's
+// failure is a failure of the release: next rolls back to the deployed revision before it,
+// like a failed upgrade, and the (chart, values) is held back. A periodic run only reports.
+type test struct {
+	revision int
+	// again: the revision's tests ran before; this is a periodic run (test.interval).
+	again bool
+}
 
 func (test) name() plan.Action { return plan.Test }
 
 func (a test) run(ctx context.Context, e *env, obs observed) result {
-	rel, err := e.helm.Test(ctx, e.scope, e.release, e.watch.Policies().TestTimeout())
+	p := e.watch.Policies()
+	rel, err := e.helm.Test(ctx, e.scope, e.release, p.TestTimeout())
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.
@@ -40,6 +49,8 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		return result{verdict: retry, reason: rstatus.ReasonTestFailed, err: errors.New(msg), call: callFailed}
 	}
 	tested, c := testRun(a.revision, ran, failedHooks)
+	tested.At = testsEnded(rel)
+	countTestRun(e.watch.String(), len(failedHooks) == 0, a.again)
 	if len(failedHooks) == 0 {
 		return result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: c},
 			notes: []note{{corev1.EventTypeNormal, rstatus.ReasonTestSucceeded, "Test", c.message}}, record: record{tested: tested}, call: callOK}
@@ -49,15 +60,50 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 		// Helm's error puts each failed hook on a line of its own: one line here.
 		msg += " (" + strings.Join(strings.Fields(err.Error()), " ") + ")"
 	}
+	end := ""
+	if a.again {
+		end = fmt.Sprintf("; a periodic run (test.interval %s): reported only", p.TestInterval())
+	}
+	msg, withLogs := msg+failedPods(rel, false)+end, msg+failedPods(rel, true)+end
+	if p.TestShowsLogs() {
+		msg = withLogs
+	}
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse,
 		rstatus.ReasonTestFailed, msg}},
-		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", msg}}, record: record{tested: tested}, call: callFailed}
-	if e.watch.Policies().TestRollsBack() {
+		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", withLogs}}, record: record{tested: tested}, call: callFailed}
+	if p.TestRollsBack() && !a.again {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+e.release+": "+msg
 		res.record.failed = e.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
 	}
 	return res
+}
+
+// failedPods is what the run read of its failed test Pods (helm.Client.Test): how each ended,
+// and with logs the tail of its log, as "; Pod name: …" each.
+func failedPods(rel *release.Release, logs bool) string {
+	var b strings.Builder
+	for _, h := range rel.Hooks {
+		said := h.LastRun.Log
+		if said == "" {
+			continue
+		}
+		if i := strings.Index(said, "; log: "); i >= 0 && !logs {
+			said = said[:i]
+		}
+		fmt.Fprintf(&b, "; Pod %s: %s", h.Name, said)
+	}
+	return b.String()
+}
+
+// testsEnded is when the run of rel's tests ended, to the second as its record's labels keep
+// it (nil: none ran).
+func testsEnded(rel *release.Release) *metav1.Time {
+	end := helm.TestsEnded(rel)
+	if end.IsZero() {
+		return nil
+	}
+	return &metav1.Time{Time: time.Unix(end.Unix(), 0)}
 }
 
 // testRun is a run of revision's tests as status.release.tested and the Tested condition

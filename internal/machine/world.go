@@ -81,6 +81,9 @@ type Watches interface {
 // patched to.
 type StatusWriter interface {
 	PatchStatus(ctx context.Context, obj *unstructured.Unstructured, patch []byte) error
+	// KeepsInventory reports whether the kind's schema keeps status.inventory: true until a
+	// write showed that the API server prunes it (a CRD made before rudder wrote it).
+	KeepsInventory() bool
 }
 
 // Rollouts reads a Rollout by name (nil, nil: there is none yet), as the cache shows it or as

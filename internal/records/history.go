@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"helm.sh/helm/v4/pkg/release/common"
@@ -29,6 +30,20 @@ func Revision(st *storage.Storage, name string, version int) (*release.Release, 
 		return nil, nil
 	}
 	return V1Of(rel, err)
+}
+
+// History is every revision of a release, oldest first (none: nil).
+func History(st *storage.Storage, name string) ([]*release.Release, error) {
+	rs, err := st.History(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	hist, err := V1sOf(rs, err)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(hist, func(a, b *release.Release) int { return a.Version - b.Version })
+	return hist, nil
 }
 
 func LastDeployed(st *storage.Storage, name string, before int) (*release.Release, error) {

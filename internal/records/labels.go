@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -52,6 +53,9 @@ const (
 	// revision copied.
 	LabelTestedRevision = "rudder.dev/tested-revision"
 	LabelTestResult     = "rudder.dev/test-result"
+	// LabelTestedAt is when that run ended, in Unix seconds (the last test hook's completion,
+	// as Helm recorded it): a watch's test.interval runs the tests again that long after.
+	LabelTestedAt = "rudder.dev/tested-at"
 	// LabelObjectsRemoved is the number of a failed install's revision whose objects were
 	// removed, its record kept as the failure's: Helm's install replaces it (Install.Replace),
 	// as the next revision, while rudder holds the failed (chart, values) back. A rollback
@@ -169,4 +173,13 @@ func RecordName(release string, version int) string {
 func labelInt(l map[string]string, key string) int {
 	n, _ := strconv.Atoi(l[key])
 	return n
+}
+
+// labelTime is a label of Unix seconds as a time (zero: absent or not a number).
+func labelTime(l map[string]string, key string) time.Time {
+	n, err := strconv.ParseInt(l[key], 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(n, 0)
 }

@@ -2,6 +2,7 @@ package records
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/rudder-operator/rudder/internal/release"
 )
@@ -56,6 +57,8 @@ type Head struct {
 	// tests ran last on this record, and how (0 and "" when absent).
 	TestedAs   int
 	TestResult string
+	// TestedAt is LabelTestedAt: when that run ended (zero: the record does not say).
+	TestedAt time.Time
 	// RemovedAs is LabelObjectsRemoved: the failed install whose objects were removed and
 	// whose record is kept (0 when absent).
 	RemovedAs int
@@ -140,6 +143,7 @@ func HeadOf(rel *release.Release) *Head {
 		h.RollbackAs = labelInt(rel.Labels, LabelRollbackRevision)
 		h.Action = Action(rel.Labels[LabelAction])
 		h.TestedAs, h.TestResult = labelInt(rel.Labels, LabelTestedRevision), rel.Labels[LabelTestResult]
+		h.TestedAt = labelTime(rel.Labels, LabelTestedAt)
 		h.RemovedAs = labelInt(rel.Labels, LabelObjectsRemoved)
 		h.Facts = ownFacts(rel.Labels, rel.Version)
 	}
@@ -155,6 +159,7 @@ func HeadOfLabels(l map[string]string) *Head {
 	return &Head{Revision: v, Status: release.Status(l["status"]), OwnerUID: l[LabelOwnerUID],
 		ChartDigest: l[LabelChartDigest], ValuesDigest: l[LabelValuesDigest], MadeAs: madeAs(l), RollbackAs: labelInt(l, LabelRollbackRevision),
 		Action: Action(l[LabelAction]), TestedAs: labelInt(l, LabelTestedRevision), TestResult: l[LabelTestResult],
+		TestedAt:  labelTime(l, LabelTestedAt),
 		RemovedAs: labelInt(l, LabelObjectsRemoved), Facts: ownFacts(l, v)}
 }
 

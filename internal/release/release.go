@@ -95,6 +95,9 @@ type HookRun struct {
 	StartedAt, CompletedAt time.Time
 	// Phase is "Running", "Succeeded" or "Failed" ("" or "Unknown": not run).
 	Phase string
+	// Log is what the run that just ended read of a failed test Pod: its end and the tail of
+	// its log ("" otherwise, and in a stored record).
+	Log string
 }
 
 // HasEvent reports whether the hook runs on event.

@@ -77,7 +77,8 @@ var Fields = []Field{
 	{"healthChecks", "", "`apiVersion`, `kind`, `current`, `inProgress`, `failed`: CEL that judges the kinds kstatus cannot (see " +
 		"\"Customizing a public chart\")"},
 	{"limits", "", "the bounds of each release, below (see \"Security model\")"},
-	{"test", "", "`enable`, `timeout`, `onFailure: report|rollback`: the chart's tests after each install and upgrade (see \"How it works\")"},
+	{"test", "", "`enable`, `timeout`, `onFailure: report|rollback`, `interval`, `showLogs`: the chart's tests after each install and " +
+		"upgrade, and again every `interval` on an unchanged release (see \"How it works\")"},
 	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps (see \"How it " +
 		"works\")"},
 	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` (see \"Day-2 operations\")"},

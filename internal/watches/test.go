@@ -25,6 +25,14 @@ func (w loading) checkTest() error {
 	default:
 		return fmt.Errorf("test.onFailure: %q must be %s or %s", t.OnFailure, TestOnFailureReport, TestOnFailureRollback)
 	}
+	if t.Interval != nil {
+		switch {
+		case !t.Enable:
+			return fmt.Errorf("test.interval: %s runs the tests again, but test.enable is not set", t.Interval.Duration)
+		case t.Interval.Duration < MinTestInterval:
+			return fmt.Errorf("test.interval: %s is under the least interval, %s", t.Interval.Duration, MinTestInterval)
+		}
+	}
 	if t.Timeout == nil {
 		return nil
 	}
@@ -45,6 +53,23 @@ func (p Policies) Tests() bool { return p.w.Test != nil && p.w.Test.Enable }
 func (p Policies) TestRollsBack() bool {
 	return p.Tests() && p.w.Test.OnFailure == TestOnFailureRollback
 }
+
+// MinTestInterval is the shortest test.interval: a run of the tests takes a worker for up to
+// its timeout, and creates and deletes Pods.
+const MinTestInterval = time.Second
+
+// TestInterval is how long after a run of the tests of a deployed, unchanged revision they run
+// again (0: never).
+func (p Policies) TestInterval() time.Duration {
+	if !p.Tests() || p.w.Test.Interval == nil {
+		return 0
+	}
+	return p.w.Test.Interval.Duration
+}
+
+// TestShowsLogs reports whether the Tested condition carries the tail of a failed test Pod's
+// log (the Event always does).
+func (p Policies) TestShowsLogs() bool { return p.Tests() && p.w.Test.ShowLogs }
 
 // TestTimeout bounds one run of the tests.
 func (p Policies) TestTimeout() time.Duration {

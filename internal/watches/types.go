@@ -279,8 +279,18 @@ type Test struct {
 	Enable bool `json:"enable"`
 	// Timeout bounds one run of the tests (default, and at most: limits.actionTimeout).
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// OnFailure is report (default) or rollback.
+	// OnFailure is report (default) or rollback: what a failed run after an install or upgrade
+	// does. A periodic run (Interval) only reports.
 	OnFailure string `json:"onFailure,omitempty"`
+	// Interval, when set, runs the tests again on a deployed release whose revision is
+	// unchanged, that long after the last run ended, as a health signal: a failure sets
+	// Tested=False (the failed test Pod and its log's tail), an Event and a metric, and makes
+	// no revision and no rollback. At least MinTestInterval.
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// ShowLogs also puts the tail of a failed test Pod's log in the Tested condition, which
+	// whoever reads the CR sees; without it the tail is in the Event only (whoever reads the
+	// namespace's Events), and the condition names the Pod and how it ended.
+	ShowLogs bool `json:"showLogs,omitempty"`
 }
 
 // ValuesFrom is one source of a watch's values: a key of a Secret or a ConfigMap in each CR's

@@ -35,6 +35,8 @@ func TestParseErrorsNameEntryAndField(t *testing.T) {
 		{"zero timeout", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 0s}}`, "limits.actionTimeout"},
 		{"unknown limit", `- {group: a.io, version: v1, kind: A, chart: c, limits: {maxCPU: 1}}`, "unknown field"},
 		{"bad test onFailure", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, onFailure: retry}}`, `test.onFailure: "retry"`},
+		{"test interval without tests", `- {group: a.io, version: v1, kind: A, chart: c, test: {interval: 1h}}`, `test.interval: 1h0m0s runs the tests again, but test.enable is not set`},
+		{"test interval too short", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, interval: 10ms}}`, `test.interval: 10ms is under the least interval, 1s`},
 		{"zero test timeout", `- {group: a.io, version: v1, kind: A, chart: c, test: {enable: true, timeout: 0s}}`, "test.timeout"},
 		{"test timeout over the action's", `- {group: a.io, version: v1, kind: A, chart: c, limits: {actionTimeout: 1m}, test: {enable: true, timeout: 2m}}`, "test.timeout: 2m0s is over the action timeout"},
 		{"post-renderer without kustomize", `- {group: a.io, version: v1, kind: A, chart: c, postRenderers: [{}]}`, "postRenderers[0]: kustomize is required"},

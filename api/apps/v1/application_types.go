@@ -40,6 +40,7 @@ type ApplicationStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=rudder
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.deployment.replicas`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.workflow.availableReplicas`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.service.type`

@@ -53,6 +53,7 @@ type AtStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=rudder
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.command`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -357,7 +357,7 @@ func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time
 	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
-	return viewOf(helm.RunTests(rt, name))
+	return viewOf(helm.RunTests(rt, name, nil))
 }
 
 // viewOf is helm.View of what Helm returned.
