@@ -23,6 +23,10 @@ var (
 		Name: "rudder_rollout_crs",
 		Help: "CRs of a kind with a rollout policy, by the chart digest their release is on (none: no release yet).",
 	}, []string{"gvk", "digest"})
+	sourceChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rudder_values_source_changes_total",
+		Help: "Changes seen to a values source (valuesFrom), per CR that reads it, by the CR's kind; each queues the CR after the chart's quiet period.",
+	}, []string{"gvk"})
 	passSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rudder_reconcile_pass_seconds",
 		Help:    "Duration of reconcile passes by kind and result.",
@@ -31,7 +35,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(cacheBehind, passSeconds, rollouts, rolloutCRs)
+	metrics.Registry.MustRegister(cacheBehind, passSeconds, rollouts, rolloutCRs, sourceChanges)
 }
 
 func outcomeLabel(err error) string {

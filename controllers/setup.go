@@ -204,6 +204,7 @@ func (r watchEvents) cancelOnDelete() predicate.Predicate {
 // after the chart's quiet period (--chart-debounce), and only once the chart has no change
 // waiting for it, so that a chart edit and a source edit made together give one upgrade.
 func (r *Reconciler) SourceChanged(key types.NamespacedName) {
+	sourceChanges.WithLabelValues(r.gvkLabel()).Inc()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changedSources[key] = true

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -134,11 +135,14 @@ func TestValuesFromWithAChartEdit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	edition := func(n string) {
-		t.Helper()
+	publish := func(n string) error {
 		edited := strings.Replace(string(tpl), "message: {{ .Values.message | quote }}",
 			"message: {{ .Values.message | quote }}\n  edition: \""+n+"\"", 1)
-		if err := swapChart(vol, src, map[string]string{"templates/all.yaml": edited}); err != nil {
+		return swapChart(vol, src, map[string]string{"templates/all.yaml": edited})
+	}
+	edition := func(n string) {
+		t.Helper()
+		if err := publish(n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,10 +161,18 @@ func TestValuesFromWithAChartEdit(t *testing.T) {
 	edition("2")
 	waitBoth("two", "2")
 	wantRevisions(t, ns, "g", 2)
-	// The chart first, then the source.
-	edition("3")
+	// The chart first, then the source. "Together" is within the chart's quiet period; so that
+	// a slow API server cannot stretch the two apart, the chart is kept changing until rudder
+	// has seen the source's change, and only then left quiet.
+	label := map[string]string{"gvk": "ValuesGizmo.test.rudder.dev/v1"}
+	seen := crtest.Metric(t, "rudder_values_source_changes_total", label)
+	quiet := keepEditing(t, func() error { return publish("3") })
 	db.Data["values.yaml"] = []byte("message: three\n")
 	update(t, db)
+	crtest.Eventually(t, "rudder to see the source's change", timeout, func(context.Context) (bool, error) {
+		return crtest.Metric(t, "rudder_values_source_changes_total", label) > seen, nil
+	})
+	quiet()
 	waitBoth("three", "3")
 	wantRevisions(t, ns, "g", 3)
 }
@@ -183,6 +195,39 @@ func TestValuesFromAsTenant(t *testing.T) {
 	for _, want := range []string{"system:serviceaccount:" + ns + ":deployer", `resource "secrets"`, "Secret " + ns + "/t-db"} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("the condition does not name %q: %s", want, msg)
+		}
+	}
+}
+
+// keepEditing runs edit now and then every 50 ms, well inside the chart's quiet period, until
+// the function it returns is called, which waits for the last edit.
+func keepEditing(t *testing.T, edit func() error) func() {
+	t.Helper()
+	if err := edit(); err != nil {
+		t.Fatal(err)
+	}
+	stop, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			case <-tick.C:
+				if err := edit(); err != nil {
+					done <- err
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		t.Helper()
+		close(stop)
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
