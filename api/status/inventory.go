@@ -36,6 +36,25 @@ type InventoryEntry struct {
 	Name      string `json:"name"`
 }
 
+// NewInventory is the inventory of revision's objects objs, in their order, of which it
+// lists the first InventoryLimit.
+func NewInventory(revision int, objs []*unstructured.Unstructured) *Inventory {
+	n := min(len(objs), InventoryLimit)
+	inv := &Inventory{Revision: revision, Count: len(objs), Truncated: n < len(objs)}
+	if n > 0 {
+		inv.Entries = make([]InventoryEntry, n)
+	}
+	for i, obj := range objs[:n] {
+		inv.Entries[i] = EntryOf(obj)
+	}
+	return inv
+}
+
+// EntryOf is the entry that names obj.
+func EntryOf(obj *unstructured.Unstructured) InventoryEntry {
+	return InventoryEntry{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
 // InventoryOf reads status.inventory of a CR held as unstructured (nil: none). Like
 // ConditionsOf it reads the fields directly: every pass reads them.
 func InventoryOf(obj *unstructured.Unstructured) *Inventory {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -83,10 +84,8 @@ func (s *steerer) tree(ctx context.Context, name, output string) error {
 		return printJSON(s.env, t)
 	}
 	ready := "Unknown"
-	for _, c := range rstatus.ConditionsOf(cr) {
-		if c.Type == rstatus.TypeReady {
-			ready = string(c.Status)
-		}
+	if c := meta.FindStatusCondition(rstatus.ConditionsOf(cr), rstatus.TypeReady); c != nil {
+		ready = string(c.Status)
 	}
 	fmt.Fprintf(s.env.Stdout, "%s/%s (Ready: %s, revision %d)\n", cr.GetKind(), cr.GetName(), ready, t.Revision)
 	for i, o := range t.Objects {
@@ -131,12 +130,7 @@ func (s *steerer) inventory(cr *unstructured.Unstructured) (*rstatus.Inventory, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: the manifest of release %s: %w", crName(cr), relName, err)
 	}
-	inv := &rstatus.Inventory{Revision: rel.Version, Count: len(objs)}
-	for _, o := range objs {
-		inv.Entries = append(inv.Entries, rstatus.InventoryEntry{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
-			Namespace: o.GetNamespace(), Name: o.GetName()})
-	}
-	return inv, nil
+	return rstatus.NewInventory(rel.Version, objs), nil
 }
 
 // kstatus reads the object e names and is kstatus's word on it.

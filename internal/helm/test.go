@@ -3,6 +3,7 @@ package helm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // identity and within its confinement like every action: Helm creates each hook, waits for it
 // within timeout, records how it ran in the revision's record, and deletes it as its
 // helm.sh/hook-delete-policy says. The revision it returns says how each hook ran (see
-// Tests), and carries the tail of each failed test Pod's log (HookRun.Log), read before the
+// Tests), and carries how each failed test Pod ended and the tail of its log (HookRun.End, Log), read before the
 // hooks are deleted; the error is Helm's, and a test that failed is one.
 func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*view.Release, error) {
 	r, err := c.begin(ctx, s, storing{manifest: true, testing: true})
@@ -32,17 +33,18 @@ func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Du
 	rt.Namespace = s.Namespace
 	rt.Timeout = timeout
 	r.kube.serverSide = r.appliesServerSide(name, 0)
-	var logs map[string]string
+	var read map[string]podRead
 	rel, err := RunTests(rt, name, func(rel *release.Release) {
 		cs, err := r.conf.KubernetesClientSet()
 		if err == nil {
-			logs = failedTestLogs(ctx, cs, s.Namespace, rel)
+			read = failedTestPods(ctx, cs, s.Namespace, rel)
 		}
 	})
 	v := View(rel)
 	if v != nil {
 		for i := range v.Hooks {
-			v.Hooks[i].LastRun.Log = logs[v.Hooks[i].Name]
+			p := read[v.Hooks[i].Name]
+			v.Hooks[i].LastRun.End, v.Hooks[i].LastRun.Log = p.end, p.log
 		}
 	}
 	return v, r.result(err)
@@ -71,13 +73,15 @@ const (
 	testLogTimeout = 10 * time.Second
 )
 
-// failedTestLogs is the tail of the log of each failed test hook of rel that is a Pod, by hook
-// name, as "log: <the last lines, joined by |>" or why there is none: the Pod's phase and its
-// container's end, which say most when it never ran.
-func failedTestLogs(ctx context.Context, cs kubernetes.Interface, namespace string, rel *release.Release) map[string]string {
-	logs := map[string]string{}
+// podRead is what a run read of a failed test Pod: how it ended, and the tail of its log
+// ("log: <the last lines, joined by |>") or why there is none.
+type podRead struct{ end, log string }
+
+// failedTestPods reads each failed test hook of rel that is a Pod, by hook name.
+func failedTestPods(ctx context.Context, cs kubernetes.Interface, namespace string, rel *release.Release) map[string]podRead {
+	read := map[string]podRead{}
 	for _, h := range rel.Hooks {
-		if h.Kind != "Pod" || h.LastRun.Phase != release.HookPhaseFailed || !isTest(h) {
+		if h.Kind != "Pod" || h.LastRun.Phase != release.HookPhaseFailed || !slices.Contains(h.Events, release.HookTest) {
 			continue
 		}
 		ns := namespace
@@ -87,35 +91,26 @@ func failedTestLogs(ctx context.Context, cs kubernetes.Interface, namespace stri
 		if yaml.Unmarshal([]byte(h.Manifest), &meta) == nil && meta.Metadata.Namespace != "" {
 			ns = meta.Metadata.Namespace
 		}
-		logs[h.Name] = testPodTail(ctx, cs, ns, h.Name)
+		read[h.Name] = readTestPod(ctx, cs, ns, h.Name)
 	}
-	return logs
+	return read
 }
 
-func isTest(h *release.Hook) bool {
-	for _, e := range h.Events {
-		if e == release.HookTest {
-			return true
-		}
-	}
-	return false
-}
-
-// testPodTail is what testLogs says of Pod ns/name.
-func testPodTail(ctx context.Context, cs kubernetes.Interface, ns, name string) string {
+// readTestPod reads Pod ns/name: its end (which says most when it never ran) and its log's tail.
+func readTestPod(ctx context.Context, cs kubernetes.Interface, ns, name string) podRead {
 	ctx, cancel := context.WithTimeout(ctx, testLogTimeout)
 	defer cancel()
-	var said []string
+	var p podRead
 	if pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		said = append(said, podEnd(pod))
+		p.end = podEnd(pod)
 	}
 	lines, bytes := int64(testLogLines), int64(testLogBytes)
 	out, err := cs.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{TailLines: &lines, LimitBytes: &bytes}).DoRaw(ctx)
 	switch log := strings.TrimSpace(string(out)); {
 	case err != nil:
-		said = append(said, "no log: "+oneLine(err.Error()))
+		p.log = "no log: " + oneLine(err.Error())
 	case log == "":
-		said = append(said, "an empty log")
+		p.log = "an empty log"
 	default:
 		var kept []string
 		for l := range strings.SplitSeq(log, "\n") {
@@ -123,9 +118,9 @@ func testPodTail(ctx context.Context, cs kubernetes.Interface, ns, name string) 
 				kept = append(kept, l)
 			}
 		}
-		said = append(said, "log: "+strings.ToValidUTF8(strings.Join(kept, " | "), "?"))
+		p.log = "log: " + strings.ToValidUTF8(strings.Join(kept, " | "), "?")
 	}
-	return strings.Join(said, "; ")
+	return p
 }
 
 // podEnd is how a test Pod stands: its phase, and how its first container that did not

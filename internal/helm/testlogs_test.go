@@ -41,13 +41,13 @@ func TestFailedTestLogs(t *testing.T) {
 		hook("web-job", "Job", release.HookPhaseFailed, release.HookTest),
 		hook("web-pre", "Pod", release.HookPhaseFailed, release.HookPreInstall),
 	}}
-	logs := failedTestLogs(context.Background(), cs, "demo", rel)
-	if len(logs) != 1 {
-		t.Fatalf("logs of %d hooks, want web-checks only: %v", len(logs), logs)
+	read := failedTestPods(context.Background(), cs, "demo", rel)
+	if len(read) != 1 {
+		t.Fatalf("read %d hooks, want web-checks only: %v", len(read), read)
 	}
 	// client-go's fake serves every log as "fake logs".
-	if got, want := logs["web-checks"], "phase Failed, container test exited 3 Error; log: fake logs"; got != want {
-		t.Fatalf("web-checks: %q, want %q", got, want)
+	if got, want := read["web-checks"], (podRead{end: "phase Failed, container test exited 3 Error", log: "log: fake logs"}); got != want {
+		t.Fatalf("web-checks: %+v, want %+v", got, want)
 	}
 	if len(asked) != 1 || *asked[0].TailLines != testLogLines || *asked[0].LimitBytes != testLogBytes {
 		t.Fatalf("the log was asked for unbounded: %+v", asked)

@@ -30,22 +30,13 @@ func inventoryOf(was *rstatus.Inventory, revision int, objs []*unstructured.Unst
 		len(was.Entries) == n && listsAll(was.Entries, objs) {
 		return was
 	}
-	inv := &rstatus.Inventory{Revision: revision, Count: len(objs), Truncated: n < len(objs)}
-	if n > 0 {
-		inv.Entries = make([]rstatus.InventoryEntry, n)
-	}
-	for i, obj := range objs[:n] {
-		inv.Entries[i] = rstatus.InventoryEntry{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(),
-			Name: obj.GetName()}
-	}
-	return inv
+	return rstatus.NewInventory(revision, objs)
 }
 
 // listsAll reports whether entries name objs, one for one and in order.
 func listsAll(entries []rstatus.InventoryEntry, objs []*unstructured.Unstructured) bool {
 	for i, e := range entries {
-		o := objs[i]
-		if e.Name != o.GetName() || e.Kind != o.GetKind() || e.Namespace != o.GetNamespace() || e.APIVersion != o.GetAPIVersion() {
+		if e != rstatus.EntryOf(objs[i]) {
 			return false
 		}
 	}

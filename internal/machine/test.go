@@ -84,14 +84,16 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 func failedPods(rel *release.Release, logs bool) string {
 	var b strings.Builder
 	for _, h := range rel.Hooks {
-		said := h.LastRun.Log
-		if said == "" {
-			continue
+		said := []string{}
+		if h.LastRun.End != "" {
+			said = append(said, h.LastRun.End)
 		}
-		if i := strings.Index(said, "; log: "); i >= 0 && !logs {
-			said = said[:i]
+		if logs && h.LastRun.Log != "" {
+			said = append(said, h.LastRun.Log)
 		}
-		fmt.Fprintf(&b, "; Pod %s: %s", h.Name, said)
+		if len(said) > 0 {
+			fmt.Fprintf(&b, "; Pod %s: %s", h.Name, strings.Join(said, "; "))
+		}
 	}
 	return b.String()
 }

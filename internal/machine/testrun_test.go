@@ -12,11 +12,11 @@ import (
 func TestFailedPodsKeepLogsForTheEvent(t *testing.T) {
 	t.Parallel()
 	rel := &release.Release{Hooks: []*release.Hook{
-		{Name: "web-checks", LastRun: release.HookRun{Phase: "Failed", Log: "phase Failed, container test exited 3 Error; log: a | b"}},
+		{Name: "web-checks", LastRun: release.HookRun{Phase: "Failed", End: "phase Failed, container test exited 3 Error", Log: "log: a | b"}},
 		{Name: "web-passes", LastRun: release.HookRun{Phase: "Succeeded"}},
-		{Name: "web-pending", LastRun: release.HookRun{Phase: "Failed", Log: "phase Pending; no log: waiting"}},
+		{Name: "web-pending", LastRun: release.HookRun{Phase: "Failed", End: "phase Pending", Log: "no log: waiting"}},
 	}}
-	if got, want := failedPods(rel, false), "; Pod web-checks: phase Failed, container test exited 3 Error; Pod web-pending: phase Pending; no log: waiting"; got != want {
+	if got, want := failedPods(rel, false), "; Pod web-checks: phase Failed, container test exited 3 Error; Pod web-pending: phase Pending"; got != want {
 		t.Errorf("without logs: %q\nwant %q", got, want)
 	}
 	if got, want := failedPods(rel, true), "; Pod web-checks: phase Failed, container test exited 3 Error; log: a | b; Pod web-pending: phase Pending; no log: waiting"; got != want {

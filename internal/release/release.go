@@ -95,9 +95,10 @@ type HookRun struct {
 	StartedAt, CompletedAt time.Time
 	// Phase is "Running", "Succeeded" or "Failed" ("" or "Unknown": not run).
 	Phase string
-	// Log is what the run that just ended read of a failed test Pod: its end and the tail of
-	// its log ("" otherwise, and in a stored record).
-	Log string
+	// End and Log are what the run that just ended read of a failed test Pod ("" otherwise,
+	// and in a stored record): End how it ended (its phase, and how its container ended or
+	// why it waits), Log the tail of its log ("log: …") or why there is none.
+	End, Log string
 }
 
 // HasEvent reports whether the hook runs on event.
