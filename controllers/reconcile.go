@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,7 +43,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	obj := cached.DeepCopy()
+	obj := passCopy(cached)
 	obj.SetGroupVersionKind(r.gvk)
 	read := cached.Object["status"]
 	// A status this process wrote that the cache does not show yet is read in its place.
@@ -77,6 +78,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 		err = r.replaceForeignFinalizers(ctx, obj)
 	}
 	return res, err
+}
+
+// passCopy is the pass's copy of the cache's object: a deep copy, but for status.inventory,
+// which it shares. Nothing changes an inventory in place: the pass reads it, and its status
+// patch replaces it whole (machine's persist), so an idle pass copies none of a large
+// release's entries.
+func passCopy(cached *unstructured.Unstructured) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: make(map[string]any, len(cached.Object))}
+	for k, v := range cached.Object {
+		st, ok := v.(map[string]any)
+		if k != "status" || !ok {
+			obj.Object[k] = runtime.DeepCopyJSONValue(v)
+			continue
+		}
+		cp := make(map[string]any, len(st))
+		for sk, sv := range st {
+			if sk == "inventory" {
+				cp[sk] = sv
+				continue
+			}
+			cp[sk] = runtime.DeepCopyJSONValue(sv)
+		}
+		obj.Object[k] = cp
+	}
+	return obj
 }
 
 // replaceForeignFinalizers drops the finalizers operator-sdk's and HOP's helm-operators put on

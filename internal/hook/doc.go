@@ -10,7 +10,8 @@
 // Reconciling, Stalled, Released, ChartReady, Paused, RollbackRequest) and writes them on every
 // pass; a hook owns every other type. What a hook sets, changes or removes of its own types is
 // kept on every pass (status.SetConditions writes them); its edit of one of rudder's is not.
-// Every other field of status besides observedGeneration and release is the hook's.
+// Every other field of status besides observedGeneration, release and inventory is the hook's.
+// status.inventory is read-only to a hook: the pass shares it with rudder's cache of CRs.
 //
 // An error from any hook fails the pass: the CR gets a condition and an Event naming the hook,
 // and the request is retried with back-off. Hooks must be safe for concurrent use across CRs.

@@ -54,7 +54,7 @@ type Found struct {
 func Run(ctx context.Context, w *World, obj *unstructured.Unstructured, found Found) (res reconcile.Result, err error) {
 	sub := newSubject(ctx, w, obj)
 	sub.takenOn = found.TakenOn
-	st := *sub.read.DeepCopy() // the status the pass writes: the reporter alone sets it
+	st := sub.written()
 	obs := &observation{}
 	ob := &observer{sub: sub, obs: obs}
 	out := ob.observe(ctx)

@@ -50,6 +50,17 @@ func newSubject(ctx context.Context, w *World, obj *unstructured.Unstructured) *
 	return s
 }
 
+// written is the status the pass writes, to begin with the one it read: the reporter alone
+// sets it. The inventory is shared with the read one, not copied: nothing changes an
+// inventory in place (reportInventory replaces it), and an idle pass keeps it as read.
+func (s *subject) written() rstatus.Common {
+	read := s.read
+	read.Inventory = nil
+	st := *read.DeepCopy()
+	st.Inventory = s.read.Inventory
+	return st
+}
+
 // cond is a condition as the CR had it when the pass read it.
 func (s *subject) cond(typ string) *metav1.Condition {
 	return meta.FindStatusCondition(s.read.Conditions, typ)
