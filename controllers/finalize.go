@@ -13,12 +13,16 @@ import (
 	"github.com/rudder-operator/rudder/internal/machine"
 )
 
-// finalize uninstalls the CR's release (only a release it owns), then drops the finalizer.
+// finalize uninstalls the CR's release (only a release it owns), then drops the finalizer; a
+// CR that asks to be deleted after its dependents waits for them first (waitForDependents).
 // What it does is plan.Next's to choose, for the release's state, as in every pass
 // (machine.Uninstall).
 func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return reconcile.Result{}, nil
+	}
+	if res, wait, err := r.waitForDependents(ctx, obj); wait || err != nil {
+		return res, err
 	}
 	log, key := logr.FromContextOrDiscard(ctx), client.ObjectKeyFromObject(obj)
 	name, err := r.opts.Watch.ReleaseNameOf(obj)

@@ -25,7 +25,8 @@ var (
 	}, []string{"gvk", "digest"})
 	sourceChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rudder_values_source_changes_total",
-		Help: "Changes seen to a values source (valuesFrom), per CR that reads it, by the CR's kind; each queues the CR after the chart's quiet period.",
+		Help: "Changes seen to a values source (valuesFrom), per CR that reads it, by the CR's kind; each queues the CR after the " +
+			"chart's quiet period.",
 	}, []string{"gvk"})
 	passSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "rudder_reconcile_pass_seconds",

@@ -120,6 +120,8 @@ type Reconciler struct {
 	// period is over (see SourceChanged).
 	changedSources map[types.NamespacedName]bool
 	sourcesTimer   *time.Timer
+	// deps joins the watches' dependsOn (nil: no watch has one); see Join.
+	deps *Dependencies
 }
 
 // workers is how many passes of the watch's kind work at once.

@@ -46,7 +46,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), u, uidIndex, ev.indexedUID); err != nil {
 		return fmt.Errorf("indexing %s by UID: %w", r.opts.Watch, err)
 	}
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	bld, err := ev.dependencyWatches(mgr, ctrl.NewControllerManagedBy(mgr))
+	if err != nil {
+		return err
+	}
+	c, err := bld.
 		Named(ControllerName(r.gvk)).
 		For(u, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return sel.Matches(labels.Set(o.GetLabels())) }),

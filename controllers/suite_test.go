@@ -74,11 +74,16 @@ func setup(e *crtest.Env) (func() error, error) {
 			return nil, fmt.Errorf("%w: %s", err, out)
 		}
 	}
-	// gizmo and valuesgizmo: the widget chart laid out as a ConfigMap volume (see swapChart).
-	for _, vol := range []string{"gizmo", "valuesgizmo"} {
+	// gizmo, valuesgizmo and orderapp: the widget chart laid out as a ConfigMap volume (see
+	// swapChart).
+	for _, vol := range []string{"gizmo", "valuesgizmo", "orderapp"} {
 		if err := swapChart(filepath.Join(tmp, vol), filepath.Join(tmp, "widget"), nil); err != nil {
 			return nil, err
 		}
+	}
+	// orderdb: the waited chart as a ConfigMap volume, which TestDependsOnChartEdit edits.
+	if err := swapChart(filepath.Join(tmp, "orderdb"), filepath.Join(tmp, "waited"), nil); err != nil {
+		return nil, err
 	}
 	// rollout, paused and gated: the day2 chart as ConfigMap volumes, which TestRolloutInWaves,
 	// TestRolloutWaitsForItsPreview and TestRolloutPromotedAndAborted edit.
@@ -160,6 +165,10 @@ const testWatches = `
   chart: day2
   install: {serverSideApply: true}
   driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
+- {group: test.rudder.dev, version: v1, kind: DepDb, chart: waited}
+- {group: test.rudder.dev, version: v1, kind: DepApp, chart: widget, dependsOn: {kinds: [{kind: DepDb}, {kind: DepApp}], allowNamespaces: [dep-shared]}}
+- {group: test.rudder.dev, version: v1, kind: OrderDb, chart: orderdb}
+- {group: test.rudder.dev, version: v1, kind: OrderApp, chart: orderapp, dependsOn: {kinds: [{kind: OrderDb}]}}
 - {group: test.rudder.dev, version: v1, kind: WaitAll, chart: waited, wait: {enable: true}, limits: {actionTimeout: 10m}}
 - {group: test.rudder.dev, version: v1, kind: WaitScoped, chart: waited, wait: {enable: true, kinds: [ConfigMap]}, limits: {actionTimeout: 10m}}
 - {group: test.rudder.dev, version: v1, kind: SSAReplace, chart: day2, install: {serverSideApply: true}, upgrade: {force: true}}

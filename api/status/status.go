@@ -122,11 +122,25 @@ const (
 	ReasonResumed             = "Resumed"
 	ReasonHookFailed          = "HookFailed"
 	ReasonHeld                = "Held"
-	ReasonProgressing         = "Progressing"
-	ReasonObjectsReady        = "ObjectsReady"
-	ReasonObjectFailed        = "ObjectFailed"
-	ReasonReconcileError      = "ReconcileError"
-	ReasonUninstallFailed     = "UninstallFailed"
+	// ReasonDependencyNotReady: a CR this one depends on (rudder.dev/depends-on, the watch's
+	// dependsOn) is missing or not ready; no install or upgrade is made until it is, and its
+	// change takes this CR again.
+	ReasonDependencyNotReady = "DependencyNotReady"
+	// ReasonDependencyInvalid: a dependency the CR names is malformed or not allowed by its
+	// watch (another kind, another namespace); the message names the entry.
+	ReasonDependencyInvalid = "DependencyInvalid"
+	// ReasonDependencyCycle: the CR's dependencies lead back to it; the message names the
+	// cycle. Nothing is released until one of its CRs stops depending on the next.
+	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonDependentsRemain: a deleted CR annotated rudder.dev/delete-after-dependents waits
+	// for the CRs that depend on it to be deleted (Ready names them), at most its bound; a
+	// Warning Event of this reason says it was uninstalled while some remained.
+	ReasonDependentsRemain = "DependentsRemain"
+	ReasonProgressing      = "Progressing"
+	ReasonObjectsReady     = "ObjectsReady"
+	ReasonObjectFailed     = "ObjectFailed"
+	ReasonReconcileError   = "ReconcileError"
+	ReasonUninstallFailed  = "UninstallFailed"
 	// ReasonForbidden: rudder's identity may not act on an object the chart renders. Retried
 	// with back-off, so granting the missing rule recovers without touching the CR.
 	ReasonForbidden = "Forbidden"

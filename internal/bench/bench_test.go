@@ -13,6 +13,8 @@
 //   - BenchmarkMemorySecrets: rudder's heap before and after 3000 unrelated Secrets appear;
 //   - BenchmarkChartReload: a chart file change (kubelet-style ..data swap) to all N CRs upgraded,
 //     N = 10 and 100;
+//   - BenchmarkDependsOn (dependson_test.go): 200 CRs waiting for 20 they depend on, woken
+//     by their changes: passes and requests per dependent;
 //   - BenchmarkScale (scale_test.go): rudder as its own process on a minimal control plane of
 //     its own, at N = 300 and 2000: convergence, CPU per install and per idle pass, RSS and heap
 //     per CR, and docs/bench-scale.svg.
@@ -163,8 +165,8 @@ func benchWatches() ([]*watches.Watch, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Site10, Site100, Shared100, Wave100 and Crowd each get their own copy.
-	for _, d := range []string{"web", "site10", "site100", "shared100", "wave100", "crowd"} {
+	// Site10, Site100, Shared100, Wave100, Crowd, Db20 and App200 each get their own copy.
+	for _, d := range []string{"web", "site10", "site100", "shared100", "wave100", "crowd", "db20", "app200"} {
 		if err := chartsourcetest.PublishAtomic(filepath.Join(chartDir, d), web); err != nil {
 			return nil, err
 		}
@@ -181,6 +183,8 @@ func benchWatches() ([]*watches.Watch, error) {
 - {group: bench.rudder.dev, version: v1, kind: Site10, chart: site10}
 - {group: bench.rudder.dev, version: v1, kind: Site100, chart: site100}
 - {group: bench.rudder.dev, version: v1, kind: Crowd, chart: crowd}
+- {group: bench.rudder.dev, version: v1, kind: Db20, chart: db20}
+- {group: bench.rudder.dev, version: v1, kind: App200, chart: app200, dependsOn: {kinds: [{kind: Db20}]}}
 - {group: bench.rudder.dev, version: v1, kind: Wave100, chart: wave100, rollout: {waves: [{count: 1}, {percent: 25}]}}
 - {group: bench.rudder.dev, version: v1, kind: Shared100, chart: shared100, reconcilePeriod: %s, valuesFrom: [{kind: ConfigMap, name: shared}]}
 `, resyncPeriod, ssa, resyncPeriod)), 0o644); err != nil {

@@ -28,6 +28,8 @@ func (en ending) resultOf(how plan.Ending, rel observed, s plan.Situation, o *ou
 	switch how {
 	case plan.EndHeld:
 		return en.hold(rel)
+	case plan.EndDependencies:
+		return en.waitForDependencies()
 	case plan.EndInSync:
 		return en.inSync(rel.head)
 	case plan.EndRolledBack:
@@ -66,6 +68,23 @@ func (en ending) hold(obs observed) result {
 		released: &condition{prev, reason, en.obs.held.Message}, requeue: en.obs.held.RequeueAfter}
 	if h := obs.head; h != nil && h.OwnerUID == en.obs.want.OwnerUID {
 		res.head, res.rel = h, obs.rel
+	}
+	return res
+}
+
+// waitForDependencies ends a pass whose install or upgrade waits for the CRs the CR depends
+// on: no action, Released as it was, and an Event when the CR starts waiting. A change of a
+// dependency takes the CR again (the controllers' dependency watch).
+func (en ending) waitForDependencies() result {
+	msg := "waiting for " + en.obs.waitsFor
+	prev := metav1.ConditionFalse
+	if c := en.sub.cond(rstatus.TypeReleased); c != nil {
+		prev = c.Status
+	}
+	res := result{verdict: succeeded, phase: phaseWaiting, reason: rstatus.ReasonDependencyNotReady, message: msg,
+		released: &condition{prev, rstatus.ReasonDependencyNotReady, msg}}
+	if c := en.sub.cond(rstatus.TypeReady); c == nil || c.Reason != rstatus.ReasonDependencyNotReady {
+		res.notes = []note{{corev1.EventTypeNormal, rstatus.ReasonDependencyNotReady, "Wait", msg}}
 	}
 	return res
 }

@@ -32,6 +32,9 @@ type observation struct {
 	// (Desired.Applied) is each read's (observer.classify).
 	want records.Desired
 	held *hook.Decision // a pre-release hook said "not now"
+	// waitsFor says which CRs the CR depends on are not ready, and why ("": none): no install
+	// or upgrade is made until they are.
+	waitsFor string
 	// pin is where the watch's rollouts leave the CR (see rollout.go).
 	pin pin
 	// release is the release as the pass found it.
@@ -98,6 +101,9 @@ func (ob *observer) read(ctx context.Context, obs *observation) *outcome {
 		return stalled(rstatus.ReasonValuesInvalid, err.Error())
 	}
 	if obs.held, out = ob.preReleaseHooks(ctx, obs.values); out != nil {
+		return out
+	}
+	if obs.waitsFor, out = ob.dependencies(ctx); out != nil {
 		return out
 	}
 	vd, err := records.ValuesDigest(obs.values)

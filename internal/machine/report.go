@@ -75,6 +75,12 @@ func (rp reporter) report(o *outcome) (reconcile.Result, error) {
 	case o.phase == phaseLocked || o.phase == phaseRetrying:
 		rp.setKstatus(metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, o.reason, o.message)
 		return reconcile.Result{RequeueAfter: o.requeue}, nil
+	case o.phase == phaseWaiting:
+		// A dependency's change takes the CR again; the periodic pass stays the backstop.
+		rp.setKstatus(metav1.ConditionFalse, metav1.ConditionTrue, metav1.ConditionFalse, o.reason, o.message)
+		rp.st.ObservedGeneration = rp.sub.gen
+		o.requeueIn(periodic(rp.sub.w.Clock.Now(), rp.sub.w.Period))
+		return reconcile.Result{RequeueAfter: o.requeue}, nil
 	}
 	rp.reportObjects(o)
 	rp.st.ObservedGeneration = rp.sub.gen

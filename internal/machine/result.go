@@ -124,6 +124,7 @@ const (
 	phaseInSync     phase = "InSync"     // deployed from the current spec and chart
 	phaseRolledBack phase = "RolledBack" // a rollback rudder did not make from the spec, kept
 	phaseHeld       phase = "Held"       // a pre-release hook said "not now"
+	phaseWaiting    phase = "Waiting"    // an install or upgrade waits for the CRs the CR depends on
 	phaseLocked     phase = "Locked"     // waiting for someone else's pending operation
 	phaseStalled    phase = "Stalled"    // nothing to do until the CR, the chart or the cluster changes
 	phaseFailed     phase = "Failed"     // a release action failed and is retried with back-off

@@ -31,8 +31,8 @@ const ForeignPendingGrace = 5 * time.Minute
 // nothing but the clock.
 func situation(sub *subject, obs *observation, rel observed, o *outcome) plan.Situation {
 	p, clk := sub.w.Watch.Policies(), sub.w.Clock
-	s := plan.Situation{State: rel.state, Held: obs.held != nil, RollsBack: p.RollsBack(), Failed: o.failed(), Taken: o.taken,
-		TestRollsBack: p.TestRollsBack(), Made: o.madeStep() != nil, Deployed: rel.deployed}
+	s := plan.Situation{State: rel.state, Held: obs.held != nil, Waits: obs.waitsFor != "", RollsBack: p.RollsBack(), Failed: o.failed(),
+		Taken: o.taken, TestRollsBack: p.TestRollsBack(), Made: o.madeStep() != nil, Deployed: rel.deployed}
 	if v, due := requestDue(sub, AnnotationRollbackTo, obs.facts.RollbackTo); due {
 		s.RollbackTo = v
 	}

@@ -58,6 +58,21 @@ type World struct {
 	Watches  Watches
 	Status   StatusWriter
 	Rollouts Rollouts
+	// Dependencies reads the CRs a CR depends on (nil: no watch has dependsOn).
+	Dependencies Dependencies
+}
+
+// Dependencies reads the CRs of watched kinds that CRs depend on (watches.DependsOn), from the
+// cache of CRs.
+type Dependencies interface {
+	// Get reads dep (nil, nil: there is none).
+	Get(ctx context.Context, dep watches.Dependency) (*unstructured.Unstructured, error)
+	// Of is what obj, a CR of a watched kind, depends on as its own watch says (nil: nothing;
+	// an error: what obj's own pass reports).
+	Of(obj *unstructured.Unstructured) ([]watches.Dependency, error)
+	// Behind says why dep, a CR rudder serves, is not on the chart its kind has now ("": it
+	// is): after a chart edit, its upgrade comes before those of the CRs that depend on it.
+	Behind(dep *unstructured.Unstructured) string
 }
 
 // Turns are the namespace's action slots (internal/gate's Gate): a pass acts on its release

@@ -82,11 +82,13 @@ const (
 	// EndGone: a deleted CR's release is gone (uninstalled, never made, or another owner's,
 	// which is left alone): its finalizer may go.
 	EndGone
+	// EndDependencies: on an install or upgrade that waits for a CR the CR depends on.
+	EndDependencies
 )
 
 // String names the ending, for tests and logs.
 func (e Ending) String() string {
-	return [...]string{"last", "in sync", "rolled back", "conflict", "held back", "waiting", "held", "retrying", "gone"}[e]
+	return [...]string{"last", "in sync", "rolled back", "conflict", "held back", "waiting", "held", "retrying", "gone", "dependencies"}[e]
 }
 
 // Situation is everything Next decides from.
@@ -99,6 +101,9 @@ type Situation struct {
 	Keep bool
 	// Held: a pre-release hook holds the release ("not now").
 	Held bool
+	// Waits: a CR the CR depends on (dependsOn) is not ready: no install or upgrade is made,
+	// every other action is.
+	Waits bool
 	// RollbackTo is the rudder.dev/rollback-to value to act on ("" when none is due).
 	RollbackTo string
 	// HeldBack: the desired (chart, values) failed in an earlier pass, and is not tried again
@@ -251,13 +256,21 @@ func (s Situation) forState() (Choice, Ending) {
 		if failedBefore {
 			return Choice{}, EndHeldBack
 		}
-		return s.once(Choice{Action: Upgrade}, EndLast)
+		return s.release(Upgrade)
 	default: // records.StateAbsent
 		if failedBefore {
 			return Choice{}, EndHeldBack
 		}
-		return s.once(Choice{Action: Install}, EndLast)
+		return s.release(Install)
 	}
+}
+
+// release is an install or upgrade, once, unless the CR waits for its dependencies.
+func (s Situation) release(a Action) (Choice, Ending) {
+	if s.Waits && !s.Taken[a] {
+		return Choice{}, EndDependencies
+	}
+	return s.once(Choice{Action: a}, EndLast)
 }
 
 // failed is Next's step for a failed newest revision (records.StateFailed).
@@ -268,7 +281,7 @@ func (s Situation) failed(failedBefore bool) (Choice, Ending) {
 	case s.Deployed == 0 && s.Kept && failedBefore:
 		return Choice{}, EndHeldBack
 	case s.Deployed == 0 && s.Kept:
-		return s.once(Choice{Action: Install}, EndLast)
+		return s.release(Install)
 	case s.Deployed == 0:
 		return s.once(Choice{Action: RemoveFailed}, EndLast)
 	case failedBefore && s.RollsBack:
@@ -276,5 +289,5 @@ func (s Situation) failed(failedBefore bool) (Choice, Ending) {
 	case failedBefore:
 		return Choice{}, EndHeldBack
 	}
-	return s.once(Choice{Action: Upgrade}, EndLast)
+	return s.release(Upgrade)
 }

@@ -111,6 +111,20 @@ func TestNext(t *testing.T) {
 		{"another owner's release", Situation{State: records.StateConflict}, "end:conflict", ""},
 		{"another owner's release after a failed install", Situation{State: records.StateConflict, Failed: Install}, "end:conflict", Install},
 
+		// Dependencies (dependsOn): no install or upgrade until they are ready; the rest acts.
+		{"absent, a dependency not ready", Situation{State: absent, Waits: true}, "end:dependencies", ""},
+		{"out of sync, a dependency not ready", Situation{State: records.StateOutOfSync, Waits: true}, "end:dependencies", ""},
+		{"in sync, a dependency not ready", Situation{State: records.StateInSync, Waits: true}, "end:in sync", ""},
+		{"drift due, a dependency not ready", Situation{State: records.StateInSync, Waits: true, DriftDue: true}, string(Reapply), ""},
+		{"failed upgrade left by a dead pass, a dependency not ready", Situation{State: failedS, Deployed: 1, RollsBack: true, Waits: true},
+			"end:dependencies", ""},
+		{"upgrade failed, a dependency not ready", Situation{State: failedS, Deployed: 1, Failed: Upgrade, RollsBack: true, Waits: true},
+			string(Rollback), Upgrade},
+		{"failed install kept, a dependency not ready", Situation{State: failedS, Kept: true, Waits: true}, "end:dependencies", ""},
+		{"failed install left by a dead pass, a dependency not ready", Situation{State: failedS, Waits: true}, string(RemoveFailed), ""},
+		{"left pending, a dependency not ready", Situation{State: records.StateLocked, Waits: true}, string(Unlock), ""},
+		{"deleted, a dependency not ready", Situation{Deleting: true, State: records.StateInSync, Waits: true}, string(Uninstall), ""},
+
 		// Drift, once the pass looks at the objects of the revision it ends on.
 		{"drift due", Situation{State: records.StateInSync, DriftDue: true}, string(Reapply), ""},
 		{"drift restored", Situation{State: records.StateInSync, DriftDue: true}, "end:last", Reapply},

@@ -94,6 +94,8 @@ var Fields = []Field{
 	{"rollout", "every CR at once",
 		"`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart " +
 			"edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},
+	{"dependsOn", "", "`kinds: [{kind, readyExpr}]`, `allowNamespaces`, `defaults`: the watched kinds a CR may wait for, named in its " +
+		"`rudder.dev/depends-on` annotation; it is installed or upgraded once each is ready (see \"Ordering between CRs\")"},
 	{"serviceAccountName", "rudder's `--default-service-account`",
 		"the ServiceAccount of the CR's namespace that every request for its release impersonates (see \"Multi-tenancy\")"},
 }

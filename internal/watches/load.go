@@ -74,6 +74,9 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 		}
 		seen[w.gvk] = i
 	}
+	if err := resolveDependsOn(ws); err != nil {
+		return nil, err
+	}
 	return ws, nil
 }
 

@@ -110,6 +110,9 @@ type Watch struct {
 	// Rollout moves a chart edit to the CRs in health-gated waves (see rollout.go); nil: all
 	// at once.
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// DependsOn lets the watch's CRs wait for other CRs rudder serves: a CR is installed or
+	// upgraded only once each CR it depends on is ready (see DependsOn).
+	DependsOn *DependsOn `json:"dependsOn,omitempty"`
 	// ServiceAccountName, when set, is the ServiceAccount of each CR's own namespace that every
 	// request made for the CR's release impersonates (Flux's multi-tenancy model); it wins over
 	// rudder's --default-service-account. Unset with no default: rudder's own identity.
@@ -123,6 +126,7 @@ type Watch struct {
 	releaseNameTpl *template.Template
 	health         *health.Checker
 	post           *postrender.Spec // PostRenderers and CommonMetadata; nil: none
+	deps           *dependencies    // DependsOn, resolved by Parse; nil: none
 	layersDigest   string           // post's digest
 }
 

@@ -86,6 +86,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 			return nil, nil, err
 		}
 	}
+	controllers.Join(mgr.GetClient(), rs)
 	if err := serveWatches(cfg, mgr, opts, shard, served{mapper, caches, late}, ws, rs); err != nil {
 		return nil, nil, err
 	}
