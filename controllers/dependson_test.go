@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,7 @@ import (
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm/helmtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
@@ -53,7 +55,10 @@ func waitReason(t *testing.T, gvk schema.GroupVersionKind, ns, name, cond string
 			return false, nil
 		}
 		msg = c.Message
-		return c.Status == status && c.Reason == reason, nil
+		if c.Status != status || c.Reason != reason {
+			return false, fmt.Errorf("%s is %s, %s: %s", cond, c.Status, c.Reason, c.Message) // said if it never is
+		}
+		return true, nil
 	})
 	return msg
 }
@@ -113,6 +118,31 @@ func TestDependsOn(t *testing.T) {
 	labelNode(t, second, new("yes"))
 	wantRevisions(t, ns, "app", 2)
 	waitMessage(t, ns, "app", "two")
+	waitReason(t, depAppGVK, ns, "app", rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+}
+
+// TestDependsOnReadyExpr: a dependency of a kind with a readyExpr (Gadget: a label "ready")
+// is ready when the expression is true, whatever its Ready condition says.
+func TestDependsOnReadyExpr(t *testing.T) {
+	crtest.NeedsCluster(t)
+	t.Parallel()
+	ns := crtest.NewNamespace(t, k8s, "depexpr-")
+	create(t, crtest.NewCR(gadgetGVK, ns, "labelled", nil))
+	create(t, dependent(ns, "app", "Gadget/labelled", nil))
+	waitReason(t, gadgetGVK, ns, "labelled", rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+	crtest.Eventually(t, "the app waiting for the readyExpr", timeout, func(context.Context) (bool, error) {
+		msg := waitReason(t, depAppGVK, ns, "app", rstatus.TypeReady, metav1.ConditionFalse, rstatus.ReasonDependencyNotReady)
+		return strings.Contains(msg, "Gadget/"+ns+"/labelled: readyExpr"), nil
+	})
+	if h := helmtest.History(t, cluster.Kubeconfig, ns, "app"); len(h) != 0 {
+		t.Fatalf("the app was released before its dependency's readyExpr was true:%s", describe(h))
+	}
+	g, err := crtest.Get(context.Background(), k8s, gadgetGVK, ns, "labelled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetLabels(map[string]string{"ready": "yes"})
+	update(t, g)
 	waitReason(t, depAppGVK, ns, "app", rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
 }
 
@@ -252,23 +282,33 @@ var (
 	orderAppGVK = schema.GroupVersionKind{Group: "test.rudder.dev", Version: "v1", Kind: "OrderApp"}
 )
 
-// TestDependsOnChartEdit: chart edits of both kinds upgrade the database first; the app's
-// upgrade waits until the database is Ready on its new chart. The kinds are the test's own,
-// on chart volumes of their own, so that no other test sees the edits.
+// TestDependsOnChartEdit: chart edits of both kinds upgrade the databases first, in the waves
+// of the database kind's rollout policy (a first wave of one); each app's upgrade waits until
+// its database is Ready on the new chart: the first wave's until its Deployment can roll out,
+// the second wave's until the rollout reaches it. The kinds are the test's own, on chart
+// volumes of their own, so that no other test sees the edits.
 func TestDependsOnChartEdit(t *testing.T) {
 	crtest.NeedsCluster(t)
 	t.Parallel()
 	ns := crtest.NewNamespace(t, k8s, "depedit-")
 	key := "depedit.test.rudder.dev/" + ns
 	t.Cleanup(func() { labelNode(t, key, nil) })
-	create(t, crtest.NewCR(orderDbGVK, ns, "db", nil))
-	app := crtest.NewCR(orderAppGVK, ns, "app", map[string]any{"message": "m"})
-	app.SetAnnotations(map[string]string{watches.AnnotationDependsOn: "OrderDb/db"})
-	create(t, app)
-	waitReason(t, orderAppGVK, ns, "app", rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+	// The rollout's first wave is the first database by rollout key.
+	dbs := []string{"db-a", "db-b"} // not "y": the waited chart leaves the release name unquoted in its labels
+	slices.SortFunc(dbs, func(a, b string) int { return strings.Compare(machine.RolloutKey(ns, a), machine.RolloutKey(ns, b)) })
+	first, second := dbs[0], dbs[1]
+	for _, db := range dbs {
+		create(t, crtest.NewCR(orderDbGVK, ns, db, nil))
+		app := crtest.NewCR(orderAppGVK, ns, "app-"+db, map[string]any{"message": "m"})
+		app.SetAnnotations(map[string]string{watches.AnnotationDependsOn: "OrderDb/" + db})
+		create(t, app)
+	}
+	for _, db := range dbs {
+		waitReason(t, orderAppGVK, ns, "app-"+db, rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+	}
 
-	// The database's chart now asks for a node label no node has yet; once rudder has loaded
-	// it, the app's chart changes too.
+	// The databases' chart now asks for a node label no node has yet; once rudder has loaded
+	// it, the apps' chart changes too.
 	dbVol, appVol := filepath.Join(chartDir, "orderdb"), filepath.Join(chartDir, "orderapp")
 	t.Cleanup(func() { // for the next run of the test in this process (-count)
 		_ = swapChart(dbVol, filepath.Join(chartDir, "waited"), nil)
@@ -279,7 +319,7 @@ func TestDependsOnChartEdit(t *testing.T) {
 	if err := swapChart(dbVol, filepath.Join(chartDir, "waited"), map[string]string{"values.yaml": values}); err != nil {
 		t.Fatal(err)
 	}
-	crtest.Eventually(t, "the database's chart reloaded", timeout, func(context.Context) (bool, error) {
+	crtest.Eventually(t, "the databases' chart reloaded", timeout, func(context.Context) (bool, error) {
 		now, _ := charts.Get(dbVol)
 		return now.Current != nil && now.Current.Digest != before.Current.Digest, nil
 	})
@@ -292,19 +332,49 @@ func TestDependsOnChartEdit(t *testing.T) {
 	if err := swapChart(appVol, filepath.Join(chartDir, "widget"), map[string]string{"templates/all.yaml": edited}); err != nil {
 		t.Fatal(err)
 	}
-	wantRevisions(t, ns, "db", 2)
-	crtest.Eventually(t, "the app waiting for the database's upgrade", timeout, func(ctx context.Context) (bool, error) {
-		u, err := crtest.Get(ctx, k8s, orderAppGVK, ns, "app")
-		if err != nil {
-			return false, err
-		}
-		c := crtest.Condition(u, rstatus.TypeReady)
-		return c != nil && c.Reason == rstatus.ReasonDependencyNotReady && strings.Contains(c.Message, "Ready=False"), nil
-	})
-	if got := releaseRevisions(t, ns, "app"); strings.Join(got, " ") != "1:deployed" {
-		t.Fatalf("the app was upgraded before its database was Ready on its new chart: %v", got)
+	waitsFor := func(app, why string) {
+		t.Helper()
+		crtest.Eventually(t, app+" waiting: "+why, timeout, func(ctx context.Context) (bool, error) {
+			u, err := crtest.Get(ctx, k8s, orderAppGVK, ns, app)
+			if err != nil {
+				return false, err
+			}
+			c := crtest.Condition(u, rstatus.TypeReady)
+			return c != nil && c.Reason == rstatus.ReasonDependencyNotReady && strings.Contains(c.Message, why), nil
+		})
 	}
+	wantRevisions(t, ns, first, 2)
+	waitsFor("app-"+first, "Ready=False")
+	waitsFor("app-"+second, "its upgrade comes first")
+	for _, name := range []string{second, "app-" + first, "app-" + second} {
+		if got := releaseRevisions(t, ns, name); strings.Join(got, " ") != "1:deployed" {
+			t.Fatalf("%s moved before the first wave's database was Ready on its new chart: %v", name, got)
+		}
+	}
+
+	// The node gets the label: the first database is Ready, the rollout moves on to the second,
+	// and each app is upgraded after its database.
 	labelNode(t, key, new("yes"))
-	wantRevisions(t, ns, "app", 2)
-	waitReason(t, orderAppGVK, ns, "app", rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+	for _, name := range []string{second, "app-" + first, "app-" + second} {
+		wantRevisions(t, ns, name, 2)
+	}
+	for _, db := range dbs {
+		waitReason(t, orderAppGVK, ns, "app-"+db, rstatus.TypeReady, metav1.ConditionTrue, rstatus.ReasonObjectsReady)
+		dbAt, appAt := deployedAt(t, ns, db, 2), deployedAt(t, ns, "app-"+db, 2)
+		if appAt.Before(dbAt) {
+			t.Fatalf("app-%s's revision 2 (%s) came before its database's (%s)", db, appAt, dbAt)
+		}
+	}
+}
+
+// deployedAt is when revision of release name was deployed, as Helm recorded it.
+func deployedAt(t *testing.T, ns, name string, revision int) time.Time {
+	t.Helper()
+	for _, r := range helmtest.History(t, cluster.Kubeconfig, ns, name) {
+		if r.Version == revision {
+			return r.Info.LastDeployed
+		}
+	}
+	t.Fatalf("release %s has no revision %d", name, revision)
+	return time.Time{}
 }

@@ -166,8 +166,8 @@ const testWatches = `
   install: {serverSideApply: true}
   driftDetection: {ignore: [{paths: [/spec/replicas], target: {kind: Deployment}}]}
 - {group: test.rudder.dev, version: v1, kind: DepDb, chart: waited}
-- {group: test.rudder.dev, version: v1, kind: DepApp, chart: widget, dependsOn: {kinds: [{kind: DepDb}, {kind: DepApp}], allowNamespaces: [dep-shared]}}
-- {group: test.rudder.dev, version: v1, kind: OrderDb, chart: orderdb}
+- {group: test.rudder.dev, version: v1, kind: DepApp, chart: widget, dependsOn: {kinds: [{kind: DepDb}, {kind: DepApp}, {kind: Gadget, readyExpr: "has(metadata.labels) && 'ready' in metadata.labels"}], allowNamespaces: [dep-shared]}}
+- {group: test.rudder.dev, version: v1, kind: OrderDb, chart: orderdb, rollout: {waves: [{count: 1}], settle: 1s, healthTimeout: 10m, onHalt: hold}}
 - {group: test.rudder.dev, version: v1, kind: OrderApp, chart: orderapp, dependsOn: {kinds: [{kind: OrderDb}]}}
 - {group: test.rudder.dev, version: v1, kind: WaitAll, chart: waited, wait: {enable: true}, limits: {actionTimeout: 10m}}
 - {group: test.rudder.dev, version: v1, kind: WaitScoped, chart: waited, wait: {enable: true, kinds: [ConfigMap]}, limits: {actionTimeout: 10m}}
