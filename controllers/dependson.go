@@ -116,7 +116,7 @@ func (d *Dependencies) dependedOn(gvk schema.GroupVersionKind) bool {
 // has not started is left out: its first passes read every dependency.
 func (d *Dependencies) dependents(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object,
 	each func(r *Reconciler, crs []unstructured.Unstructured)) error {
-	dep := watches.Dependency{GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	dep := watches.DependencyOn(gvk, obj)
 	for _, r := range d.byGVK {
 		if !slices.Contains(r.opts.Watch.DependencyKinds(), gvk) || r.startedQueue() == nil {
 			continue
@@ -135,9 +135,8 @@ func (d *Dependencies) dependents(ctx context.Context, gvk schema.GroupVersionKi
 // wake queues the CRs that depend on obj, a CR of kind gvk, in their own controllers' queues.
 func (d *Dependencies) wake(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object) {
 	err := d.dependents(ctx, gvk, obj, func(r *Reconciler, crs []unstructured.Unstructured) {
-		q := r.startedQueue()
 		for i := range crs {
-			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&crs[i])})
+			r.enqueue(client.ObjectKeyFromObject(&crs[i]))
 		}
 	})
 	if err != nil {
@@ -155,18 +154,9 @@ func (d *Dependencies) wakeDependencies(obj client.Object) {
 	deps, _ := d.Of(cr)
 	for _, dep := range deps {
 		if r := d.byGVK[dep.GVK]; r != nil {
-			if q := r.startedQueue(); q != nil {
-				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}})
-			}
+			r.enqueue(types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name})
 		}
 	}
-}
-
-// startedQueue is r's controller's queue (nil: not started).
-func (r *Reconciler) startedQueue() workqueue.TypedRateLimitingInterface[reconcile.Request] {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.queue
 }
 
 // waitForDependents holds the uninstall of obj, a deleted CR annotated
@@ -186,7 +176,7 @@ func (r *Reconciler) waitForDependents(ctx context.Context, obj *unstructured.Un
 	var remain []string
 	if err := r.deps.dependents(ctx, r.gvk, obj, func(d *Reconciler, crs []unstructured.Unstructured) {
 		for i := range crs {
-			remain = append(remain, d.gvk.Kind+"/"+crs[i].GetNamespace()+"/"+crs[i].GetName())
+			remain = append(remain, watches.DependencyOn(d.gvk, &crs[i]).String())
 		}
 	}); err != nil {
 		return res, false, err

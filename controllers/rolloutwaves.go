@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	rolloutv1 "github.com/rudder-operator/rudder/api/rollout/v1alpha1"
@@ -293,14 +294,18 @@ func (c *coordinator) observe(members []member) {
 	}
 }
 
-// enqueue queues a pass of the CR at key.
+// enqueue queues a pass of the CR at key, once the controller has started.
 func (r *Reconciler) enqueue(key types.NamespacedName) {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
-	if q != nil {
+	if q := r.startedQueue(); q != nil {
 		q.Add(reconcile.Request{NamespacedName: key})
 	}
+}
+
+// startedQueue is r's controller's queue (nil: not started).
+func (r *Reconciler) startedQueue() workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queue
 }
 
 // member is one CR of the kind as the coordinator sees it.

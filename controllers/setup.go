@@ -238,9 +238,7 @@ func (r *Reconciler) enqueueChangedSources() {
 
 // enqueueAll queues every CR of the kind (after a chart change).
 func (r *Reconciler) enqueueAll(ctx context.Context, c client.Reader) {
-	r.mu.Lock()
-	q := r.queue
-	r.mu.Unlock()
+	q := r.startedQueue()
 	if q == nil {
 		return
 	}

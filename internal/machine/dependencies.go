@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -28,18 +30,21 @@ func (ob *observer) dependencies(ctx context.Context) (string, *outcome) {
 	if len(deps) == 0 || w.Dependencies == nil {
 		return "", nil
 	}
-	if cycle, err := ob.cycle(ctx, deps); err != nil {
+	objs := make([]*unstructured.Unstructured, len(deps)) // nil: not found
+	for i, d := range deps {
+		if objs[i], err = w.Dependencies.Get(ctx, d); err != nil {
+			return "", retried(rstatus.ReasonReconcileError, fmt.Errorf("reading the dependency %s: %w", d, err))
+		}
+	}
+	if cycle, err := ob.cycle(ctx, deps, objs); err != nil {
 		return "", retried(rstatus.ReasonReconcileError, err)
 	} else if cycle != "" {
 		return "", stalled(rstatus.ReasonDependencyCycle, "the dependencies lead back to this CR: "+cycle+
 			"; nothing is released until one of them stops depending on the next")
 	}
 	var waits []string
-	for _, d := range deps {
-		dep, err := w.Dependencies.Get(ctx, d)
-		if err != nil {
-			return "", retried(rstatus.ReasonReconcileError, fmt.Errorf("reading the dependency %s: %w", d, err))
-		}
+	for i, d := range deps {
+		dep := objs[i]
 		if dep == nil {
 			waits = append(waits, d.String()+": not found")
 			continue
@@ -53,42 +58,46 @@ func (ob *observer) dependencies(ctx context.Context) (string, *outcome) {
 	return strings.Join(waits, "; "), nil
 }
 
-// cycle is the path by which deps, the CR's dependencies, lead back to the CR ("": none),
-// read from the CRs' own annotations and watches, at most maxDependencyWalk of them. A CR
-// of a namespace the CR's watch does not let it depend on is named only as such.
-func (ob *observer) cycle(ctx context.Context, deps []watches.Dependency) (string, error) {
+// cycle is the path by which deps, the CR's dependencies (objs: as the pass read them, nil
+// when missing), lead back to the CR ("": none), read from the CRs' own annotations and
+// watches, at most maxDependencyWalk of them. A CR of a namespace the CR's watch does not let
+// it depend on is named only as such.
+func (ob *observer) cycle(ctx context.Context, deps []watches.Dependency, objs []*unstructured.Unstructured) (string, error) {
 	sub, w := ob.sub, ob.sub.w
-	self := watches.Dependency{GVK: sub.obj.GroupVersionKind(), Namespace: sub.obj.GetNamespace(), Name: sub.obj.GetName()}
+	self := watches.DependencyOn(sub.obj.GroupVersionKind(), sub.obj)
 	seen := map[watches.Dependency]bool{}
 	var path []watches.Dependency
-	var walk func(d watches.Dependency) (bool, error)
-	walk = func(d watches.Dependency) (bool, error) {
-		if d == self {
-			return true, nil
-		}
-		if seen[d] || len(seen) >= maxDependencyWalk {
+	var walk func(d watches.Dependency, obj *unstructured.Unstructured) (bool, error)
+	walk = func(d watches.Dependency, obj *unstructured.Unstructured) (bool, error) {
+		if seen[d] || len(seen) >= maxDependencyWalk || obj == nil {
 			return false, nil
 		}
 		seen[d] = true
-		obj, err := w.Dependencies.Get(ctx, d)
-		if err != nil || obj == nil {
-			return false, err
-		}
 		next, err := w.Dependencies.Of(obj)
 		if err != nil {
 			return false, nil // obj's own pass reports its entries
 		}
 		path = append(path, d)
 		for _, n := range next {
-			if found, err := walk(n); found || err != nil {
+			if n == self {
+				return true, nil
+			}
+			if seen[n] {
+				continue
+			}
+			nobj, err := w.Dependencies.Get(ctx, n)
+			if err != nil {
+				return false, err
+			}
+			if found, err := walk(n, nobj); found || err != nil {
 				return found, err
 			}
 		}
 		path = path[:len(path)-1]
 		return false, nil
 	}
-	for _, d := range deps {
-		found, err := walk(d)
+	for i, d := range deps {
+		found, err := walk(d, objs[i])
 		if err != nil {
 			return "", err
 		}

@@ -94,6 +94,11 @@ type Dependency struct {
 	Namespace, Name string
 }
 
+// DependencyOn is obj, a CR of kind gvk, as a dependency.
+func DependencyOn(gvk schema.GroupVersionKind, obj metav1.Object) Dependency {
+	return Dependency{GVK: gvk, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
 // Ref names d as the annotation does, with its namespace: Kind/namespace/name.
 func (d Dependency) String() string { return d.GVK.Kind + "/" + d.Namespace + "/" + d.Name }
 
@@ -232,7 +237,7 @@ func (w *Watch) DependenciesOf(obj *unstructured.Unstructured) ([]Dependency, er
 		if err != nil {
 			return fmt.Errorf("%s: %q: %w", field, ref, err)
 		}
-		if d == (Dependency{GVK: obj.GroupVersionKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}) {
+		if d == DependencyOn(obj.GroupVersionKind(), obj) {
 			return fmt.Errorf("%s: %q: a CR cannot depend on itself", field, ref)
 		}
 		if !slices.Contains(out, d) {
