@@ -19,7 +19,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm/helmtest"
 )
 
-// What a platform team layers on public charts (README, "Customizing a public chart"):
+// What a platform team layers on public charts (docs/charts.md, "Customizing a public chart"):
 // post-renderers, common metadata and health checks, each on a chart served as a kind by the
 // scaffolded watches entry with the platform's fields added.
 

@@ -29,7 +29,7 @@
 //
 //   - an action: internal/machine's doc.go says how;
 //   - a watch field or a limit: internal/watches' doc.go says how (its one declaration in
-//     internal/watches/fields.go, which the README's tables and `rudder lint` come from);
+//     internal/watches/fields.go, which the reference's tables and `rudder lint` come from);
 //   - a door: a method on a small interface of machine.World, implemented here.
 //
 // The files build on each other one way: statuses.go and metrics.go at the bottom;

@@ -78,6 +78,9 @@ func check(text, dir string, anywhere []string, pkgs map[string]decls) []string 
 		if m[0] > 0 && strings.ContainsRune("$.", rune(text[m[0]-1])) {
 			continue // ${VAR}.yaml, x.y.go: not a file's name
 		}
+		if m[1] < len(text) && text[m[1]] == '/' {
+			continue // helm.sh/helm/v4: a module's path
+		}
 		bare := !strings.Contains(name, "/")
 		if !fileExists(name, dir) && (!bare || !inSomeDir(anywhere, name)) {
 			problems = append(problems, "names the file "+name+", which does not exist")

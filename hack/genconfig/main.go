@@ -11,8 +11,8 @@
 //   - config/shards/shard-a/config-volume.yaml: the same patch for the second shard's manager;
 //   - config/default/watches.yaml: a copy of ./watches.yaml for the rudder-watches ConfigMap
 //     (kustomize reads no file above its kustomization);
-//   - README.md's reference tables of watches.yaml's fields and limits, from their one
-//     declaration (internal/watches/fields.go), between the README's "generated" markers.
+//   - docs/reference.md's tables of watches.yaml's fields and limits, from their one
+//     declaration (internal/watches/fields.go), between its "generated" markers.
 //
 // With -check it writes nothing and fails when a file is not what it would write.
 package main
@@ -145,15 +145,15 @@ func Generate(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	ref, err := os.ReadFile(filepath.Join(root, referenceDoc))
 	if err != nil {
 		return nil, err
 	}
-	if readme, err = readmeTables(readme); err != nil {
-		return nil, fmt.Errorf("README.md: %w", err)
+	if ref, err = referenceTables(ref); err != nil {
+		return nil, fmt.Errorf("%s: %w", referenceDoc, err)
 	}
 	return map[string][]byte{
-		"README.md":                         readme,
+		referenceDoc:                        ref,
 		"charts/kustomization.yaml":         chartsKustomization(files),
 		"config/default/config-volume.yaml": vol,
 		// kustomize reads no file above a kustomization: the second shard gets its own copy.
@@ -232,10 +232,13 @@ func fitsConfigMap(files []ChartFile) error {
 	return nil
 }
 
-// readmeTables fills the README's generated sections, each between a line
+// referenceDoc holds the reference tables genconfig writes.
+const referenceDoc = "docs/reference.md"
+
+// referenceTables fills the reference's generated sections, each between a line
 // "<!-- BEGIN generated: NAME ... -->" and a line "<!-- END generated: NAME -->".
-func readmeTables(readme []byte) ([]byte, error) {
-	out := string(readme)
+func referenceTables(doc []byte) ([]byte, error) {
+	out := string(doc)
 	for name, table := range map[string]string{"watches fields": watches.MarkdownFields(), "limits": watches.MarkdownLimits()} {
 		begin, end := "<!-- BEGIN generated: "+name+" ", "<!-- END generated: "+name+" -->"
 		i := strings.Index(out, begin)

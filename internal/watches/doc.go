@@ -5,9 +5,9 @@
 // chart directories) and names the entry and field in every error. It owns no runtime state.
 //
 // Every key of an entry and of its limits is declared once, in fields.go: its JSON key, its
-// default as the README shows it, its docs line, and for a limit its check. The README's
-// reference tables are generated from there (`make manifests`), and tests fail when the
-// structs, the tables or the README disagree.
+// default as the reference shows it, its docs line, and for a limit its check. The tables of
+// docs/reference.md are generated from there (`make manifests`), and tests fail when the
+// structs, the tables or the reference disagree.
 //
 // The files build on each other one way: the schema (types.go: Watch and every section of
 // it), what a watch answers from each section (watches.go, policy.go, rollout.go, …), and
@@ -19,11 +19,11 @@
 //     accessor the reconciler reads, with the default applied — a day-2 policy's on Policies
 //     (RollsBack, HistoryLimit, Retries, …), what the watch is and renders from on Watch; a
 //     default that is a number is a constant beside DefaultMaxHistory.
-//  2. fields.go: its row in Fields, where the README should list it.
+//  2. fields.go: its row in Fields, where the reference should list it.
 //  3. Its check, in the step of complete (load.go) that owns its concern (checkLimits,
 //     checkTenancy, checkPolicies, …), naming the field in the error; `rudder lint` reports
 //     it as Load does.
-//  4. `make manifests` rewrites the README's table; watches_test.go gets a row for a value that
+//  4. `make manifests` rewrites the reference's table; watches_test.go gets a row for a value that
 //     loads and one that does not.
 //
 // # Adding a limit

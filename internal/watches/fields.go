@@ -18,20 +18,20 @@ import (
 // the keys of its limits. The Watch and Limits structs hold the values (a test holds their JSON
 // keys to these tables, both ways), the defaults are the constants the code that applies them
 // uses (helm.Default*), LimitFields' checks are what Load and `rudder lint` report, and the
-// README's two reference tables are generated from them (`make manifests`; a test fails when
-// the README says otherwise). How to add a field or a limit: see doc.go.
+// The two reference tables of docs/reference.md are generated from them (`make manifests`; a test fails when
+// the reference says otherwise). How to add a field or a limit: see doc.go.
 
 // Field is one key of a watches.yaml entry.
 type Field struct {
 	// Key is the JSON key.
 	Key string
-	// Default is what an entry without the key gets, as the README shows it ("" for none).
+	// Default is what an entry without the key gets, as the reference shows it ("" for none).
 	Default string
-	// Doc is the README's line for it (Markdown).
+	// Doc is the reference's line for it (Markdown).
 	Doc string
 }
 
-// Fields are the keys of a watches.yaml entry, in the README's order.
+// Fields are the keys of a watches.yaml entry, in the reference's order.
 var Fields = []Field{
 	{"group", "the core group", "the CRs' API group, a DNS subdomain"},
 	{"version", "required", "the CRs' version, a DNS label such as `v1alpha1`"},
@@ -72,42 +72,43 @@ var Fields = []Field{
 		"`--values`; watches sharing a chart share theirs, merged in order)"},
 	{"postRenderers", "",
 		"`kustomize: {patches: [{patch, target: {group, version, kind, name, namespace, labelSelector, annotationSelector}}], images: [{name, " +
-			"newName, newTag, digest}]}` and `hooks` (see \"Customizing a public chart\")"},
-	{"commonMetadata", "", "`labels` and `annotations` put on every object, hooks included (see \"Customizing a public chart\")"},
-	{"healthChecks", "", "`apiVersion`, `kind`, `current`, `inProgress`, `failed`: CEL that judges the kinds kstatus cannot (see " +
-		"\"Customizing a public chart\")"},
-	{"limits", "", "the bounds of each release, below (see \"Security model\")"},
+			"newName, newTag, digest}]}` and `hooks` ([public charts](charts.md#customizing-a-public-chart))"},
+	{"commonMetadata", "", "`labels` and `annotations` put on every object, hooks included " +
+		"([public charts](charts.md#customizing-a-public-chart))"},
+	{"healthChecks", "", "`apiVersion`, `kind`, `current`, `inProgress`, `failed`: CEL that judges the kinds kstatus cannot " +
+		"([public charts](charts.md#customizing-a-public-chart))"},
+	{"limits", "", "the bounds of each release, below ([security model](security.md#security-model))"},
 	{"test", "", "`enable`, `timeout`, `onFailure: report|rollback`, `interval`, `showLogs`: the chart's tests after each install and " +
-		"upgrade, and again every `interval` on an unchanged release (see \"How it works\")"},
-	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps (see \"How it " +
-		"works\")"},
-	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` (see \"Day-2 operations\")"},
-	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` (see \"Day-2 operations\")"},
-	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `helm` (see \"Helm 4 and Helm 3\"); " +
-		"`takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release (see " +
-		"\"Moving to rudder\")"},
+		"upgrade, and again every `interval` on an unchanged release ([concepts](concepts.md#how-it-works))"},
+	{"valuesFrom", "", "`kind`, `name`, `valuesKey`, `targetPath`, `optional`: values from the CR's Secrets and ConfigMaps " +
+		"([concepts](concepts.md#how-it-works))"},
+	{"crds", "", "`install: Create|Skip`, `upgrade: Skip|Create|CreateReplace` ([day-2](day2.md#policies))"},
+	{"driftDetection", "", "`mode: enabled|warn|disabled`, `ignore` ([day-2](day2.md#policies))"},
+	{"install", "", "`serverSideApply`: new releases are applied server-side, as field manager `helm` ([Helm 4 and 3](helm.md)); " +
+		"`takeOwnership`: an existing object outside any release that claims the CR (`rudder.dev/values-for`) is taken into its release " +
+		"([moving to rudder](migration.md))"},
 	{"wait", "hooks only",
-		"`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready (see \"Day-2 operations\")"},
-	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field (see \"Day-2 operations\"); `serverSideApply: " +
-		"auto|true|false`, `forceConflicts` (see \"Helm 4 and Helm 3\")"},
-	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off (see \"Day-2 operations\")"},
+		"`enable`, `jobs`, `kinds`: an install, upgrade or rollback waits until the release's objects are ready ([day-2](day2.md#policies))"},
+	{"upgrade", "", "`force`: replace the objects whose update changes an immutable field ([day-2](day2.md#policies)); `serverSideApply: " +
+		"auto|true|false`, `forceConflicts` ([Helm 4 and 3](helm.md))"},
+	{"remediation", "", "`retries`: a failed install or upgrade is tried again with back-off ([day-2](day2.md#policies))"},
 	{"rollout", "every CR at once",
 		"`waves: [{count|percent|selector}]`, `settle`, `healthTimeout` (5m), `maxFailures` (0), `onHalt: hold|rollback`, `paused`: a chart " +
-			"edit reaches the CRs in health-gated waves (see \"Rolling out a chart edit\")"},
+			"edit reaches the CRs in health-gated waves ([rollouts](day2.md#rolling-out-a-chart-edit))"},
 	{"dependsOn", "", "`kinds: [{kind, readyExpr}]`, `allowNamespaces`, `defaults`: the watched kinds a CR may wait for, named in its " +
-		"`rudder.dev/depends-on` annotation; it is installed or upgraded once each is ready (see \"Ordering between CRs\")"},
+		"`rudder.dev/depends-on` annotation; it is installed or upgraded once each is ready ([ordering](day2.md#ordering-between-crs))"},
 	{"serviceAccountName", "rudder's `--default-service-account`",
-		"the ServiceAccount of the CR's namespace that every request for its release impersonates (see \"Multi-tenancy\")"},
+		"the ServiceAccount of the CR's namespace that every request for its release impersonates ([multi-tenancy](security.md#multi-tenancy))"},
 }
 
 // LimitField is one key of a watch's limits.
 type LimitField struct {
 	// Key is the JSON key under limits.
 	Key string
-	// Default is what a watch without it gets, as the README shows it; it is made of the
+	// Default is what a watch without it gets, as the reference shows it; it is made of the
 	// constant the code applies.
 	Default string
-	// Doc is the README's line for what it bounds (Markdown).
+	// Doc is the reference's line for what it bounds (Markdown).
 	Doc string
 	// check says what is wrong with the value l holds for it (nil: nothing, or unset).
 	check func(l *Limits) error
@@ -117,7 +118,7 @@ type LimitField struct {
 // start and render a small chart.
 const MinRenderMemory = 64 << 20
 
-// LimitFields are the keys of a watch's limits, in the README's order.
+// LimitFields are the keys of a watch's limits, in the reference's order.
 var LimitFields = []LimitField{
 	{helm.LimitObjects, strconv.Itoa(helm.DefaultMaxObjects), "objects one release renders, manifest and hooks together",
 		func(l *Limits) error { return notNegative(l.MaxObjects) }},
@@ -194,7 +195,7 @@ func duration(d time.Duration) string {
 	return s
 }
 
-// MarkdownFields is the README's table of an entry's keys.
+// MarkdownFields is the reference's table of an entry's keys.
 func MarkdownFields() string {
 	rows := make([][3]string, len(Fields))
 	for i, f := range Fields {
@@ -203,7 +204,7 @@ func MarkdownFields() string {
 	return markdownTable([3]string{"field", "default", "what it is"}, rows)
 }
 
-// MarkdownLimits is the README's table of the limits.
+// MarkdownLimits is the reference's table of the limits.
 func MarkdownLimits() string {
 	rows := make([][3]string, len(LimitFields))
 	for i, f := range LimitFields {

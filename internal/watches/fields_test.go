@@ -75,7 +75,7 @@ func count(xs []string, x string) int {
 	return n
 }
 
-// TestLimitDefaults: the defaults the README shows are spelled as watches.yaml takes them.
+// TestLimitDefaults: the defaults the reference shows are spelled as watches.yaml takes them.
 func TestLimitDefaults(t *testing.T) {
 	want := map[string]string{"maxObjects": "1000", "maxManifestBytes": "4Mi", "renderTimeout": "30s", "renderMemory": "256Mi",
 		"maxLookups": "100", "actionTimeout": "5m (Helm's `--timeout`)"}
