@@ -18,7 +18,7 @@ import (
 // the keys of its limits. The Watch and Limits structs hold the values (a test holds their JSON
 // keys to these tables, both ways), the defaults are the constants the code that applies them
 // uses (helm.Default*), LimitFields' checks are what Load and `rudder lint` report, and the
-// The two reference tables of docs/reference.md are generated from them (`make manifests`; a test fails when
+// two tables of docs/reference.md are generated from them (`make manifests`; a test fails when
 // the reference says otherwise). How to add a field or a limit: see doc.go.
 
 // Field is one key of a watches.yaml entry.
