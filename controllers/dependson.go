@@ -48,7 +48,7 @@ func Join(c client.Reader, rs []*Reconciler) {
 	some := false
 	for _, r := range rs {
 		d.byGVK[r.gvk] = r
-		some = some || len(r.opts.Watch.DependencyKinds()) > 0
+		some = some || len(r.opts.Watch.Ordering().Kinds()) > 0
 	}
 	if !some {
 		return
@@ -75,7 +75,7 @@ func (d *Dependencies) Of(obj *unstructured.Unstructured) ([]watches.Dependency,
 	if r == nil {
 		return nil, nil
 	}
-	return r.opts.Watch.DependenciesOf(obj)
+	return r.opts.Watch.Ordering().Of(obj)
 }
 
 // Behind says why dep is not on the chart of its kind's watch as it is now ("": it is, or it
@@ -104,7 +104,7 @@ func (d *Dependencies) dependedOn(gvk schema.GroupVersionKind) bool {
 		return false
 	}
 	for _, r := range d.byGVK {
-		if slices.Contains(r.opts.Watch.DependencyKinds(), gvk) {
+		if slices.Contains(r.opts.Watch.Ordering().Kinds(), gvk) {
 			return true
 		}
 	}
@@ -118,7 +118,7 @@ func (d *Dependencies) dependents(ctx context.Context, gvk schema.GroupVersionKi
 	each func(r *Reconciler, crs []unstructured.Unstructured)) error {
 	dep := watches.DependencyOn(gvk, obj)
 	for _, r := range d.byGVK {
-		if !slices.Contains(r.opts.Watch.DependencyKinds(), gvk) || r.startedQueue() == nil {
+		if !slices.Contains(r.opts.Watch.Ordering().Kinds(), gvk) || r.startedQueue() == nil {
 			continue
 		}
 		crs := &unstructured.UnstructuredList{}
@@ -164,7 +164,8 @@ func (d *Dependencies) wakeDependencies(obj client.Object) {
 // annotation's bound from its deletion: meanwhile its Ready condition names them (one status
 // write) and the deletion of each wakes it; after it, it is uninstalled with a Warning Event
 // naming what remains. wait is false when the uninstall goes ahead.
-func (r *Reconciler) waitForDependents(ctx context.Context, obj *unstructured.Unstructured) (res reconcile.Result, wait bool, err error) {
+func (f finalizers) waitForDependents(ctx context.Context, obj *unstructured.Unstructured) (res reconcile.Result, wait bool, err error) {
+	r := f.r
 	bound, err := watches.DependentsWait(obj)
 	if err != nil {
 		r.event(obj, corev1.EventTypeWarning, rstatus.ReasonDependencyInvalid, "Delete", "%s; uninstalling without waiting", err.Error())
@@ -213,30 +214,30 @@ func (r *Reconciler) waitForDependents(ctx context.Context, obj *unstructured.Un
 // the watches' dependsOn needs: the index of its CRs by what they depend on, and handlers on its
 // own kind that wake the CRs depending on one of its CRs, and what one of its CRs depended on
 // once it is gone.
-func (r watchEvents) dependencyWatches(mgr ctrl.Manager, bld *builder.Builder) (*builder.Builder, error) {
-	if r.deps == nil {
+func (ev watchEvents) dependencyWatches(mgr ctrl.Manager, bld *builder.Builder) (*builder.Builder, error) {
+	if ev.r.deps == nil {
 		return bld, nil
 	}
-	if len(r.opts.Watch.DependencyKinds()) > 0 {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), CRObject(r.gvk), dependsOnIndex, r.indexedDependencies); err != nil {
-			return nil, fmt.Errorf("indexing %s by what it depends on: %w", r.opts.Watch, err)
+	if len(ev.r.opts.Watch.Ordering().Kinds()) > 0 {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), CRObject(ev.r.gvk), dependsOnIndex, ev.indexedDependencies); err != nil {
+			return nil, fmt.Errorf("indexing %s by what it depends on: %w", ev.r.opts.Watch, err)
 		}
-		bld = bld.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), CRObject(r.gvk), r.wakeDependencies()))
+		bld = bld.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), CRObject(ev.r.gvk), ev.wakeDependencies()))
 	}
-	if r.deps.dependedOn(r.gvk) {
-		bld = bld.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), CRObject(r.gvk), r.wakeDependents()))
+	if ev.r.deps.dependedOn(ev.r.gvk) {
+		bld = bld.WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), CRObject(ev.r.gvk), ev.wakeDependents()))
 	}
 	return bld, nil
 }
 
 // indexedDependencies is dependsOnIndex's values for a CR: what it depends on (none when its
 // entries are not valid: its pass says why).
-func (r watchEvents) indexedDependencies(o client.Object) []string {
+func (ev watchEvents) indexedDependencies(o client.Object) []string {
 	cr, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return nil
 	}
-	deps, err := r.opts.Watch.DependenciesOf(cr)
+	deps, err := ev.r.opts.Watch.Ordering().Of(cr)
 	if err != nil || len(deps) == 0 {
 		return nil
 	}
@@ -250,29 +251,29 @@ func (r watchEvents) indexedDependencies(o client.Object) []string {
 // wakeDependents is the handler, on the watch's own kind, that wakes the CRs depending on a
 // CR of it when it is created, deleted or changes in any way (its status included: Ready is
 // what they wait for). It queues nothing of its own kind.
-func (r watchEvents) wakeDependents() handler.TypedEventHandler[client.Object, reconcile.Request] {
+func (ev watchEvents) wakeDependents() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], _ queue) {
-			r.deps.wake(ctx, r.gvk, e.Object)
+			ev.r.deps.wake(ctx, ev.r.gvk, e.Object)
 		},
 		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], _ queue) {
 			if e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion() {
-				r.deps.wake(ctx, r.gvk, e.ObjectNew)
+				ev.r.deps.wake(ctx, ev.r.gvk, e.ObjectNew)
 			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], _ queue) {
-			r.deps.wake(ctx, r.gvk, e.Object)
+			ev.r.deps.wake(ctx, ev.r.gvk, e.Object)
 		},
 	}
 }
 
 // wakeDependencies is the handler, on a kind whose CRs may depend on others, that wakes what
 // a CR of it depended on once it is gone.
-func (r watchEvents) wakeDependencies() handler.TypedEventHandler[client.Object, reconcile.Request] {
+func (ev watchEvents) wakeDependencies() handler.TypedEventHandler[client.Object, reconcile.Request] {
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.deps.wakeDependencies(e.Object)
+			ev.r.deps.wakeDependencies(e.Object)
 		},
 	}
 }

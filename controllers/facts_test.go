@@ -134,7 +134,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	clean := newHarness(t, harnessOpts{})
 	clean.seed(common.StatusDeployed, false, 0, unitUID)
 	clean.passOnce()
-	if hist := clean.helm.History("ns", "w"); len(hist) != 2 || clean.helm.factWrites != 0 {
+	if hist := clean.helm.Stored("ns", "w"); len(hist) != 2 || clean.helm.factWrites != 0 {
 		t.Fatalf("an upgrade: %d revisions, %d writes of the facts after it", len(hist), clean.helm.factWrites)
 	} else if f := records.FactsOf(hist[1].Labels); f == nil || f.Of != 2 || f.Applied == nil || f.Applied.Generation != 1 {
 		t.Fatalf("the upgrade's revision carries %+v", f)
@@ -144,7 +144,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	h.seed(common.StatusDeployed, false, 0, unitUID)
 	h.helm.upgradeErr, h.helm.stores = errors.New("quota exceeded"), true
 	h.passOnce()
-	hist := h.helm.History("ns", "w")
+	hist := h.helm.Stored("ns", "w")
 	newest := hist[len(hist)-1]
 	f := records.FactsOf(newest.Labels)
 	if f == nil || !f.Failed.Holds(records.Desired{ChartDigest: h.chartDigest, ValuesDigest: h.valuesDigest}) ||
@@ -159,7 +159,7 @@ func TestFactsAreWrittenOnTheNewestRecord(t *testing.T) {
 	h.annotate(machine.AnnotationReconcileAt, "now")
 	h.helm.upgradeErr = nil
 	h.passOnce()
-	hist = h.helm.History("ns", "w")
+	hist = h.helm.Stored("ns", "w")
 	newest = hist[len(hist)-1]
 	if f := records.FactsOf(newest.Labels); f == nil || f.Failed != nil || f.ReconcileAt != records.HandledValue("now") {
 		t.Fatalf("after the retried upgrade, revision %d carries %+v", newest.Version, f)
@@ -196,7 +196,7 @@ func TestFactsTakenOverFromAStatusAreLabelValues(t *testing.T) {
 	h.seed(common.StatusDeployed, false, 0, unitUID) // an older rudder's record: no facts
 	h.failedBefore("Not a label: value", 1, time.Minute)
 	h.passOnce()
-	hist := h.helm.History("ns", "w")
+	hist := h.helm.Stored("ns", "w")
 	f := records.FactsOf(hist[len(hist)-1].Labels)
 	if f == nil || f.Failed != nil {
 		t.Fatalf("the record took over the facts %+v", f)
@@ -236,7 +236,7 @@ func TestARefusalIsRefusedAgainByANewProcess(t *testing.T) {
 	if got := h.conds(rstatus.TypeReleased, rstatus.TypeStalled); !slices.Equal(got, want) {
 		t.Errorf("a new process reported %v, the process before it %v", got, want)
 	}
-	if hist := h.helm.History("ns", "w"); len(hist) != 0 {
+	if hist := h.helm.Stored("ns", "w"); len(hist) != 0 {
 		t.Errorf("a refused install stored %d revisions", len(hist))
 	}
 }

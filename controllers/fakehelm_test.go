@@ -15,8 +15,10 @@ import (
 	"github.com/rudder-operator/rudder/internal/release"
 )
 
-// The test double implements the boundary as the Client does.
-var _ machine.Releases = (*helmtest.Memory)(nil)
+// releases is the boundary as the spy serves it: every view is the spy.
+func (f *fakeHelm) releases() machine.Releases {
+	return machine.Releases{History: f, Actions: f, Owners: f, Records: f, Objects: f}
+}
 
 // fakeHelm is Helm without a cluster — helmtest.Memory, Helm's own actions over its memory
 // storage driver, so that its history is the one Helm writes — with a spy's hooks: it
@@ -94,7 +96,7 @@ func (f *fakeHelm) Head(ctx context.Context, s helm.Scope, name string) (*record
 	if f.hidden {
 		return nil, nil
 	}
-	return f.Memory.Head(ctx, s, name)
+	return f.History.Head(ctx, s, name)
 }
 
 func (f *fakeHelm) Last(ctx context.Context, s helm.Scope, name string) (*release.Release, error) {
@@ -104,21 +106,21 @@ func (f *fakeHelm) Last(ctx context.Context, s helm.Scope, name string) (*releas
 	if f.lastErr != nil {
 		return nil, f.lastErr
 	}
-	return f.Memory.Last(ctx, s, name)
+	return f.History.Last(ctx, s, name)
 }
 
 func (f *fakeHelm) LastDeployed(ctx context.Context, s helm.Scope, name string, before int) (*release.Release, error) {
 	if err := f.call("LastDeployed", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.LastDeployed(ctx, s, name, before)
+	return f.History.LastDeployed(ctx, s, name, before)
 }
 
 func (f *fakeHelm) Revision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, error) {
 	if err := f.call("Revision", " %d", version); err != nil {
 		return nil, err
 	}
-	return f.Memory.Revision(ctx, s, name, version)
+	return f.History.Revision(ctx, s, name, version)
 }
 
 func (f *fakeHelm) Install(ctx context.Context, req *helm.Request) (*release.Release, error) {
@@ -127,7 +129,7 @@ func (f *fakeHelm) Install(ctx context.Context, req *helm.Request) (*release.Rel
 	}
 	var rel *release.Release
 	err := f.failing(f.installErr, func(err error) { f.Kube.WaitError = err }, func() (err error) {
-		rel, err = f.Memory.Install(ctx, req)
+		rel, err = f.Actions.Install(ctx, req)
 		return err
 	})
 	return rel, err
@@ -139,7 +141,7 @@ func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Rel
 	}
 	var rel *release.Release
 	err := f.failing(f.upgradeErr, func(err error) { f.Kube.UpdateError = err }, func() (err error) {
-		rel, err = f.Memory.Upgrade(ctx, req)
+		rel, err = f.Actions.Upgrade(ctx, req)
 		return err
 	})
 	return rel, err
@@ -152,56 +154,56 @@ func (f *fakeHelm) Rollback(ctx context.Context, s helm.Scope, req *helm.Rollbac
 	if f.rollbackErr != nil {
 		return f.rollbackErr
 	}
-	return f.Memory.Rollback(ctx, s, req)
+	return f.Actions.Rollback(ctx, s, req)
 }
 
 func (f *fakeHelm) Uninstall(ctx context.Context, s helm.Scope, name, desc string) error {
 	if err := f.call("Uninstall", ""); err != nil {
 		return err
 	}
-	return f.Memory.Uninstall(ctx, s, name, desc)
+	return f.Actions.Uninstall(ctx, s, name, desc)
 }
 
 func (f *fakeHelm) ProveForeign(ctx context.Context, s helm.Scope, name string) (*helm.Proof, error) {
 	if err := f.call("ProveForeign", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.ProveForeign(ctx, s, name)
+	return f.Owners.ProveForeign(ctx, s, name)
 }
 
 func (f *fakeHelm) AdoptForeign(ctx context.Context, s helm.Scope, name string, p *helm.Proof, labels map[string]string) error {
 	if err := f.call("AdoptForeign", ""); err != nil {
 		return err
 	}
-	return f.Memory.AdoptForeign(ctx, s, name, p, labels)
+	return f.Owners.AdoptForeign(ctx, s, name, p, labels)
 }
 
 func (f *fakeHelm) MarkRevision(ctx context.Context, s helm.Scope, name string, version int) ([]string, error) {
 	if err := f.call("MarkRevision", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.MarkRevision(ctx, s, name, version)
+	return f.Owners.MarkRevision(ctx, s, name, version)
 }
 
 func (f *fakeHelm) LetGo(ctx context.Context, s helm.Scope, name string) (int, error) {
 	if err := f.call("LetGo", ""); err != nil {
 		return 0, err
 	}
-	return f.Memory.LetGo(ctx, s, name)
+	return f.Owners.LetGo(ctx, s, name)
 }
 
 func (f *fakeHelm) KeepFailed(ctx context.Context, s helm.Scope, name string, maxHistory int) (*release.Release, error) {
 	if err := f.call("KeepFailed", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.KeepFailed(ctx, s, name, maxHistory)
+	return f.Actions.KeepFailed(ctx, s, name, maxHistory)
 }
 
 func (f *fakeHelm) Unlock(ctx context.Context, s helm.Scope, rel *release.Release) (*release.Release, bool, error) {
 	if err := f.call("Unlock", " %d", rel.Version); err != nil {
 		return nil, false, err
 	}
-	return f.Memory.Unlock(ctx, s, rel)
+	return f.Records.Unlock(ctx, s, rel)
 }
 
 // Test fails every test hook with testErr (the hooks' Pods failed).
@@ -211,28 +213,28 @@ func (f *fakeHelm) Test(ctx context.Context, s helm.Scope, name string, timeout 
 	}
 	f.Kube.WatchUntilReadyError = f.testErr
 	defer func() { f.Kube.WatchUntilReadyError = nil }()
-	return f.Memory.Test(ctx, s, name, timeout)
+	return f.Actions.Test(ctx, s, name, timeout)
 }
 
 func (f *fakeHelm) Supersede(ctx context.Context, s helm.Scope, name string) ([]int, error) {
 	if err := f.call("Supersede", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.Supersede(ctx, s, name)
+	return f.Records.Supersede(ctx, s, name)
 }
 
 func (f *fakeHelm) Writer(s helm.Scope) (client.Client, error) {
 	if err := f.call("Writer", ""); err != nil {
 		return nil, err
 	}
-	return f.Memory.Writer(s)
+	return f.Objects.Writer(s)
 }
 
 func (f *fakeHelm) Relabel(ctx context.Context, s helm.Scope, name string, keys []string, want map[string]string) error {
 	if err := f.call("Relabel", " %s", machine.DescribeLabels(keys, want)); err != nil {
 		return err
 	}
-	return f.Memory.Relabel(ctx, s, name, keys, want)
+	return f.Records.Relabel(ctx, s, name, keys, want)
 }
 
 // WriteFacts is a write of storage, not an action: it is not among the calls the decision
@@ -245,5 +247,5 @@ func (f *fakeHelm) WriteFacts(ctx context.Context, s helm.Scope, name string, ve
 	if err != nil {
 		return err
 	}
-	return f.Memory.WriteFacts(ctx, s, name, version, facts)
+	return f.Records.WriteFacts(ctx, s, name, version, facts)
 }

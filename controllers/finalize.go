@@ -13,15 +13,21 @@ import (
 	"github.com/rudder-operator/rudder/internal/machine"
 )
 
+// finalizers are the Reconciler's writes of a CR's finalizers: rudder's own taken on and, once
+// the release is uninstalled, off (finalize), and the other helm-operators' replaced once the
+// release is rudder's (replaceForeign).
+type finalizers struct{ r *Reconciler }
+
 // finalize uninstalls the CR's release (only a release it owns), then drops the finalizer; a
 // CR that asks to be deleted after its dependents waits for them first (waitForDependents).
 // What it does is plan.Next's to choose, for the release's state, as in every pass
 // (machine.Uninstall).
-func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
+func (f finalizers) finalize(ctx context.Context, obj *unstructured.Unstructured) (reconcile.Result, error) {
+	r := f.r
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	if res, wait, err := r.waitForDependents(ctx, obj); wait || err != nil {
+	if res, wait, err := f.waitForDependents(ctx, obj); wait || err != nil {
 		return res, err
 	}
 	log, key := logr.FromContextOrDiscard(ctx), client.ObjectKeyFromObject(obj)
@@ -40,7 +46,7 @@ func (r *Reconciler) finalize(ctx context.Context, obj *unstructured.Unstructure
 		}
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := r.patchFinalizers(ctx, obj); err != nil {
+	if err := f.patch(ctx, obj); err != nil {
 		return r.conflicted(key, obj, err)
 	}
 	r.forget(key)

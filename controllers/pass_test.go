@@ -150,7 +150,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		hooks.AddPostRelease(unitGVK, o.post)
 	}
 	h.behind = &behindCache{Client: c}
-	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm, Hooks: hooks, Client: h.behind, APIReader: c,
+	if h.r, err = New(Options{Watch: ws[0], Charts: charts, Helm: h.helm.releases(), Hooks: hooks, Client: h.behind, APIReader: c,
 		Sources:  &fakeSources{contents: o.sources, err: o.sourcesErr},
 		Recorder: h.rec, Clock: h.clock, ReconcilePeriod: 10 * time.Minute, Carried: o.carried}); err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func (h *harness) seed(status common.Status, current bool, madeAs int, owner typ
 
 // record is the next revision of the release as seed stores it.
 func (h *harness) record(status common.Status, current bool, madeAs int, owner types.UID) *release.Release {
-	version := len(h.helm.History("ns", "w")) + 1
+	version := len(h.helm.Stored("ns", "w")) + 1
 	if madeAs == 0 {
 		madeAs = version
 	}
@@ -901,7 +901,7 @@ func (h *harness) fixDigests(status map[string]any) {
 // objects: a pass that reads the manifest fails.
 func (h *harness) knownObjects() {
 	h.helm.Manifest = "apiVersion: [unreadable"
-	h.helm.Objects = []*unstructured.Unstructured{helm.Identity("v1", "ConfigMap", "ns", "w")}
+	h.helm.Made = []*unstructured.Unstructured{helm.Identity("v1", "ConfigMap", "ns", "w")}
 }
 
 func (h *harness) deleteObject() {
@@ -1192,7 +1192,7 @@ func TestPassInstallsOverAKeptFailedInstall(t *testing.T) {
 	kept := h.seedKept(false)
 	want := maps.Clone(kept.Labels)
 	h.passOnce()
-	hist := h.helm.History("ns", "w")
+	hist := h.helm.Stored("ns", "w")
 	if len(hist) != 2 {
 		t.Fatalf("history of %d revisions after the install, want 2", len(hist))
 	}
@@ -1228,7 +1228,7 @@ func TestKeptFailedInstallsStayWithinMaxHistory(t *testing.T) {
 		}
 	}
 	var got []string
-	for _, r := range h.helm.History("ns", "w") {
+	for _, r := range h.helm.Stored("ns", "w") {
 		got = append(got, fmt.Sprintf("%d %s", r.Version, r.Info.Status))
 		if !records.HeadOf(helm.View(r)).Kept() {
 			t.Errorf("revision %d is not a kept failed install: %v", r.Version, r.Labels)

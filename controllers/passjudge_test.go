@@ -34,7 +34,7 @@ func TestPassJudgesWhatItJustMade(t *testing.T) {
 		t.Run(tc.sent.GetKind(), func(t *testing.T) {
 			h := newHarness(t, harnessOpts{})
 			h.deleteObject() // what the pass reads does not show the object yet
-			h.helm.Objects = []*unstructured.Unstructured{tc.sent}
+			h.helm.Made = []*unstructured.Unstructured{tc.sent}
 			if _, err := h.pass(); err != nil {
 				t.Fatal(err)
 			}

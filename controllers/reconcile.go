@@ -59,11 +59,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	// Each release record the pass reads is read once, what it writes is what it reads after.
 	ctx = records.WithMemo(ctx)
 	if obj.GetDeletionTimestamp() != nil {
-		return r.finalize(ctx, obj)
+		return finalizers{r}.finalize(ctx, obj)
 	}
 	takenOn := controllerutil.AddFinalizer(obj, Finalizer)
 	if takenOn {
-		if err := r.patchFinalizers(ctx, obj); err != nil {
+		if err := (finalizers{r}).patch(ctx, obj); err != nil {
 			return r.conflicted(req.NamespacedName, obj, err)
 		}
 	}
@@ -75,7 +75,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (resu
 	}()
 	res, err := machine.Run(ctx, r.world, obj, machine.Found{Status: read, TakenOn: takenOn})
 	if err == nil {
-		err = r.replaceForeignFinalizers(ctx, obj)
+		err = finalizers{r}.replaceForeign(ctx, obj)
 	}
 	return res, err
 }
@@ -105,12 +105,13 @@ func passCopy(cached *unstructured.Unstructured) *unstructured.Unstructured {
 	return obj
 }
 
-// replaceForeignFinalizers drops the finalizers operator-sdk's and HOP's helm-operators put on
+// replaceForeign drops the finalizers operator-sdk's and HOP's helm-operators put on
 // a CR (helm.ForeignFinalizers) once its release is rudder's — adopted: the cache of release
 // records shows it with the CR as its owner — so that deleting the CR waits for rudder's
 // finalizer alone. A CR without them costs nothing; one whose release is not rudder's keeps
 // them (they are the other operator's).
-func (r *Reconciler) replaceForeignFinalizers(ctx context.Context, obj *unstructured.Unstructured) error {
+func (f finalizers) replaceForeign(ctx context.Context, obj *unstructured.Unstructured) error {
+	r := f.r
 	before := obj.GetFinalizers()
 	after := slices.DeleteFunc(slices.Clone(before), func(f string) bool { return slices.Contains(helm.ForeignFinalizers, f) })
 	if len(after) == len(before) {
@@ -120,12 +121,12 @@ func (r *Reconciler) replaceForeignFinalizers(ctx context.Context, obj *unstruct
 	if err != nil {
 		return nil
 	}
-	h, err := r.world.Helm.Head(ctx, r.opts.Watch.Scope(obj, r.opts.DefaultServiceAccount), name)
+	h, err := r.world.Helm.History.Head(ctx, r.opts.Watch.Scope(obj, r.opts.DefaultServiceAccount), name)
 	if err != nil || h == nil || h.OwnerUID != string(obj.GetUID()) {
 		return err
 	}
 	obj.SetFinalizers(after)
-	if err := r.patchFinalizers(ctx, obj); err != nil && !apierrors.IsConflict(err) {
+	if err := f.patch(ctx, obj); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("replacing the finalizers %v of the other helm-operator: %w", before, err)
 	}
 	// On a conflict the CR changed since the cache read it: its next pass replaces them.

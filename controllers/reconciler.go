@@ -133,18 +133,19 @@ func workers(opts Options) int {
 	return max(n, 1)
 }
 
-// patchFinalizers writes obj's finalizers as they are now over those of the version read: the
+// patch writes obj's finalizers as they are now over those of the version read: the
 // merge patch MergeFromWithOptimisticLock sends (the list, and the resourceVersion read, so a
 // change in between is a conflict), built without marshalling the whole CR twice. obj takes
 // the new resourceVersion; the rest of the reply is not read.
-func (r *Reconciler) patchFinalizers(ctx context.Context, obj *unstructured.Unstructured) error {
+func (f finalizers) patch(ctx context.Context, obj *unstructured.Unstructured) error {
+	r := f.r
 	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"finalizers": obj.GetFinalizers(), "resourceVersion": obj.GetResourceVersion()}})
 	if err != nil {
 		return err
 	}
 	key := client.ObjectKeyFromObject(obj)
-	res := r.metadataOf(key)
+	res := metadataOf(r.gvk, key)
 	if err := r.opts.Client.Patch(ctx, res, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return err
 	}
@@ -173,7 +174,8 @@ func (r *Reconciler) conflicted(key types.NamespacedName, obj *unstructured.Unst
 
 // catchUp reports whether an update of the CR at key, to version rv, is the one a pass that
 // conflicted waits for (see conflicted), and forgets the wait if so.
-func (r *Reconciler) catchUp(key types.NamespacedName, rv string) bool {
+func (ev watchEvents) catchUp(key types.NamespacedName, rv string) bool {
+	r := ev.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	read, ok := r.behind[key]
@@ -184,12 +186,12 @@ func (r *Reconciler) catchUp(key types.NamespacedName, rv string) bool {
 	return true
 }
 
-// metadataOf is a CR of the watch's kind as the object a patch of it is made through when
+// metadataOf is a CR of kind gvk as the object a patch of it is made through when
 // only the metadata of the API server's reply is read: the client asks for the reply as a
 // PartialObjectMetadata, which spares decoding the whole CR.
-func (r *Reconciler) metadataOf(key types.NamespacedName) *metav1.PartialObjectMetadata {
+func metadataOf(gvk schema.GroupVersionKind, key types.NamespacedName) *metav1.PartialObjectMetadata {
 	res := &metav1.PartialObjectMetadata{}
-	res.SetGroupVersionKind(r.gvk)
+	res.SetGroupVersionKind(gvk)
 	res.SetNamespace(key.Namespace)
 	res.SetName(key.Name)
 	return res
@@ -237,22 +239,7 @@ type coordinator struct {
 	// coordinator goes on from what it wrote instead.
 	written *rolloutv1.Rollout
 	stale   string
-	// moving are the CRs to queue a pass of once the Rollout is written (see move).
-	moving map[types.NamespacedName]bool
-	// movedAt is when the coordinator first saw each CR of the current rollout on its chart,
-	// which its health timeout counts from (a restart starts the count anew: more time, never
-	// less).
-	movedAt    map[types.NamespacedName]time.Time
-	movedAtFor string
-}
-
-// move asks for a pass of the CR at key once the Rollout's status is written: the pass reads
-// the Rollout to know whether the CR moves.
-func (c *coordinator) move(key types.NamespacedName) {
-	if c.moving == nil {
-		c.moving = map[types.NamespacedName]bool{}
-	}
-	c.moving[key] = true
+	steps   waveSteps
 }
 
 // current is the Rollout named name as the pass should see it: the one the coordinator wrote

@@ -17,12 +17,6 @@ import (
 // throughAll is a status.through past every ordering key: the last wave.
 const throughAll = "ffffffffffffffff"
 
-// rolloutName is the name of the Rollout that moves the watch's CRs (of this shard) to chart
-// digest to.
-func (r *Reconciler) rolloutName(to string) string {
-	return rolloutv1.Name(r.gvk, r.opts.Shard, to)
-}
-
 // rolloutReader is the door through which passes read Rollouts (machine.Rollouts).
 type rolloutReader struct{ r *Reconciler }
 

@@ -31,7 +31,7 @@ import (
 // SetupRollouts starts the watch's coordinator: by SetupWithManager, or, with
 // Options.RolloutsLater, by the caller once the API server serves the Rollout kind. Once only.
 func (r *Reconciler) SetupRollouts(mgr ctrl.Manager) error {
-	c := &coordinator{r: r}
+	c := &coordinator{r: r, steps: waveSteps{r: r}}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("rollout-"+ControllerName(r.gvk)).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -42,7 +42,7 @@ func (r *Reconciler) SetupRollouts(mgr ctrl.Manager) error {
 			return nil
 		})).
 		Watches(&rolloutv1.Rollout{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if ro, ok := o.(*rolloutv1.Rollout); ok && r.ownsRollout(ro) {
+			if ro, ok := o.(*rolloutv1.Rollout); ok && c.owns(ro) {
 				return []reconcile.Request{coordinatorRequest}
 			}
 			return nil
@@ -56,9 +56,16 @@ func (r *Reconciler) SetupRollouts(mgr ctrl.Manager) error {
 	return nil
 }
 
-// ownsRollout reports whether ro moves this watch's CRs (of this shard).
-func (r *Reconciler) ownsRollout(ro *rolloutv1.Rollout) bool {
+// owns reports whether ro moves this watch's CRs (of this shard).
+func (c *coordinator) owns(ro *rolloutv1.Rollout) bool {
+	r := c.r
 	return ro.Spec.Group == r.gvk.Group && ro.Spec.Version == r.gvk.Version && ro.Spec.Kind == r.gvk.Kind && ro.Spec.Shard == r.opts.Shard
+}
+
+// rolloutName is the name of the Rollout that moves the watch's CRs (of this shard) to chart
+// digest to.
+func (c *coordinator) rolloutName(to string) string {
+	return rolloutv1.Name(c.r.gvk, c.r.opts.Shard, to)
 }
 
 // Reconcile looks at the watch's rollouts: it starts the one the watch's chart needs,
@@ -81,7 +88,7 @@ func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	var cur *rolloutv1.Rollout
 	for i := range list.Items {
 		ro := &list.Items[i]
-		if !r.ownsRollout(ro) {
+		if !c.owns(ro) {
 			continue
 		}
 		if ro.Spec.To == to {
@@ -102,8 +109,8 @@ func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		}
 	}
 	before := cur.Status.DeepCopy()
-	clear(c.moving)
-	requeue := c.advance(cur, members)
+	clear(c.steps.moving)
+	requeue := c.steps.advance(cur, members)
 	c.active.Store(requeue > 0)
 	if !equality.Semantic.DeepEqual(before, &cur.Status) {
 		stale := cur.ResourceVersion
@@ -118,10 +125,10 @@ func (c *coordinator) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 		c.written, c.stale = cur.DeepCopy(), stale
 		c.mu.Unlock()
 	}
-	for key := range c.moving {
+	for key := range c.steps.moving {
 		r.enqueue(key)
 	}
-	c.observe(members)
+	c.steps.observe(members)
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
@@ -146,7 +153,7 @@ func (c *coordinator) members(ctx context.Context, to string) ([]member, error) 
 		conds := rstatus.ConditionsOf(u)
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		ready := meta.IsStatusConditionTrue(conds, rstatus.TypeReady) && observed == u.GetGeneration()
-		if r.opts.Watch.Policies().Tests() {
+		if r.opts.Watch.Policies().Tests().Enabled() {
 			ready = ready && meta.IsStatusConditionTrue(conds, rstatus.TypeTested)
 		}
 		m.ready = m.digest == to && ready
@@ -183,9 +190,9 @@ func (c *coordinator) start(ctx context.Context, to string, members []member) (*
 			most = d
 		}
 	}
-	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: r.rolloutName(to)},
+	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: c.rolloutName(to)},
 		Spec: rolloutv1.RolloutSpec{Group: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind, Shard: r.opts.Shard, From: most, To: to}}
-	for _, wv := range c.waves() {
+	for _, wv := range c.steps.waves() {
 		ro.Spec.Waves = append(ro.Spec.Waves, wv.String())
 	}
 	if pol.Paused {
@@ -216,7 +223,7 @@ func (c *coordinator) supersede(ctx context.Context, ro *rolloutv1.Rollout, to s
 		return nil
 	}
 	ro.Status.Phase = rolloutv1.PhaseSuperseded
-	ro.Status.Message = fmt.Sprintf("superseded by the rollout of chart %s (%s)", records.DisplayDigest(to), c.r.rolloutName(to))
+	ro.Status.Message = fmt.Sprintf("superseded by the rollout of chart %s (%s)", records.DisplayDigest(to), c.rolloutName(to))
 	if err := c.r.opts.Client.Status().Update(ctx, ro); err != nil {
 		return fmt.Errorf("superseding rollout %s: %w", ro.Name, err)
 	}

@@ -19,9 +19,32 @@ import (
 	"github.com/rudder-operator/rudder/internal/watches"
 )
 
+// waveSteps are the coordinator's steps of one watch's rollout from wave to wave: decisions
+// over the Rollout's status and its members, which they change in place, and the CRs they leave
+// to queue a pass of once the coordinator has written the status (moving).
+type waveSteps struct {
+	r *Reconciler
+	// moving are the CRs to queue a pass of once the Rollout is written (see move).
+	moving map[types.NamespacedName]bool
+	// movedAt is when the coordinator first saw each CR of the current rollout on its chart,
+	// which its health timeout counts from (a restart starts the count anew: more time, never
+	// less).
+	movedAt    map[types.NamespacedName]time.Time
+	movedAtFor string
+}
+
+// move asks for a pass of the CR at key once the Rollout's status is written: the pass reads
+// the Rollout to know whether the CR moves.
+func (c *waveSteps) move(key types.NamespacedName) {
+	if c.moving == nil {
+		c.moving = map[types.NamespacedName]bool{}
+	}
+	c.moving[key] = true
+}
+
 // advance moves the rollout ro on as far as its gates allow, and says when to look again
 // (0: not before an event: a chart edit, an annotation of the Rollout).
-func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Duration {
+func (c *waveSteps) advance(ro *rolloutv1.Rollout, members []member) time.Duration {
 	r, st := c.r, &ro.Status
 	ann := ro.GetAnnotations()
 	c.count(ro, members)
@@ -61,7 +84,7 @@ func (c *coordinator) advance(ro *rolloutv1.Rollout, members []member) time.Dura
 
 // goBack follows a halted rollout: with onHalt rollback, until no moved CR is left on its
 // chart (then it is RolledBack).
-func (c *coordinator) goBack(ro *rolloutv1.Rollout, members []member) time.Duration {
+func (c *waveSteps) goBack(ro *rolloutv1.Rollout, members []member) time.Duration {
 	r, st := c.r, &ro.Status
 	if !r.opts.Watch.Rollout.RollsBack() {
 		return 0
@@ -89,7 +112,7 @@ func (c *coordinator) goBack(ro *rolloutv1.Rollout, members []member) time.Durat
 
 // resume reports whether a paused rollout goes on: its rudder.dev/paused annotation is not
 // "true" and, for a policy that starts paused, its preview is recorded.
-func (c *coordinator) resume(ro *rolloutv1.Rollout) bool {
+func (c *waveSteps) resume(ro *rolloutv1.Rollout) bool {
 	r, st, ann := c.r, &ro.Status, ro.GetAnnotations()
 	preview, previewed := ann[rolloutv1.AnnotationPreview]
 	switch {
@@ -114,7 +137,7 @@ func (c *coordinator) resume(ro *rolloutv1.Rollout) bool {
 
 // gate checks the current wave: its failures against the budget, then whether every CR it
 // admitted is Ready and has settled, and starts the next wave or completes the rollout.
-func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duration {
+func (c *waveSteps) gate(ro *rolloutv1.Rollout, members []member) time.Duration {
 	r, st := c.r, &ro.Status
 	pol := r.opts.Watch.Rollout
 	now := r.opts.Clock.Now()
@@ -168,7 +191,7 @@ func (c *coordinator) gate(ro *rolloutv1.Rollout, members []member) time.Duratio
 // tally counts the members the current wave admitted and those of them Ready, and names
 // those that failed (their pass failed, or they were not Ready within rollout.healthTimeout);
 // an admitted member not moved yet is moved.
-func (c *coordinator) tally(ro *rolloutv1.Rollout, members []member, now time.Time) (admitted, ready int, failed []string) {
+func (c *waveSteps) tally(ro *rolloutv1.Rollout, members []member, now time.Time) (admitted, ready int, failed []string) {
 	pol := c.r.opts.Watch.Rollout
 	for _, m := range members {
 		if m.held || !machine.Admits(pol, ro, m.key.Namespace, m.key.Name, m.labels) {
@@ -191,7 +214,7 @@ func (c *coordinator) tally(ro *rolloutv1.Rollout, members []member, now time.Ti
 }
 
 // sawMoved is when the coordinator first saw the CR at key on the chart of ro.
-func (c *coordinator) sawMoved(ro *rolloutv1.Rollout, key types.NamespacedName, now time.Time) time.Time {
+func (c *waveSteps) sawMoved(ro *rolloutv1.Rollout, key types.NamespacedName, now time.Time) time.Time {
 	if c.movedAtFor != ro.Name {
 		c.movedAt, c.movedAtFor = map[types.NamespacedName]time.Time{}, ro.Name
 	}
@@ -205,7 +228,7 @@ func (c *coordinator) sawMoved(ro *rolloutv1.Rollout, key types.NamespacedName, 
 
 // startWave starts wave k (from 1): it moves status.through as far as the wave's size says,
 // in the order of the CRs' keys (CRs the canary's selector picks and held CRs aside).
-func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32) {
+func (c *waveSteps) startWave(ro *rolloutv1.Rollout, members []member, k int32) {
 	r, st := c.r, &ro.Status
 	waves := c.waves()
 	wv := waves[k-1]
@@ -247,7 +270,7 @@ func (c *coordinator) startWave(ro *rolloutv1.Rollout, members []member, k int32
 // halt stops the rollout: no further CR moves; with onHalt rollback, the moved CRs go back.
 // Each CR it had not moved (and that is not held) gets a pass once the Rollout is written, so
 // that its Rollout condition says the rollout halted instead of that it waits for a wave.
-func (c *coordinator) halt(ro *rolloutv1.Rollout, members []member, why string) {
+func (c *waveSteps) halt(ro *rolloutv1.Rollout, members []member, why string) {
 	for _, m := range members {
 		if m.digest != ro.Spec.To && !m.held {
 			c.move(m.key)
@@ -265,7 +288,7 @@ func (c *coordinator) halt(ro *rolloutv1.Rollout, members []member, why string) 
 }
 
 // count fills the rollout's counts in.
-func (c *coordinator) count(ro *rolloutv1.Rollout, members []member) {
+func (c *waveSteps) count(ro *rolloutv1.Rollout, members []member) {
 	st := &ro.Status
 	st.Total, st.Moved, st.Ready, st.Held = int32(len(members)), 0, 0, 0
 	for _, m := range members {
@@ -282,7 +305,7 @@ func (c *coordinator) count(ro *rolloutv1.Rollout, members []member) {
 }
 
 // observe sets rudder_rollout_crs: the kind's CRs by the chart digest their release is on.
-func (c *coordinator) observe(members []member) {
+func (c *waveSteps) observe(members []member) {
 	gvk := c.r.gvkLabel()
 	byDigest := map[string]int{}
 	for _, m := range members {
@@ -331,7 +354,7 @@ const coordinatorPoll = 2 * time.Second
 const maxFailedNamed = 10
 
 // waves are the policy's waves, with a last one that moves the rest when they do not.
-func (c *coordinator) waves() []watches.Wave {
+func (c *waveSteps) waves() []watches.Wave {
 	ws := c.r.opts.Watch.Rollout.Waves
 	if last := ws[len(ws)-1]; last.Percent == 100 {
 		return ws

@@ -34,7 +34,7 @@ func fleet(t *testing.T, pol string) (*coordinator, *clocktesting.FakeClock, []m
 			labels: map[string]string{"canary": fmt.Sprint(i < 2)}})
 	}
 	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.order, b.order) })
-	return &coordinator{r: r}, clk, ms
+	return &coordinator{r: r, steps: waveSteps{r: r}}, clk, ms
 }
 
 // moveAdmitted puts every CR the rollout admits on its chart, Ready or not.
@@ -71,29 +71,29 @@ func TestRolloutWaves(t *testing.T) {
 			want = append(want, m.key.Name)
 		}
 		if size == 1 {
-			c.advance(ro, ms)
+			c.steps.advance(ro, ms)
 		}
 		if got := admittedNames(c, ro, ms); !slices.Equal(got, want) {
 			t.Fatalf("wave %d admits %v, want %v", ro.Status.Wave, got, want)
 		}
-		if len(c.moving) != size-moved {
-			t.Fatalf("wave %d queued passes of %v, want of the %d of %v not moved yet", ro.Status.Wave, c.moving, size-moved, want)
+		if len(c.steps.moving) != size-moved {
+			t.Fatalf("wave %d queued passes of %v, want of the %d of %v not moved yet", ro.Status.Wave, c.steps.moving, size-moved, want)
 		}
-		clear(c.moving)
+		clear(c.steps.moving)
 		moved = size
 		// Not Ready yet: the wave waits, and counts nobody failed.
 		moveAdmitted(c, ro, ms, false)
-		if wait := c.advance(ro, ms); wait != coordinatorPoll || ro.Status.Phase != rolloutv1.PhaseProgressing || ro.Status.ReadySince != nil {
+		if wait := c.steps.advance(ro, ms); wait != coordinatorPoll || ro.Status.Phase != rolloutv1.PhaseProgressing || ro.Status.ReadySince != nil {
 			t.Fatalf("wave %d not Ready: wait %s, status %+v", ro.Status.Wave, wait, ro.Status)
 		}
 		// Ready: it settles for 10 s, then the next wave starts (or the rollout completes).
 		moveAdmitted(c, ro, ms, true)
 		wave := ro.Status.Wave
-		if wait := c.advance(ro, ms); wait != coordinatorPoll || ro.Status.Wave != wave || ro.Status.ReadySince == nil {
+		if wait := c.steps.advance(ro, ms); wait != coordinatorPoll || ro.Status.Wave != wave || ro.Status.ReadySince == nil {
 			t.Fatalf("wave %d Ready: wait %s, status %+v", wave, wait, ro.Status)
 		}
 		clk.Step(10 * time.Second)
-		c.advance(ro, ms)
+		c.steps.advance(ro, ms)
 	}
 	if s := ro.Status; s.Phase != rolloutv1.PhaseComplete || s.Wave != 3 || s.Total != 20 || s.Moved != 19 || s.Ready != 19 || s.Held != 1 {
 		t.Fatalf("status %+v", s)
@@ -106,23 +106,23 @@ func TestRolloutHalts(t *testing.T) {
 	t.Parallel()
 	c, clk, ms := fleet(t, "{waves: [{selector: {matchLabels: {canary: 'true'}}}, {percent: 50}], maxFailures: 1, healthTimeout: 1m, onHalt: rollback}")
 	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "ro"}, Spec: rolloutv1.RolloutSpec{From: "old", To: "new"}}
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if got := admittedNames(c, ro, ms); len(got) != 2 || !slices.Contains(got, "r00") || !slices.Contains(got, "r01") {
 		t.Fatalf("the canary wave admits %v, want the two CRs its selector picks", got)
 	}
 	moveAdmitted(c, ro, ms, false)
-	c.advance(ro, ms) // the health timeout counts from here
+	c.steps.advance(ro, ms) // the health timeout counts from here
 	clk.Step(61 * time.Second)
-	clear(c.moving)
-	c.advance(ro, ms)
+	clear(c.steps.moving)
+	c.steps.advance(ro, ms)
 	if s := ro.Status; s.Phase != rolloutv1.PhaseHalted || s.Failed != 2 || len(s.FailedCRs) != 2 || !strings.Contains(s.FailedCRs[0], "not Ready on chart new within 1m0s") {
 		t.Fatalf("two failures past a budget of one: %+v", s)
 	}
 	// The moved CRs get a pass to go back, the others one to say the rollout halted; a held
 	// CR none.
 	for _, m := range ms {
-		if c.moving[m.key] == m.held {
-			t.Fatalf("%s (held %v, on %s): queued %v after the halt", m.key, m.held, m.digest, c.moving[m.key])
+		if c.steps.moving[m.key] == m.held {
+			t.Fatalf("%s (held %v, on %s): queued %v after the halt", m.key, m.held, m.digest, c.steps.moving[m.key])
 		}
 	}
 	for i := range ms {
@@ -130,7 +130,7 @@ func TestRolloutHalts(t *testing.T) {
 			ms[i].digest = "old"
 		}
 	}
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhaseRolledBack {
 		t.Fatalf("every moved CR back: %+v", ro.Status)
 	}
@@ -143,18 +143,18 @@ func TestRolloutWaitsForItsPreview(t *testing.T) {
 	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", Annotations: map[string]string{rolloutv1.AnnotationPaused: "false"}},
 		Spec: rolloutv1.RolloutSpec{From: "old", To: "new"}}
 	ro.Status.Phase = rolloutv1.PhasePaused
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhasePaused || !strings.HasPrefix(ro.Status.Message, "approved, but paused until its preview") {
 		t.Fatalf("approved before its preview: %+v", ro.Status)
 	}
 	ro.Annotations[rolloutv1.AnnotationPreview] = `{"crs":20,"changed":19,"unchanged":1,"failing":0}`
 	ro.Annotations[rolloutv1.AnnotationPaused] = "true"
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhasePaused || !strings.Contains(ro.Status.Message, `"changed":19`) {
 		t.Fatalf("previewed, not approved: %+v", ro.Status)
 	}
 	ro.Annotations[rolloutv1.AnnotationPaused] = "false"
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhaseProgressing || ro.Status.Wave != 1 {
 		t.Fatalf("previewed and approved: %+v", ro.Status)
 	}
@@ -166,27 +166,27 @@ func TestRolloutAnnotations(t *testing.T) {
 	c, _, ms := fleet(t, "{waves: [{count: 1}], settle: 1h}")
 	ro := &rolloutv1.Rollout{ObjectMeta: metav1.ObjectMeta{Name: "ro", Annotations: map[string]string{rolloutv1.AnnotationPaused: "true"}},
 		Spec: rolloutv1.RolloutSpec{From: "old", To: "new"}}
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhasePaused || len(admittedNames(c, ro, ms)) != 0 {
 		t.Fatalf("a rollout made paused moves nobody: %+v", ro.Status)
 	}
 	ro.Annotations[rolloutv1.AnnotationPaused] = "false"
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhaseProgressing || ro.Status.Wave != 1 {
 		t.Fatalf("resumed: %+v", ro.Status)
 	}
 	moveAdmitted(c, ro, ms, false)
 	ro.Annotations[rolloutv1.AnnotationPromote] = "now"
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Wave != 2 || ro.Status.Promoted != "now" {
 		t.Fatalf("promote skips the gates of wave 1: %+v", ro.Status)
 	}
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Wave != 2 {
 		t.Fatalf("a promote value works once: %+v", ro.Status)
 	}
 	ro.Annotations[rolloutv1.AnnotationAbort] = "true"
-	c.advance(ro, ms)
+	c.steps.advance(ro, ms)
 	if ro.Status.Phase != rolloutv1.PhaseHalted || !strings.Contains(ro.Status.Message, "aborted") {
 		t.Fatalf("abort halts: %+v", ro.Status)
 	}

@@ -97,7 +97,7 @@ func TestServerSideApplyWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := hc.Writer(helm.Scope{Confinement: guard.Confinement{Namespace: ns},
+	w, err := hc.Objects.Writer(helm.Scope{Confinement: guard.Confinement{Namespace: ns},
 		Owner: guard.Owner{GVK: ssaProbeGVK, Key: types.NamespacedName{Namespace: ns, Name: "s"}, UID: cr.GetUID()}})
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ import (
 // watchEvents are the Reconciler's filters and mappers of watch events: which updates of a
 // CR take a pass, which CR a release record or an operand belongs to, and the log of each
 // pass.
-type watchEvents struct{ *Reconciler }
+type watchEvents struct{ r *Reconciler }
 
 // SetupWithManager builds the watch's controller: the CRs (filtered by the watch's selector),
 // chart changes, and - once a release exists - the kinds of its objects.
@@ -106,13 +106,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // the same names and values. main.go's zap core encodes them only when a line is written
 // (cli.LazyFields): a pass that writes no line, as most passes of a converged CR, does not
 // pay for encoding them.
-func (r watchEvents) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
-	log := base.WithValues("controller", ControllerName(r.gvk), "controllerGroup", r.gvk.Group, "controllerKind", r.gvk.Kind)
+func (ev watchEvents) logConstructor(base logr.Logger) func(*reconcile.Request) logr.Logger {
+	log := base.WithValues("controller", ControllerName(ev.r.gvk), "controllerGroup", ev.r.gvk.Group, "controllerKind", ev.r.gvk.Kind)
 	return func(req *reconcile.Request) logr.Logger {
 		if req == nil {
 			return log
 		}
-		return log.WithValues(r.gvk.Kind, klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
+		return log.WithValues(ev.r.gvk.Kind, klog.KRef(req.Namespace, req.Name), "namespace", req.Namespace, "name", req.Name)
 	}
 }
 
@@ -123,9 +123,9 @@ const uidIndex = "rudder.dev/uid"
 // indexedUID is uidIndex's value for a CR: its UID, unless its release has the CR's own name
 // (no releaseName template, a name within Helm's 53 characters), as most have: releaseOwner
 // finds those by name. An entry costs the cache a few hundred bytes per CR.
-func (r watchEvents) indexedUID(o client.Object) []string {
-	if cr, ok := o.(*unstructured.Unstructured); ok && r.opts.Watch != nil {
-		if name, err := r.opts.Watch.ReleaseNameOf(cr); err == nil && name == cr.GetName() {
+func (ev watchEvents) indexedUID(o client.Object) []string {
+	if cr, ok := o.(*unstructured.Unstructured); ok && ev.r.opts.Watch != nil {
+		if name, err := ev.r.opts.Watch.ReleaseNameOf(cr); err == nil && name == cr.GetName() {
 			return nil
 		}
 	}
@@ -137,8 +137,8 @@ func (r watchEvents) indexedUID(o client.Object) []string {
 // own rollback. Their CR learns of them at once (a kept rollback, a failed revision) instead of
 // at its next periodic pass. rudder's own installs and upgrades wake nothing: the pass that
 // made them already knows.
-func (r watchEvents) foreignRevision() predicate.Predicate {
-	kind := records.KindLabel(r.gvk.GroupKind())
+func (ev watchEvents) foreignRevision() predicate.Predicate {
+	kind := records.KindLabel(ev.r.gvk.GroupKind())
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		l := o.GetLabels()
 		if !records.IsReleaseRecord(l) || l[records.LabelOwnerKind] != kind {
@@ -151,21 +151,21 @@ func (r watchEvents) foreignRevision() predicate.Predicate {
 
 // releaseOwner maps a release record to its CR, through the owner UID on the record: the CR
 // named like the release if it has that UID, else the one uidIndex finds.
-func (r watchEvents) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
+func (ev watchEvents) releaseOwner(ctx context.Context, o client.Object) []reconcile.Request {
 	uid := o.GetLabels()[records.LabelOwnerUID]
 	if uid == "" {
 		return nil
 	}
-	named := CRObject(r.gvk)
+	named := CRObject(ev.r.gvk)
 	key := client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetLabels()["name"]}
-	if key.Name != "" && r.opts.Client.Get(ctx, key, named, client.UnsafeDisableDeepCopy) == nil && string(named.GetUID()) == uid {
+	if key.Name != "" && ev.r.opts.Client.Get(ctx, key, named, client.UnsafeDisableDeepCopy) == nil && string(named.GetUID()) == uid {
 		return []reconcile.Request{{NamespacedName: key}}
 	}
 	crs := &unstructured.UnstructuredList{}
-	crs.SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
-	if err := r.opts.Client.List(ctx, crs, client.InNamespace(o.GetNamespace()), client.MatchingFields{uidIndex: uid},
+	crs.SetGroupVersionKind(ev.r.gvk.GroupVersion().WithKind(ev.r.gvk.Kind + "List"))
+	if err := ev.r.opts.Client.List(ctx, crs, client.InNamespace(o.GetNamespace()), client.MatchingFields{uidIndex: uid},
 		client.UnsafeDisableDeepCopy); err != nil {
-		r.log.Error(err, "finding the owner of a release record", "secret", o.GetName())
+		ev.r.log.Error(err, "finding the owner of a release record", "secret", o.GetName())
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(crs.Items))
@@ -179,10 +179,10 @@ func (r watchEvents) releaseOwner(ctx context.Context, o client.Object) []reconc
 // (selector, pause), deletion, the loss of rudder's finalizer, and the version a pass that
 // found the cache behind waits for (see conflicted). Status writes, including rudder's own,
 // do not.
-func (r watchEvents) crChanged() predicate.Predicate {
+func (ev watchEvents) crChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
-		return r.catchUp(client.ObjectKeyFromObject(n), n.GetResourceVersion()) ||
+		return ev.catchUp(client.ObjectKeyFromObject(n), n.GetResourceVersion()) ||
 			o.GetGeneration() != n.GetGeneration() ||
 			!maps.Equal(o.GetLabels(), n.GetLabels()) ||
 			!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
@@ -195,10 +195,10 @@ func (r watchEvents) crChanged() predicate.Predicate {
 
 // cancelOnDelete cancels the running pass of a CR that is being deleted, so that a wedged
 // action gives way to the uninstall at once. It filters nothing.
-func (r watchEvents) cancelOnDelete() predicate.Predicate {
+func (ev watchEvents) cancelOnDelete() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		if e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
-			r.gate.Cancel(client.ObjectKeyFromObject(e.ObjectNew))
+			ev.r.gate.Cancel(client.ObjectKeyFromObject(e.ObjectNew))
 		}
 		return true
 	}}
@@ -299,10 +299,10 @@ func (r *Reconciler) ensureWatch(ctx context.Context, gvk schema.GroupVersionKin
 // annotation, for this watch's kind only). Deletions and changes to what the manifest sets (the
 // generation: the spec; the labels and annotations its manifest sets) also ask for a drift
 // check; status changes, and metadata other controllers keep, only re-evaluate readiness.
-func (r watchEvents) dependentHandler(gk schema.GroupKind) handler.TypedEventHandler[client.Object, reconcile.Request] {
+func (ev watchEvents) dependentHandler(gk schema.GroupKind) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	owner := func(o client.Object) (types.NamespacedName, bool) {
 		gk, key, ok := records.ParseOwnerAnnotation(o.GetAnnotations()[records.AnnotationOwner])
-		return key, ok && gk == r.gvk.GroupKind()
+		return key, ok && gk == ev.r.gvk.GroupKind()
 	}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.TypedFuncs[client.Object, reconcile.Request]{
@@ -316,12 +316,12 @@ func (r watchEvents) dependentHandler(gk schema.GroupKind) handler.TypedEventHan
 			if !ok {
 				return
 			}
-			r.memory.OperandUpdated(key, gk, e.ObjectOld, e.ObjectNew)
+			ev.r.memory.OperandUpdated(key, gk, e.ObjectOld, e.ObjectNew)
 			q.Add(reconcile.Request{NamespacedName: key})
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
 			if key, ok := owner(e.Object); ok {
-				r.memory.MarkDirty(key)
+				ev.r.memory.MarkDirty(key)
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		},

@@ -21,6 +21,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/crtest"
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/helm/helmtest"
+	"github.com/rudder-operator/rudder/internal/machine"
 	"github.com/rudder-operator/rudder/internal/records"
 	"github.com/rudder-operator/rudder/internal/watches"
 )
@@ -55,7 +56,7 @@ func sprocketReconciler(t *testing.T, c client.Client) *controllers.Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := controllers.New(controllers.Options{Watch: ws[0], Charts: charts, Helm: hc, Client: c, APIReader: k8s})
+	r, err := controllers.New(controllers.Options{Watch: ws[0], Charts: charts, Helm: machine.ReleasesOf(hc), Client: c, APIReader: k8s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,7 +219,7 @@ func TestPassReadsTheTestRunFromTheRecord(t *testing.T) {
 	if got := h.helm.Calls(); !slices.Contains(got, "Test") {
 		t.Fatalf("first pass: %q, want the tests run", got)
 	}
-	rels := h.helm.History("ns", "w")
+	rels := h.helm.Stored("ns", "w")
 	if l := rels[len(rels)-1].Labels; l[records.LabelTestedRevision] != "1" || l[records.LabelTestResult] != records.TestSucceeded {
 		t.Fatalf("the tested revision's record: labels %v", l)
 	}

@@ -36,7 +36,7 @@ func (d statusWriter) PatchStatus(ctx context.Context, obj *unstructured.Unstruc
 	key := client.ObjectKeyFromObject(obj)
 	// The pass is over: of the CR the API server sends back, only its metadata is read, but
 	// for the first write of an inventory, which tells whether the schema keeps it.
-	var res client.Object = d.r.metadataOf(key)
+	var res client.Object = metadataOf(d.r.gvk, key)
 	_, probe, _ := unstructured.NestedFieldNoCopy(obj.Object, "status", "inventory")
 	if probe = probe && d.r.inventory.Load() == inventoryUnknown; probe {
 		u := &unstructured.Unstructured{}
@@ -87,8 +87,9 @@ func New(opts Options) (*Reconciler, error) {
 		return nil, errors.New("reconciler: Watch is required")
 	case opts.Charts == nil:
 		return nil, errors.New("reconciler: Charts is required")
-	case opts.Helm == nil:
-		return nil, errors.New("reconciler: Helm is required")
+	case opts.Helm.History == nil || opts.Helm.Actions == nil || opts.Helm.Owners == nil ||
+		opts.Helm.Records == nil || opts.Helm.Objects == nil:
+		return nil, errors.New("reconciler: Helm is required, each of its views")
 	case opts.Client == nil || opts.APIReader == nil:
 		return nil, errors.New("reconciler: Client and APIReader are required")
 	case len(opts.Watch.ValuesFrom) > 0 && opts.Sources == nil:
@@ -113,7 +114,7 @@ func New(opts Options) (*Reconciler, error) {
 		behind:   map[types.NamespacedName]string{},
 
 		changedSources: map[types.NamespacedName]bool{},
-		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.ActionsPerNamespace(workers(opts))),
+		gate:           gate.New(opts.Watch.String(), workers(opts), opts.Watch.Limits.ActionsPerNamespace(workers(opts))),
 	}
 	r.world = r.newWorld()
 	return r, nil

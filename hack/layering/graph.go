@@ -146,13 +146,16 @@ func floors(refs []ref) map[string]int {
 // typeSize is a named type of a package and how many methods it has.
 type typeSize struct {
 	name string
-	// methods are those a value of it can call (the method set of *T, promoted ones included),
-	// own those declared on it.
+	// methods are those a value of it can call (the method set of *T, or an interface's) that
+	// the module itself declares: its own and those promoted from the module's types. Methods
+	// promoted from other modules' types (metav1.ObjectMeta's, manager.Manager's) are theirs to
+	// keep small; own are those declared on it.
 	methods, own int
 }
 
-// types are the package's named types other than interfaces, the most methods first.
-func (pk pkg) types() []typeSize {
+// types are the package's named types, interfaces included, the most methods first. module
+// is the path prefix of the packages whose methods count.
+func (pk pkg) types(module string) []typeSize {
 	scope := pk.p.Types.Scope()
 	var out []typeSize
 	for _, name := range scope.Names() {
@@ -161,11 +164,23 @@ func (pk pkg) types() []typeSize {
 			continue
 		}
 		named, ok := tn.Type().(*types.Named)
-		if !ok || types.IsInterface(named) {
+		if !ok {
 			continue
 		}
-		set := types.NewMethodSet(types.NewPointer(named))
-		out = append(out, typeSize{name: name, methods: set.Len(), own: named.NumMethods()})
+		var set *types.MethodSet
+		own := named.NumMethods()
+		if iface, ok := named.Underlying().(*types.Interface); ok {
+			set, own = types.NewMethodSet(named), iface.NumExplicitMethods()
+		} else {
+			set = types.NewMethodSet(types.NewPointer(named))
+		}
+		n := 0
+		for sel := range set.Methods() {
+			if p := sel.Obj().Pkg(); p != nil && (p.Path() == module || strings.HasPrefix(p.Path(), module+"/")) {
+				n++
+			}
+		}
+		out = append(out, typeSize{name: name, methods: n, own: own})
 	}
 	slices.SortStableFunc(out, func(a, b typeSize) int { return b.methods - a.methods })
 	return out

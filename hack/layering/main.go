@@ -52,7 +52,7 @@ func main() {
 		for _, c := range circles(refs) {
 			fmt.Printf("  circle: %s\n", strings.Join(c, " "))
 		}
-		ts := p.types()
+		ts := p.types("github.com/rudder-operator/rudder")
 		for i := 0; i < *top && i < len(ts); i++ {
 			fmt.Printf("  type %s: %d methods, %d its own\n", ts[i].name, ts[i].methods, ts[i].own)
 		}

@@ -54,11 +54,11 @@ func (s *Source) Start(ctx context.Context) error {
 			if err := l.watch(); err != nil {
 				return err
 			}
-			s.reloadAll(l)
+			l.reloadAll()
 		case <-l.timer.C:
 			l.reload()
 		case <-rescan:
-			s.reloadAll(l)
+			l.reloadAll()
 		}
 	}
 }
@@ -119,9 +119,10 @@ func (l *loop) sync() {
 	}
 }
 
-func (s *Source) reloadAll(l *loop) {
-	for _, p := range s.Paths() {
-		_, _ = s.Reload(p)
+// reloadAll reloads every chart (a rescan, a rebuilt watcher) and syncs the watches.
+func (l *loop) reloadAll() {
+	for _, p := range l.s.Paths() {
+		_, _ = l.s.Reload(p)
 	}
 	l.sync()
 }

@@ -21,8 +21,8 @@ import (
 // scoped is a Confinement with the Scoper of the kinds one check meets: the API server's, and
 // those of the chart's crds/.
 type scoped struct {
-	Confinement
-	s *Scoper
+	conf Confinement
+	s    *Scoper
 }
 
 // check decides one object whose kind's scope c.s knows; a kind neither the API server nor the
@@ -36,7 +36,7 @@ func (c scoped) check(src Source, gvk schema.GroupVersionKind, name, ns string) 
 		}
 		return nil, &UnknownKindError{Object: what}
 	}
-	return c.checkObject(src, gvk, name, ns, namespaced), nil
+	return c.conf.checkObject(src, gvk, name, ns, namespaced), nil
 }
 
 // CRDKind is the kind of everything in a chart's crds/ directory.
@@ -146,7 +146,7 @@ func (c scoped) checkStream(src Source, hook string, data []byte) ([]Violation, 
 		if gvk.Kind == "" {
 			return fmt.Errorf("%s object %q without kind", src, o.GetName())
 		}
-		vs := c.rules(src, o)
+		vs := c.conf.rules(src, o)
 		if len(vs) == 0 {
 			v, err := c.check(src, gvk, o.GetName(), o.GetNamespace())
 			if err != nil {

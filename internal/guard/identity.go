@@ -39,8 +39,8 @@ type identityCheck struct {
 
 // identityViolations decides the identity rules for the objects of one release, noting in
 // needs, when set, what the release would need allowed.
-func (c Confinement) identityViolations(rs *releaseSet, needs *Needs) []Violation {
-	ic := identityCheck{c: c, rs: rs, needs: needs}
+func (rs *releaseSet) identityViolations(needs *Needs) []Violation {
+	ic := identityCheck{c: rs.c, rs: rs, needs: needs}
 	var out []Violation
 	for _, o := range rs.objs {
 		if why := ic.object(o.obj); why != "" {

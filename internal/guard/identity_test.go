@@ -66,7 +66,7 @@ func TestIdentities(t *testing.T) {
 			if tt.hook != "" {
 				rel.Hooks = []*release.Hook{{Manifest: tt.hook, Events: []string{"pre-install"}}}
 			}
-			vs, err := c.checkIdentities(releaseStreams(rel))
+			vs, err := checkIdentities(c, releaseStreams(rel))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,4 +154,14 @@ func TestReleaseEntries(t *testing.T) {
 			t.Fatalf("ChartOwnOf = %v, want %v", found, want)
 		}
 	}
+}
+
+// checkIdentities checks the objects of the streams of one release (its manifest and every
+// hook) against c's identity rules alone.
+func checkIdentities(c Confinement, streams []identityStream) ([]Violation, error) {
+	objs, err := parseStreams(streams)
+	if err != nil {
+		return nil, err
+	}
+	return newReleaseSet(c, objs).identityViolations(nil), nil
 }

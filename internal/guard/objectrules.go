@@ -19,9 +19,8 @@ import (
 // and on a stored revision before a rollback applies it.
 
 // violations decides every rule of this file's family for the objects of one release.
-func (c Confinement) violations(objs []identityObject, env objectRules) ([]Violation, error) {
-	rs := c.releaseSet(objs)
-	out := c.identityViolations(rs, env.needs)
+func (rs *releaseSet) violations(env objectRules) ([]Violation, error) {
+	out := rs.identityViolations(env.needs)
 	out = append(out, rs.grantViolations(env.needs)...)
 	out = append(out, rs.podViolations(env.needs)...)
 	out = append(out, rs.networkViolations(env.needs)...)
@@ -40,7 +39,7 @@ func (c Confinement) CheckObjectRules(rel *release.Release, refs ReferenceReader
 	if c.Release == "" {
 		c.Release = rel.Name
 	}
-	vs, err := c.violations(objs, objectRules{refs: refs})
+	vs, err := newReleaseSet(c, objs).violations(objectRules{refs: refs})
 	if err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func NeededBy(ns string, rel *release.Release) (*Needs, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (Confinement{Namespace: ns, Release: rel.Name}).violations(objs, objectRules{needs: needs}); err != nil {
+	if _, err := newReleaseSet(Confinement{Namespace: ns, Release: rel.Name}, objs).violations(objectRules{needs: needs}); err != nil {
 		return nil, err
 	}
 	slices.Sort(needs.ServiceAccounts)
@@ -119,7 +118,7 @@ func ChartOwnOf(ns string, rel *release.Release) (map[string]bool, error) {
 		return nil, err
 	}
 	// No Release in the confinement: the entries keep the names as they are.
-	if _, err := (Confinement{Namespace: ns}).violations(objs, objectRules{needs: needs}); err != nil {
+	if _, err := newReleaseSet(Confinement{Namespace: ns}, objs).violations(objectRules{needs: needs}); err != nil {
 		return nil, err
 	}
 	out := map[string]bool{}
@@ -140,14 +139,4 @@ func ChartOwnOf(ns string, rel *release.Release) (map[string]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// checkIdentities checks the objects of the streams of one release (its manifest and every
-// hook) against the identity rules alone.
-func (c Confinement) checkIdentities(streams []identityStream) ([]Violation, error) {
-	objs, err := parseStreams(streams)
-	if err != nil {
-		return nil, err
-	}
-	return c.identityViolations(c.releaseSet(objs), nil), nil
 }

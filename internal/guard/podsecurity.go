@@ -37,12 +37,12 @@ var podEvaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 	return policy.NewEvaluator(policy.DefaultChecks(), nil)
 })
 
-// podLevel is the level the confinement holds pod templates to.
-func (c Confinement) podLevel() string {
-	if c.PodSecurity == "" {
+// podLevel is the level the release's confinement holds pod templates to.
+func (rs *releaseSet) podLevel() string {
+	if rs.c.PodSecurity == "" {
 		return DefaultPodSecurity
 	}
-	return c.PodSecurity
+	return rs.c.PodSecurity
 }
 
 // podViolations decides the pod security rule for every pod template of one release; with
@@ -62,8 +62,8 @@ func (rs *releaseSet) podViolations(needs *Needs) []Violation {
 			needs.notePodLevel(o, md, spec)
 			continue
 		}
-		if why := evaluatePod(rs.c.podLevel(), md, spec); why != "" {
-			out = append(out, o.violation(why+", and the watch's podSecurity is "+rs.c.podLevel()))
+		if why := evaluatePod(rs.podLevel(), md, spec); why != "" {
+			out = append(out, o.violation(why+", and the watch's podSecurity is "+rs.podLevel()))
 		}
 	}
 	return out

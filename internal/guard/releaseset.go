@@ -116,7 +116,8 @@ type podDecoded struct {
 // clusterScopedRefs are the cluster-scoped kinds the rules look up by name.
 var clusterScopedRefs = []schema.GroupKind{{Group: rbacv1.GroupName, Kind: "ClusterRole"}}
 
-func (c Confinement) releaseSet(objs []identityObject) *releaseSet {
+// newReleaseSet is the objects of one release as c decides them, each pod template decoded once.
+func newReleaseSet(c Confinement, objs []identityObject) *releaseSet {
 	rs := &releaseSet{c: c, objs: objs, made: map[objectKey]bool{}, pods: make([]podDecoded, len(objs))}
 	for i, o := range objs {
 		rs.made[rs.key(o.obj)] = true

@@ -44,7 +44,7 @@ func (c Confinement) CheckRendered(mapper meta.RESTMapper, crds []CRDFile, manif
 		return err
 	}
 	vs = append(vs, hvs...)
-	ovs, err := c.violations(objs, objectRules{refs: refs})
+	ovs, err := newReleaseSet(c, objs).violations(objectRules{refs: refs})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func (c Confinement) rules(src Source, obj *unstructured.Unstructured) []Violati
 	if why := recordShaped(obj); why != "" {
 		add(why)
 	}
-	if why := c.aggregates(obj); why != "" {
+	if why := aggregationLabels(c.AllowAggregationLabels).aggregates(obj); why != "" {
 		add(why)
 	}
 	return out
@@ -151,16 +151,20 @@ func recordShaped(obj *unstructured.Unstructured) string {
 // rudder.dev/aggregate-to-manager).
 const AggregationMarker = "aggregate-to-"
 
+// aggregationLabels are the label keys by which a watch's roles may aggregate: its
+// allowAggregationLabels ("*": any).
+type aggregationLabels []string
+
 // aggregates says why a Role or ClusterRole would add rules to, or collect rules from, roles
 // others hold, through a label the watch's allowAggregationLabels does not name; "" otherwise.
-func (c Confinement) aggregates(obj *unstructured.Unstructured) string {
+func (allowed aggregationLabels) aggregates(obj *unstructured.Unstructured) string {
 	gvk := obj.GroupVersionKind()
 	if gvk.Group != "rbac.authorization.k8s.io" || (gvk.Kind != "ClusterRole" && gvk.Kind != "Role") {
 		return ""
 	}
 	var keys []string
 	for k := range obj.GetLabels() {
-		if strings.Contains(k, AggregationMarker) && !c.allowsAggregation(k) {
+		if strings.Contains(k, AggregationMarker) && !allowed.allow(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -173,7 +177,7 @@ func (c Confinement) aggregates(obj *unstructured.Unstructured) string {
 	sel, _, _ := unstructured.NestedSlice(obj.Object, "aggregationRule", "clusterRoleSelectors")
 	for _, s := range sel {
 		for _, k := range selectorKeys(s) {
-			if !c.allowsAggregation(k) {
+			if !allowed.allow(k) {
 				return fmt.Sprintf("has an aggregationRule selecting the label %s, which collects the rules of roles others made, and the watch's "+
 					"allowAggregationLabels does not name it", k)
 			}
@@ -209,9 +213,9 @@ func selectorKeys(s any) []string {
 	return keys
 }
 
-// allowsAggregation reports whether roles may aggregate by label key ("*" allows any).
-func (c Confinement) allowsAggregation(key string) bool {
-	return slices.Contains(c.AllowAggregationLabels, key) || slices.Contains(c.AllowAggregationLabels, "*")
+// allow reports whether roles may aggregate by label key.
+func (allowed aggregationLabels) allow(key string) bool {
+	return slices.Contains(allowed, key) || slices.Contains(allowed, "*")
 }
 
 // CheckManifestObject decides one object of a release's manifest whose kind's scope is known:

@@ -45,7 +45,8 @@ func InstallResult(err error) error {
 // before anything else; a chart with crds/ (which Helm creates before it renders) or with hooks
 // is rendered and checked first without the cluster, before any request; and the real render's
 // manifest and hooks are checked again before the first revision is stored.
-func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, error) {
+func (a *Actions) Install(ctx context.Context, req *Request) (*view.Release, error) {
+	c := a.core
 	crds := len(req.Chart.CRDObjects()) > 0 && req.CRDs.Install != CRDsSkip
 	if crds {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
@@ -53,14 +54,14 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 		}
 	}
 	if crds || hasHooks(req.Chart) {
-		if err := c.precheck(ctx, req); err != nil {
+		if err := a.render.precheck(ctx, req); err != nil {
 			return nil, err
 		}
 	}
 	revision := 1
 	if req.Replace {
 		var err error
-		if revision, err = c.nextRevision(ctx, req); err != nil {
+		if revision, err = a.nextRevision(ctx, req); err != nil {
 			return nil, err
 		}
 	}
@@ -70,15 +71,15 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 		return nil, err
 	}
 	r.kube.ctx, r.kube.installing = ctx, !req.Replace // a first install's creates answer Helm's check (unasked.go)
-	if err := c.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
+	if err := a.applyCRDs(r, req, cmp.Or(req.CRDs.Install, CRDsCreate)); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
+	rendered, err := a.render.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
 		Revision: revision, IsInstall: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.takeOwnership(ctx, req); err != nil {
+	if err := a.takeOwnership(ctx, req); err != nil {
 		return nil, err
 	}
 	in := action.NewInstall(r.conf)
@@ -108,25 +109,26 @@ func (c *Client) Install(ctx context.Context, req *Request) (*view.Release, erro
 
 // nextRevision is the number of the revision an upgrade or a replacing install makes:
 // req.Revision, else the newest one's in storage plus one.
-func (c *Client) nextRevision(ctx context.Context, req *Request) (int, error) {
+func (a *Actions) nextRevision(ctx context.Context, req *Request) (int, error) {
 	if req.Revision != 0 {
 		return req.Revision, nil
 	}
-	last, err := c.Last(ctx, req.Scope, req.ReleaseName)
+	last, err := a.history.Last(ctx, req.Scope, req.ReleaseName)
 	if err != nil || last == nil {
 		return 0, fmt.Errorf("reading the revision to make %s's next over: %w", req.ReleaseName, cmp.Or(err, driver.ErrReleaseNotFound))
 	}
 	return last.Version + 1, nil
 }
 
-// applyCRDs applies the chart's crds/ as mode says (see kubeClient.applyCRDs), recording what it
+// applyCRDs applies the chart's crds/ as mode says (see crdClient.applyCRDs), recording what it
 // did in req.CRDsApplied; the cluster's capabilities are read again after.
-func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
+func (a *Actions) applyCRDs(r *run, req *Request, mode CRDMode) error {
+	c := a.core
 	req.CRDsApplied = nil
 	if mode == CRDsSkip || len(req.Chart.CRDObjects()) == 0 {
 		return nil
 	}
-	did, err := r.kube.applyCRDs(req.Chart, mode, guard.OwnerOf(req.Scope.Owner))
+	did, err := crdClient{r.kube}.applyCRDs(req.Chart, mode, guard.OwnerOf(req.Scope.Owner))
 	req.CRDsApplied = did
 	if err != nil {
 		return r.result(err)
@@ -146,8 +148,8 @@ func (c *Client) applyCRDs(r *run, req *Request, mode CRDMode) error {
 // has rendered, and creates crds/ before it renders. Only a violation counts: a render that
 // needs the cluster fails again, and says why, in the action. Charts without hooks or crds/
 // need no second render: their manifest is checked by the post-renderer, before any request.
-func (c *Client) precheck(ctx context.Context, req *Request) error {
-	_, err := c.renderOffline(ctx, req)
+func (rd *renderer) precheck(ctx context.Context, req *Request) error {
+	_, err := rd.renderOffline(ctx, req)
 	var ce *guard.ConfinementError
 	if errors.As(err, &ce) || ctx.Err() != nil {
 		return err
@@ -157,14 +159,16 @@ func (c *Client) precheck(ctx context.Context, req *Request) error {
 
 // renderOffline renders a release as Install would, without the cluster: lookups find nothing,
 // and the capabilities are the cluster's when the Client has read them, else Helm's defaults.
-func (c *Client) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
+func (rd *renderer) renderOffline(ctx context.Context, req *Request) (*release.Release, error) {
+	c := rd.core
 	return renderOffline(ctx, c.pool, req, c.mapper, c.known(), c.chartOwn)
 }
 
 // renderFor renders the chart of an install or upgrade of run r on a worker, with the
 // cluster's capabilities and the run's lookups.
-func (c *Client) renderFor(ctx context.Context, r *run, req *Request, opts common.ReleaseOptions) (*chart.Chart, error) {
-	up, lk, err := c.upstream(r)
+func (rd *renderer) renderFor(ctx context.Context, r *run, req *Request, opts common.ReleaseOptions) (*chart.Chart, error) {
+	c := rd.core
+	up, lk, err := rd.upstream(r)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +198,8 @@ const skipClientValidation = true
 // req.CRDs.Upgrade may (see applyCRDs). With req.Force, the objects whose update the API
 // server refuses as immutable are replaced (see kubeClient.Update). A chart with hooks is
 // checked first as Install does.
-func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, error) {
+func (a *Actions) Upgrade(ctx context.Context, req *Request) (*view.Release, error) {
+	c := a.core
 	mode := cmp.Or(req.CRDs.Upgrade, CRDsSkip)
 	if mode != CRDsSkip && len(req.Chart.CRDObjects()) > 0 {
 		if err := req.Scope.CheckCRDs(c.mapper, req.Chart); err != nil {
@@ -202,11 +207,11 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 		}
 	}
 	if hasHooks(req.Chart) {
-		if err := c.precheck(ctx, req); err != nil {
+		if err := a.render.precheck(ctx, req); err != nil {
 			return nil, err
 		}
 	}
-	revision, err := c.nextRevision(ctx, req)
+	revision, err := a.nextRevision(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -216,13 +221,13 @@ func (c *Client) Upgrade(ctx context.Context, req *Request) (*view.Release, erro
 		return nil, err
 	}
 	r.kube.ctx = ctx
-	if err := c.applyCRDs(r, req, mode); err != nil {
+	if err := a.applyCRDs(r, req, mode); err != nil {
 		return nil, err
 	}
-	rendered, err := c.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
+	rendered, err := a.render.renderFor(ctx, r, req, common.ReleaseOptions{Name: req.ReleaseName, Namespace: req.Scope.Namespace,
 		Revision: revision, IsUpgrade: true})
 	if err == nil {
-		err = c.takeOwnership(ctx, req)
+		err = a.takeOwnership(ctx, req)
 	}
 	if err != nil {
 		return nil, err
@@ -271,7 +276,8 @@ type RollbackRequest struct {
 // hooks are checked against the scope before anything is stored or applied: the watch's
 // confinement may be stricter than when that revision was made. The new revision is marked
 // as rudder's rollback (LabelRollbackRevision).
-func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) error {
+func (a *Actions) Rollback(ctx context.Context, s Scope, req *RollbackRequest) error {
+	c := a.core
 	r, err := c.begin(ctx, s, storing{manifest: true, description: req.Description, rollback: true})
 	if err != nil {
 		return err
@@ -293,8 +299,8 @@ func (c *Client) Rollback(ctx context.Context, s Scope, req *RollbackRequest) er
 // Uninstall removes a release and the objects it made. A release that is already gone is not
 // an error. A release whose manifest or hooks are outside the scope (made before a stricter
 // watch) is refused before anything runs: its delete hooks and deletions would act there.
-func (c *Client) Uninstall(ctx context.Context, s Scope, name, description string) error {
-	_, err := c.uninstall(ctx, s, name, description, nil)
+func (a *Actions) Uninstall(ctx context.Context, s Scope, name, description string) error {
+	_, err := a.uninstall(ctx, s, name, description, nil)
 	return err
 }
 
@@ -306,8 +312,8 @@ func (c *Client) Uninstall(ctx context.Context, s Scope, name, description strin
 // A keep that died after the uninstall (the newest revision uninstalled) is finished. A newest
 // revision in any other state is refused, unchanged. It returns the revision as kept (nil: the
 // release is gone).
-func (c *Client) KeepFailed(ctx context.Context, s Scope, name string, maxHistory int) (*view.Release, error) {
-	return c.uninstall(ctx, s, name, "", &keeping{maxHistory: maxHistory})
+func (a *Actions) KeepFailed(ctx context.Context, s Scope, name string, maxHistory int) (*view.Release, error) {
+	return a.uninstall(ctx, s, name, "", &keeping{maxHistory: maxHistory})
 }
 
 // keeping is how KeepFailed keeps a failed install's record: with a history of at most
@@ -315,7 +321,8 @@ func (c *Client) KeepFailed(ctx context.Context, s Scope, name string, maxHistor
 type keeping struct{ maxHistory int }
 
 // uninstall is Uninstall, or KeepFailed when keep is set.
-func (c *Client) uninstall(ctx context.Context, s Scope, name, description string, keep *keeping) (*view.Release, error) {
+func (a *Actions) uninstall(ctx context.Context, s Scope, name, description string, keep *keeping) (*view.Release, error) {
+	c := a.core
 	r, err := c.begin(ctx, s, storing{manifest: true})
 	if err != nil {
 		return nil, err
@@ -370,7 +377,10 @@ func (c *Client) uninstall(ctx context.Context, s Scope, name, description strin
 // shard: as the scope's identity, through a guard of its own, so that it reaches only what the
 // release made, in its confinement (see internal/guard, ownership.go), as FieldManager. The
 // connections are shared per (namespace, ServiceAccount).
-func (c *Client) Writer(s Scope) (client.Client, error) {
+func (ob *Objects) Writer(s Scope) (client.Client, error) { return ob.core.writer(s) }
+
+// writer is Objects.Writer, which letting go writes with too.
+func (c *core) writer(s Scope) (client.Client, error) {
 	hc, err := c.httpClient(s)
 	if err != nil {
 		return nil, err

@@ -63,7 +63,8 @@ type Proof struct {
 // ProveForeign reads the release name, which rudder did not make, and the objects of its
 // newest deployed revision, as the scope's identity, and says whether they prove it is the
 // scope's owner's. A release that is rudder's (of another CR, or of this one) proves nothing.
-func (c *Client) ProveForeign(ctx context.Context, s Scope, name string) (*Proof, error) {
+func (o *Owners) ProveForeign(ctx context.Context, s Scope, name string) (*Proof, error) {
+	c := o.core
 	_, revisions, err := c.history(ctx, s, name)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (c *Client) ProveForeign(ctx context.Context, s Scope, name string) (*Proof
 	if p.ValuesDigest, err = records.ValuesDigest(newest.Config); err != nil {
 		return nil, err
 	}
-	claimed, err := c.handedOver(ctx, s, newest)
+	claimed, err := o.handedOver(ctx, s, newest)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,8 @@ func newestForeign(revisions []*release.Release) (newest *release.Release, why s
 // handedOver reports whether the record of rel claims the scope's owner, as a valuesFrom source
 // does (guard.AnnotationValuesFor): a release handed over by someone who may write the
 // namespace's Secrets.
-func (c *Client) handedOver(ctx context.Context, s Scope, rel *release.Release) (bool, error) {
+func (o *Owners) handedOver(ctx context.Context, s Scope, rel *release.Release) (bool, error) {
+	c := o.core
 	d, err := c.driver(s)
 	if err != nil {
 		return false, err
@@ -183,10 +185,11 @@ func provesOwner(live *metav1.PartialObjectMetadata, s Scope, claimed bool) stri
 // rudder's marks, on the condition that it is as p read it, and every record of the release
 // the labels (records.Labels) labels. Written as the scope's identity within its confinement;
 // nothing is created, deleted or recreated, and no revision is made.
-func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proof, labels map[string]string) error {
+func (o *Owners) AdoptForeign(ctx context.Context, s Scope, name string, p *Proof, labels map[string]string) error {
+	c := o.core
 	// The owner's marks are what this writes: the guard holds it to the confinement, and the
 	// resourceVersion of each patch to the object p proved.
-	if _, err := c.markProven(ctx, s, p.Objects); err != nil {
+	if _, err := o.markProven(ctx, s, p.Objects); err != nil {
 		return err
 	}
 	// The records: rudder's labels, and the marks its post-renderer gives a release's objects
@@ -201,7 +204,7 @@ func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proo
 			rel.Labels = map[string]string{}
 		}
 		maps.Copy(rel.Labels, labels)
-		if err := c.markRecord(st, rel, s.Owner); err != nil {
+		if err := o.markRecord(st, rel, s.Owner); err != nil {
 			return err
 		}
 	}
@@ -211,7 +214,8 @@ func (c *Client) AdoptForeign(ctx context.Context, s Scope, name string, p *Proo
 // markProven writes the scope's owner's marks (rudder's label and owner annotation) on objs,
 // each on the condition that it is still at the resourceVersion it carries, the one its proof
 // read, and names those it marked.
-func (c *Client) markProven(ctx context.Context, s Scope, objs []*unstructured.Unstructured) ([]string, error) {
+func (o *Owners) markProven(ctx context.Context, s Scope, objs []*unstructured.Unstructured) ([]string, error) {
+	c := o.core
 	w, err := c.confinedWriter(ctx, s)
 	if err != nil {
 		return nil, err
@@ -230,7 +234,8 @@ func (c *Client) markProven(ctx context.Context, s Scope, objs []*unstructured.U
 
 // markRecord stores rel with the marks rudder's post-renderer gives owner's objects on its
 // manifest and hooks.
-func (c *Client) markRecord(st *storage.Storage, rel *release.Release, owner guard.Owner) error {
+func (o *Owners) markRecord(st *storage.Storage, rel *release.Release, owner guard.Owner) error {
+	c := o.core
 	post, mark := &postRenderer{owner: owner}, guard.OwnerOf(owner)
 	return rewriteRecord(st, rel, func(obj map[string]any) bool {
 		u := &unstructured.Unstructured{Object: obj}

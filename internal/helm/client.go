@@ -46,12 +46,51 @@ type ClientOptions struct {
 	Log     logr.Logger
 }
 
-// Client runs Helm actions. Each action gets a configuration of its own, made for its scope:
-// the scope's identity, and a guard on every request (see guard). What is worth keeping across
-// actions is shared: the release storage per (namespace, identity), discovery, the cluster's
-// capabilities. Safe for concurrent use; callers must not run two actions on the same release
-// at once (controller-runtime never reconciles one CR in two workers).
+// Client runs Helm actions and reads their releases, as five views by what their callers
+// need: History reads a release's revisions; Actions runs Helm's actions on it; Owners proves,
+// adopts, marks and lets go of releases and their objects; Records writes the release's records
+// beside an action (unlock, supersede, labels); Objects writes operands.
+//
+// Each action gets a configuration of its own, made for its scope: the scope's identity, and a
+// guard on every request (see guard). What is worth keeping across actions is shared by the
+// views: the release storage per (namespace, identity), discovery, the cluster's capabilities.
+// Safe for concurrent use; callers must not run two actions on the same release at once
+// (controller-runtime never reconciles one CR in two workers).
 type Client struct {
+	History *History
+	Actions *Actions
+	Owners  *Owners
+	Records *Records
+	Objects *Objects
+}
+
+// History reads a release's revisions.
+type History struct{ core *core }
+
+// Actions runs Helm's actions: install, upgrade, rollback, uninstall, test.
+type Actions struct {
+	core *core
+	// history is what an install and an upgrade read of the release's newest revision.
+	history *History
+	render  *renderer
+}
+
+// renderer renders a request's chart for an action: offline first (precheck), then for the
+// action's own configuration, with lookups through its guard (upstream).
+type renderer struct{ core *core }
+
+// Owners proves and takes over releases rudder did not make, marks revisions it did not write,
+// and lets go of releases.
+type Owners struct{ core *core }
+
+// Records writes a release's records apart from an action: unlock, supersede, labels, facts.
+type Records struct{ core *core }
+
+// Objects writes a release's objects as its scope's identity.
+type Objects struct{ core *core }
+
+// core is what the views share.
+type core struct {
 	connections
 	clusterInfo
 	mapper meta.RESTMapper
@@ -96,18 +135,21 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("helm client: API server URL: %w", err)
 	}
-	return &Client{
+	c := &core{
 		connections: connections{cfg: opts.Config, secrets: cs, log: opts.Log,
 			drivers: map[identity]*records.Driver{}, writers: map[identity]*http.Client{}, written: records.NewWritten()},
 		clusterInfo: clusterInfo{disc: disc},
 		mapper:      opts.Mapper, scheme: scheme, records: opts.Records, foreign: opts.Foreign, pool: pool, chartOwn: newChartOwnCache(),
 		server: u, prefix: strings.TrimSuffix(u.Path, "/"),
-	}, nil
+	}
+	history := &History{core: c}
+	return &Client{History: history, Actions: &Actions{core: c, history: history, render: &renderer{core: c}},
+		Owners: &Owners{core: c}, Records: &Records{core: c}, Objects: &Objects{core: c}}, nil
 }
 
 // begin prepares one action of a scope. Every revision it stores is checked first, and
 // stamped or described as st says (see checkedDriver).
-func (c *Client) begin(ctx context.Context, s Scope, st storing) (*run, error) {
+func (c *core) begin(ctx context.Context, s Scope, st storing) (*run, error) {
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err

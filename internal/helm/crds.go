@@ -22,6 +22,10 @@ import (
 // served (the API server establishes one in well under a second).
 const crdServedTimeout = time.Minute
 
+// crdClient is the kube client's CustomResourceDefinitions: those a chart ships in crds/
+// (applyCRDs) and those its templates make for kinds the same manifest uses (createOwnCRDs).
+type crdClient struct{ k *kubeClient }
+
 // createOwnCRDs creates the CustomResourceDefinitions of the manifest the action's
 // post-renderer wrote whose kinds other objects of the same manifest use and the API server
 // does not serve yet, and waits until it serves them, so that Helm can build those objects.
@@ -33,7 +37,8 @@ const crdServedTimeout = time.Minute
 // in a text of its own (each document re-written, with a "# Source" line per file), which it
 // builds first in an upgrade after the current revision's manifest; a manifest with no such
 // CRD is left to Helm.
-func (k *kubeClient) createOwnCRDs() error {
+func (c crdClient) createOwnCRDs() error {
+	k := c.k
 	objs := k.post.objects
 	if objs == nil || len(k.post.crds) == 0 {
 		return nil
@@ -46,14 +51,14 @@ func (k *kubeClient) createOwnCRDs() error {
 		crd := &unstructured.Unstructured{Object: jsonCopy(o).(map[string]any)}
 		d, _ := guard.Defined(crd)
 		gk := d.GroupKind
-		if !used[gk] || k.serves(gk) {
+		if !used[gk] || c.serves(gk) {
 			continue
 		}
-		if err := k.createCRD(crd); err != nil {
+		if err := c.createCRD(crd); err != nil {
 			return fmt.Errorf("creating CustomResourceDefinition %q before the objects of its kind %s: %w", crd.GetName(), gk, err)
 		}
 		err := wait.PollUntilContextTimeout(k.context(), 200*time.Millisecond, crdServedTimeout, true, func(context.Context) (bool, error) {
-			return k.serves(gk), nil
+			return c.serves(gk), nil
 		})
 		if err != nil {
 			return fmt.Errorf("CustomResourceDefinition %q: kind %s not served after %s: %w", crd.GetName(), gk, crdServedTimeout, err)
@@ -63,14 +68,16 @@ func (k *kubeClient) createOwnCRDs() error {
 }
 
 // serves reports whether the API server serves a kind (at any version).
-func (k *kubeClient) serves(gk schema.GroupKind) bool {
+func (c crdClient) serves(gk schema.GroupKind) bool {
+	k := c.k
 	_, err := k.getter.mapper.RESTMapping(gk)
 	return err == nil
 }
 
 // createCRD creates a CustomResourceDefinition of the release with Helm's ownership marks; one
 // that exists already is left for Helm's adoption check to accept or refuse.
-func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
+func (c crdClient) createCRD(crd *unstructured.Unstructured) error {
+	k := c.k
 	labels := crd.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -84,7 +91,7 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 	ann[helmReleaseName] = k.post.release
 	ann[helmReleaseNamespace] = k.getter.namespace
 	crd.SetAnnotations(ann)
-	h, err := k.crdHelper()
+	h, err := c.crdHelper()
 	if err != nil {
 		return err
 	}
@@ -97,7 +104,8 @@ func (k *kubeClient) createCRD(crd *unstructured.Unstructured) error {
 
 // crdHelper is the helper of CustomResourceDefinitions, with the action's client (its identity
 // and guard).
-func (k *kubeClient) crdHelper() (*resource.Helper, error) {
+func (c crdClient) crdHelper() (*resource.Helper, error) {
+	k := c.k
 	mapping, err := k.getter.mapper.RESTMapping(guard.CRDKind.GroupKind(), guard.CRDKind.Version)
 	if err != nil {
 		return nil, err
@@ -153,11 +161,12 @@ func (e *CRDVersionError) Error() string {
 // replaced by the chart's, unless that removes a stored version. It waits until the API server
 // serves what it applied, and returns what it did, one line per CRD ("created x", "replaced y",
 // or why one was left).
-func (k *kubeClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]string, error) {
+func (c crdClient) applyCRDs(ch *chart.Chart, mode CRDMode, owner string) ([]string, error) {
+	k := c.k
 	if mode == CRDsSkip || mode == "" {
 		return nil, nil
 	}
-	h, err := k.crdHelper()
+	h, err := c.crdHelper()
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func (k *kubeClient) Build(r io.Reader, validate bool) (kube.ResourceList, error
 		return nil, err
 	}
 	// The manifest of the action's own render: the chart's templates/ CRDs first.
-	if err := k.createOwnCRDs(); err != nil {
+	if err := (crdClient{k}).createOwnCRDs(); err != nil {
 		return nil, err
 	}
 	if infos, ok := k.infos(string(data)); ok {

@@ -33,12 +33,13 @@ import (
 // through its guard: the objects are written only while they are still marked as the
 // release's. It returns how many live objects it changed. A LetGo that died part way is done
 // again: what is already let go is left as it is.
-func (c *Client) LetGo(ctx context.Context, s Scope, name string) (int, error) {
+func (o *Owners) LetGo(ctx context.Context, s Scope, name string) (int, error) {
+	c := o.core
 	st, revisions, err := c.history(ctx, s, name)
 	if err != nil || len(revisions) == 0 {
 		return 0, err
 	}
-	w, err := c.Writer(s)
+	w, err := c.writer(s)
 	if err != nil {
 		return 0, err
 	}
@@ -72,7 +73,7 @@ func (c *Client) LetGo(ctx context.Context, s Scope, name string) (int, error) {
 
 // history is every revision of release name, oldest first (none: empty), read from storage,
 // with the storage to write them back to.
-func (c *Client) history(ctx context.Context, s Scope, name string) (*storage.Storage, []*release.Release, error) {
+func (c *core) history(ctx context.Context, s Scope, name string) (*storage.Storage, []*release.Release, error) {
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, nil, err

@@ -37,7 +37,8 @@ func Unmarked(objs []*unstructured.Unstructured, s Scope) bool {
 // of it that exist (see above), and names those objects. Nothing is marked when one of them
 // fails the proof: the error names it and why. No revision is made; each object is marked on
 // the condition that it is as read.
-func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version int) ([]string, error) {
+func (o *Owners) MarkRevision(ctx context.Context, s Scope, name string, version int) ([]string, error) {
+	c := o.core
 	st, revisions, err := c.history(ctx, s, name)
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version
 		o.SetResourceVersion(live.GetResourceVersion())
 		proven = append(proven, o)
 	}
-	marked, err := c.markProven(ctx, s, proven)
+	marked, err := o.markProven(ctx, s, proven)
 	if err != nil {
 		return marked, err
 	}
@@ -86,5 +87,5 @@ func (c *Client) MarkRevision(ctx context.Context, s Scope, name string, version
 	// from the spec, kept until the spec or the chart changes.
 	delete(rel.Labels, records.LabelChartDigest)
 	delete(rel.Labels, records.LabelValuesDigest)
-	return marked, c.markRecord(st, rel, s.Owner)
+	return marked, o.markRecord(st, rel, s.Owner)
 }

@@ -19,7 +19,8 @@ import (
 // Last is the newest revision of a release, or nil when there is none: read by name from the
 // newest revision the cache of rudder's records shows (records.Driver.Newest), else from
 // storage (Helm's LIST of the release's records).
-func (c *Client) Last(ctx context.Context, s Scope, name string) (*view.Release, error) {
+func (h *History) Last(ctx context.Context, s Scope, name string) (*view.Release, error) {
+	c := h.core
 	d, err := c.driver(s)
 	if err != nil {
 		return nil, err
@@ -36,7 +37,8 @@ func (c *Client) Last(ctx context.Context, s Scope, name string) (*view.Release,
 }
 
 // Revision is one revision of a release, or nil when the history holds no such revision.
-func (c *Client) Revision(ctx context.Context, s Scope, name string, version int) (*view.Release, error) {
+func (h *History) Revision(ctx context.Context, s Scope, name string, version int) (*view.Release, error) {
+	c := h.core
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
@@ -46,7 +48,8 @@ func (c *Client) Revision(ctx context.Context, s Scope, name string, version int
 
 // LastDeployed is the newest revision before before whose status is deployed or superseded
 // (the one a rollback returns to), or nil.
-func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before int) (*view.Release, error) {
+func (h *History) LastDeployed(ctx context.Context, s Scope, name string, before int) (*view.Release, error) {
+	c := h.core
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err
@@ -57,7 +60,8 @@ func (c *Client) LastDeployed(ctx context.Context, s Scope, name string, before 
 // Head is the newest revision of a release as the cache of release records shows it, with what
 // this client wrote that the cache does not show yet (records.CachedHead, records.Written): no
 // API call, no decoding. nil: none. It fails when the Client was made without a cache.
-func (c *Client) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
+func (h *History) Head(ctx context.Context, s Scope, name string) (*records.Head, error) {
+	c := h.core
 	if c.records == nil {
 		return nil, errors.New("helm client: no cache of release records")
 	}

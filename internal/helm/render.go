@@ -122,7 +122,8 @@ func escapeTemplate(text string) string {
 
 // upstream is where the lookups of a render for run r go: held to the read rule (internal/guard, lookups.go),
 // then through r's guard, as r's identity.
-func (c *Client) upstream(r *run) (*render.Upstream, *guard.Lookups, error) {
+func (rd *renderer) upstream(r *run) (*render.Upstream, *guard.Lookups, error) {
+	c := rd.core
 	hc, err := c.httpClient(r.scope)
 	if err != nil {
 		return nil, nil, err

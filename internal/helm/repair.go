@@ -13,7 +13,8 @@ import (
 // Unlock marks a revision stuck in a pending-* state (its operation died with a previous
 // process) as failed, so that Helm accepts new actions on the release; a revision storage no
 // longer holds pending is returned as it is (records.Unlock).
-func (c *Client) Unlock(ctx context.Context, s Scope, v *view.Release) (*view.Release, bool, error) {
+func (rs *Records) Unlock(ctx context.Context, s Scope, v *view.Release) (*view.Release, bool, error) {
+	c := rs.core
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, false, err
@@ -25,7 +26,8 @@ func (c *Client) Unlock(ctx context.Context, s Scope, v *view.Release) (*view.Re
 // Supersede marks every deployed revision of a release but the newest superseded, and returns
 // the revisions it marked: the repair of a history an upgrade or rollback left with more than
 // one deployed revision (see run.settle), whoever's it was.
-func (c *Client) Supersede(ctx context.Context, s Scope, name string) ([]int, error) {
+func (rs *Records) Supersede(ctx context.Context, s Scope, name string) ([]int, error) {
+	c := rs.core
 	st, err := c.storageOf(ctx, s)
 	if err != nil {
 		return nil, err

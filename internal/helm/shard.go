@@ -69,7 +69,8 @@ func WithCarried(objs []*unstructured.Unstructured, keys []string, want map[stri
 // Relabel gives every revision record of release name exactly the carried labels want among
 // keys, acting as the scope's identity (which must be allowed to patch the release's Secrets,
 // as Helm's storage is).
-func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []string, want map[string]string) error {
+func (rs *Records) Relabel(ctx context.Context, s Scope, name string, keys []string, want map[string]string) error {
+	c := rs.core
 	d, err := c.driver(s)
 	if err != nil {
 		return err
@@ -95,7 +96,8 @@ func (c *Client) Relabel(ctx context.Context, s Scope, name string, keys []strin
 
 // WriteFacts gives the record of revision version of release name exactly the facts f
 // (records.Facts), acting as the scope's identity.
-func (c *Client) WriteFacts(ctx context.Context, s Scope, name string, version int, f records.Facts) error {
+func (rs *Records) WriteFacts(ctx context.Context, s Scope, name string, version int, f records.Facts) error {
+	c := rs.core
 	d, err := c.driver(s)
 	if err != nil {
 		return err

@@ -29,18 +29,19 @@ import (
 
 // takeOwnership takes the claimed objects of req's render into its release when its watch
 // says so (ApplyPolicy.TakeOwnership), recording them in req.Taken.
-func (c *Client) takeOwnership(ctx context.Context, req *Request) error {
+func (a *Actions) takeOwnership(ctx context.Context, req *Request) error {
 	if !req.Scope.Apply.TakeOwnership {
 		return nil
 	}
-	taken, err := c.takeClaimed(ctx, req)
+	taken, err := a.takeClaimed(ctx, req)
 	req.Taken = taken
 	return err
 }
 
 // takeClaimed takes the objects of req's render that exist outside any release and claim its
 // CR into its release, as the scope's identity within its confinement, and returns them.
-func (c *Client) takeClaimed(ctx context.Context, req *Request) ([]string, error) {
+func (a *Actions) takeClaimed(ctx context.Context, req *Request) ([]string, error) {
+	c := a.core
 	s := req.Scope
 	claim := guard.ClaimRef(s.Owner.GVK.GroupKind(), s.Owner.Key.Name)
 	objs, err := ParseIdentities(strings.Join(req.manifests, "\n---\n"), s.Namespace, c.mapper)
@@ -85,7 +86,7 @@ var errUnmapped = errors.New("no mapping")
 
 // metadataReader reads the metadata of objects as the scope's identity: nil and no error for an
 // object that does not exist, errUnmapped for one of a kind the mapper does not know.
-func (c *Client) metadataReader(s Scope) (func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error),
+func (c *core) metadataReader(s Scope) (func(ctx context.Context, id *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error),
 	error) {
 	mc, err := metadata.NewForConfig(c.restConfig(s))
 	if err != nil {
@@ -120,7 +121,7 @@ func markLive(ctx context.Context, w client.Client, id *unstructured.Unstructure
 
 // confinedWriter writes as the scope's identity, held to its confinement but not to its
 // ownership: what it writes is the owner's mark itself, on objects proven the owner's.
-func (c *Client) confinedWriter(ctx context.Context, s Scope) (client.Client, error) {
+func (c *core) confinedWriter(ctx context.Context, s Scope) (client.Client, error) {
 	hc, err := c.httpClient(s)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,8 @@ import (
 // helm.sh/hook-delete-policy says. The revision it returns says how each hook ran (see
 // Tests), and carries how each failed test Pod ended and the tail of its log (HookRun.End, Log), read before the
 // hooks are deleted; the error is Helm's, and a test that failed is one.
-func (c *Client) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*view.Release, error) {
+func (a *Actions) Test(ctx context.Context, s Scope, name string, timeout time.Duration) (*view.Release, error) {
+	c := a.core
 	r, err := c.begin(ctx, s, storing{manifest: true, testing: true})
 	if err != nil {
 		return nil, err

@@ -13,7 +13,9 @@ import (
 // Every action plan.Next chooses has an action that carries it out, named as it is chosen.
 func TestChooseCarriesOutEveryChoice(t *testing.T) {
 	t.Parallel()
-	sub := &subject{w: &World{Watch: &watches.Watch{}, Helm: helmtest.NewMemory()}}
+	m := helmtest.NewMemory()
+	sub := &subject{w: &World{Watch: &watches.Watch{}, Helm: Releases{History: m.History, Actions: m.Actions,
+		Owners: m.Owners, Records: m.Records, Objects: m.Objects}}}
 	// A rollout keeps the CR on a chart its release no longer holds: an install or upgrade is
 	// prepared as far as that read, and ends on it.
 	obs := &observation{relName: "r", pin: pin{digest: "gone"}}

@@ -20,10 +20,10 @@ const maxDependencyWalk = 256
 // dependency is waited for, as one that is not ready.
 func (ob *observer) dependencies(ctx context.Context) (string, *outcome) {
 	sub, w := ob.sub, ob.sub.w
-	if !w.Watch.HasDependencies(sub.obj) {
+	if !w.Watch.Ordering().Has(sub.obj) {
 		return "", nil
 	}
-	deps, err := w.Watch.DependenciesOf(sub.obj)
+	deps, err := w.Watch.Ordering().Of(sub.obj)
 	if err != nil {
 		return "", stalled(rstatus.ReasonDependencyInvalid, err.Error()+"; nothing is released until it is mended")
 	}
@@ -49,7 +49,7 @@ func (ob *observer) dependencies(ctx context.Context) (string, *outcome) {
 			waits = append(waits, d.String()+": not found")
 			continue
 		}
-		if ok, why := w.Watch.DependencyReady(dep); !ok {
+		if ok, why := w.Watch.Ordering().Ready(dep); !ok {
 			waits = append(waits, d.String()+": "+why)
 		} else if why := w.Dependencies.Behind(dep); why != "" {
 			waits = append(waits, d.String()+": "+why)
@@ -104,7 +104,7 @@ func (ob *observer) cycle(ctx context.Context, deps []watches.Dependency, objs [
 		if found {
 			names := []string{self.String()}
 			for _, p := range path {
-				if p.Namespace != self.Namespace && !w.Watch.MayDependIn(p.Namespace) {
+				if p.Namespace != self.Namespace && !w.Watch.Ordering().MayDependIn(p.Namespace) {
 					names = append(names, "a CR of another namespace")
 					continue
 				}

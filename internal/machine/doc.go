@@ -4,7 +4,7 @@
 // The controller (package controllers) hands each CR from its work queue to Run, or to
 // Uninstall once it is being deleted. A pass reaches the world only through World (world.go):
 // the watch and what serves it; the Releases boundary (releases.go) to Helm and its storage,
-// which *helm.Client implements and *helmtest.Memory fakes; readers of the caches and the API
+// which *helm.Client's views implement and *helmtest.Memory's fake; readers of the caches and the API
 // server; the Memory the passes of a watch keep between them (memory.go); and small
 // interfaces the controller implements: the namespace's action slots (Turns), the dependent
 // watches (Watches), the CR's status (StatusWriter) and the Rollouts.

@@ -213,7 +213,7 @@ func testedFromRecord(ctx context.Context, sub *subject, relName string, found o
 	rel := found.rel
 	if rel == nil || rel.Version != h.Revision {
 		var err error
-		if rel, err = sub.w.Helm.Revision(ctx, sub.scope, relName, h.Revision); err != nil {
+		if rel, err = sub.w.Helm.History.Revision(ctx, sub.scope, relName, h.Revision); err != nil {
 			sub.log.V(1).Info("reading the tested revision", "release", relName, "revision", h.Revision, "error", err.Error())
 		}
 	}

@@ -26,7 +26,7 @@ func (a install) run(ctx context.Context, e *env, obs observed) result {
 	if h := obs.head; h != nil && h.Kept() {
 		req.Replace, req.Revision = true, h.Revision+1
 	}
-	rel, err := e.helm.Install(ctx, req)
+	rel, err := e.helm.Actions.Install(ctx, req)
 	switch {
 	case errors.Is(err, helm.ErrNameInUse) && !obs.assumed:
 		// Created since storage was read: decide again in a pass of its own.
@@ -57,7 +57,7 @@ type removeFailedInstall struct{}
 func (removeFailedInstall) name() plan.Action { return plan.RemoveFailed }
 
 func (removeFailedInstall) run(ctx context.Context, e *env, _ observed) result {
-	kept, err := e.helm.KeepFailed(ctx, e.scope, e.release, e.watch.Policies().HistoryLimit())
+	kept, err := e.helm.Actions.KeepFailed(ctx, e.scope, e.release, e.watch.Policies().HistoryLimit())
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("removing failed install of %s: %w", e.release,
 			err), call: callFailed}
@@ -76,7 +76,7 @@ type finishUninstall struct{}
 func (finishUninstall) name() plan.Action { return plan.FinishUninstall }
 
 func (finishUninstall) run(ctx context.Context, e *env, _ observed) result {
-	if err := e.helm.Uninstall(ctx, e.scope, e.release, "rudder: finishing an uninstall before installing again"); err != nil {
+	if err := e.helm.Actions.Uninstall(ctx, e.scope, e.release, "rudder: finishing an uninstall before installing again"); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("finishing the uninstall of %s: %w", e.release,
 			err), call: callFailed}
 	}

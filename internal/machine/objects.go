@@ -114,7 +114,7 @@ func (se settler) loadObjects(ctx context.Context, o *outcome, wantWhole bool) (
 		se.sub.w.Memory.rememberObjects(se.sub.key, head.Revision, objs)
 	default:
 		if rel == nil || rel.Version != head.Revision {
-			if rel, err = se.sub.w.Helm.Last(ctx, se.sub.scope, se.relName); err != nil {
+			if rel, err = se.sub.w.Helm.History.Last(ctx, se.sub.scope, se.relName); err != nil {
 				return nil, false, err
 			}
 			if rel == nil {
@@ -218,7 +218,7 @@ func (se settler) readiness(ctx context.Context, o *outcome) (*readiness, error)
 // kind, else kstatus's.
 func (se settler) verdict(gvk schema.GroupVersionKind, live client.Object) (status.Status, string, error) {
 	w := se.sub.w.Watch
-	if !w.Judges(gvk) {
+	if !w.Health().Judges(gvk) {
 		return operandStatus(live)
 	}
 	var obj map[string]any
@@ -230,6 +230,6 @@ func (se settler) verdict(gvk schema.GroupVersionKind, live client.Object) (stat
 			return "", "", err
 		}
 	}
-	verdict, msg, _ := w.Health(gvk, obj)
+	verdict, msg, _ := w.Health().Status(gvk, obj)
 	return verdict, msg, nil
 }

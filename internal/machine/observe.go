@@ -180,14 +180,14 @@ func (ob *observer) preReleaseHooks(ctx context.Context, values map[string]any) 
 }
 
 // readRelease reads the newest revision and classifies it. The manager's cache of release
-// records (Releases.Head) decides alone when no action follows and nothing more is read: in
+// records (ReleaseHistory.Head) decides alone when no action follows and nothing more is read: in
 // sync, or a rollback the status reports as kept already. Every other state is decided from
 // storage, which the action then works on. A new CR reads nothing (see observed.assumed).
 // fromStorage skips the cache (after this pass changed the release).
 func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed, error) {
 	sub, w, name := ob.sub, ob.sub.w, ob.obs.relName
 	if !fromStorage {
-		h, err := w.Helm.Head(ctx, sub.scope, name)
+		h, err := w.Helm.History.Head(ctx, sub.scope, name)
 		switch {
 		case err != nil:
 			sub.log.V(1).Info("reading the cached release head", "release", name, "error", err.Error())
@@ -200,7 +200,7 @@ func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed
 			return observed{state: records.StateAbsent, assumed: true}, nil
 		}
 	}
-	rel, err := w.Helm.Last(ctx, sub.scope, name)
+	rel, err := w.Helm.History.Last(ctx, sub.scope, name)
 	if err != nil {
 		return observed{}, fmt.Errorf("reading release %s: %w", name, err)
 	}
@@ -208,7 +208,7 @@ func (ob *observer) readRelease(ctx context.Context, fromStorage bool) (observed
 	if h != nil && h.Facts == nil {
 		// A rollback's copy of another revision's facts: the release's are the newest record's
 		// that carries its own, as the cache of records shows them.
-		if c, err := w.Helm.Head(ctx, sub.scope, name); err == nil && c != nil && c.Revision == h.Revision {
+		if c, err := w.Helm.History.Head(ctx, sub.scope, name); err == nil && c != nil && c.Revision == h.Revision {
 			h.Facts = c.Facts
 		}
 	}
@@ -236,12 +236,12 @@ func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (obser
 	}
 	rel.deployed = 0
 	p := w.Watch.Policies()
-	failedTest := o.failed() == plan.Test && p.TestRollsBack()
+	failedTest := o.failed() == plan.Test && p.Tests().RollsBack()
 	if rel.state != records.StateLocked && (rel.state == records.StateFailed || failedTest) {
 		// Nothing was deployed before a first install (rudder keeps the record of a failed one
 		// only when nothing was), so nothing is rolled back to; nor after an upgrade that is not.
 		if !o.taken[plan.Install] && !h.Kept() && (o.failed() != plan.Upgrade || p.RollsBack()) {
-			deployed, err := w.Helm.LastDeployed(ctx, sub.scope, name, h.Revision)
+			deployed, err := w.Helm.History.LastDeployed(ctx, sub.scope, name, h.Revision)
 			if err != nil {
 				return rel, fmt.Errorf("reading release %s: %w", name, err)
 			}
@@ -251,7 +251,7 @@ func (ob *observer) closer(ctx context.Context, rel observed, o *outcome) (obser
 		}
 	}
 	if rel.state == records.StateConflict && h.OwnerUID == "" && rel.proof == nil {
-		proof, err := w.Helm.ProveForeign(ctx, sub.scope, name)
+		proof, err := w.Helm.Owners.ProveForeign(ctx, sub.scope, name)
 		if err != nil {
 			return rel, fmt.Errorf("reading release %s, which rudder did not make, and its objects: %w", name, err)
 		}
@@ -270,7 +270,7 @@ func (ob *observer) pinnedRelease(ctx context.Context) (*release.Release, error)
 	if rel := obs.release.rel; rel != nil && helm.ChartOf(rel) != nil && records.HeadOf(rel).ChartDigest == obs.pin.digest {
 		return rel, nil
 	}
-	rel, err := ob.sub.w.Helm.Last(ctx, ob.sub.scope, obs.relName)
+	rel, err := ob.sub.w.Helm.History.Last(ctx, ob.sub.scope, obs.relName)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +283,7 @@ func (ob *observer) pinnedRelease(ctx context.Context) (*release.Release, error)
 // newest is the release's newest revision as the cache of records shows it, with what this
 // process wrote (nil: none).
 func (ob *observer) newest(ctx context.Context) (*records.Head, error) {
-	return ob.sub.w.Helm.Head(ctx, ob.sub.scope, ob.obs.relName)
+	return ob.sub.w.Helm.History.Head(ctx, ob.sub.scope, ob.obs.relName)
 }
 
 // rollbackReported reports whether sub's status already describes revision h as a rollback

@@ -109,7 +109,7 @@ func markRecord(ctx context.Context, ob *observer, obs *observation, o *outcome)
 	if h.Facts != nil && h.Facts.Of == h.Revision && h.Facts.Equal(&f) {
 		return nil
 	}
-	if err := w.Helm.WriteFacts(ctx, sub.scope, obs.relName, h.Revision, f); err != nil {
+	if err := w.Helm.Records.WriteFacts(ctx, sub.scope, obs.relName, h.Revision, f); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile (an uninstall): no record to keep them on
 		}

@@ -38,7 +38,7 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if err := e.scope.CheckObjects(e.mapper, a.objects); err != nil {
 		return fail(fmt.Errorf("not restoring revision %d: %w", obs.head.Revision, err))
 	}
-	w, err := e.helm.Writer(e.scope)
+	w, err := e.helm.Objects.Writer(e.scope)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
@@ -110,7 +110,7 @@ func wholeObjects(ctx context.Context, e *env, a reapply, obs observed) ([]*unst
 	rel := obs.rel
 	if rel == nil || rel.Version != obs.head.Revision {
 		var err error
-		if rel, err = e.helm.Revision(ctx, e.scope, e.release, obs.head.Revision); err != nil {
+		if rel, err = e.helm.History.Revision(ctx, e.scope, e.release, obs.head.Revision); err != nil {
 			return nil, false, err
 		}
 		if rel == nil {
@@ -125,12 +125,12 @@ func wholeObjects(ctx context.Context, e *env, a reapply, obs observed) ([]*unst
 // marks (a person's helm upgrade), as the CR's, with the objects of it that exist
 // (helm.MarkRevision), and returns its objects as marked and the Event that says so.
 func markRevision(ctx context.Context, e *env, revision int) ([]*unstructured.Unstructured, []note, error) {
-	marked, err := e.helm.MarkRevision(ctx, e.scope, e.release, revision)
+	marked, err := e.helm.Owners.MarkRevision(ctx, e.scope, e.release, revision)
 	if err != nil {
 		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w",
 			revision, err)
 	}
-	rel, err := e.helm.Revision(ctx, e.scope, e.release, revision)
+	rel, err := e.helm.History.Revision(ctx, e.scope, e.release, revision)
 	if err != nil || rel == nil {
 		return nil, nil, fmt.Errorf("reading revision %d of release %s again: %w", revision, e.release, err)
 	}

@@ -25,7 +25,7 @@ func (unlock) name() plan.Action { return plan.Unlock }
 
 func (unlock) run(ctx context.Context, e *env, obs observed) result {
 	prev := obs.rel.Status
-	rel, unlocked, err := e.helm.Unlock(ctx, e.scope, obs.rel)
+	rel, unlocked, err := e.helm.Records.Unlock(ctx, e.scope, obs.rel)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("unlocking release %s: %w", e.release, err),
 			call: callFailed}
@@ -60,7 +60,7 @@ type supersede struct{}
 func (supersede) name() plan.Action { return plan.Supersede }
 
 func (supersede) run(ctx context.Context, e *env, obs observed) result {
-	marked, err := e.helm.Supersede(ctx, e.scope, e.release)
+	marked, err := e.helm.Records.Supersede(ctx, e.scope, e.release)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError,
 			err: fmt.Errorf("marking the older deployed revisions of %s superseded: %w", e.release, err), call: callFailed}
@@ -89,7 +89,7 @@ func (adopt) name() plan.Action { return plan.Adopt }
 
 func (adopt) run(ctx context.Context, e *env, obs observed) result {
 	keys, want := e.carriedKeys, e.carried
-	if err := e.helm.Relabel(ctx, e.scope, e.release, keys, want); err != nil {
+	if err := e.helm.Records.Relabel(ctx, e.scope, e.release, keys, want); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err),
 			call: callFailed}
 	}
@@ -101,7 +101,7 @@ func (adopt) run(ctx context.Context, e *env, obs observed) result {
 	}
 	if err == nil {
 		var w client.Client
-		if w, err = e.helm.Writer(e.scope); err == nil {
+		if w, err = e.helm.Objects.Writer(e.scope); err == nil {
 			err = helm.RelabelObjects(ctx, w, objs, keys, want)
 		}
 	}
@@ -144,7 +144,7 @@ func (a adoptRelease) run(ctx context.Context, e *env, _ observed) result {
 		records.LabelChartDigest:  chartDigest,
 		records.LabelValuesDigest: valuesDigest,
 	}
-	if err := e.helm.AdoptForeign(ctx, e.scope, e.release, a.proof, labels); err != nil {
+	if err := e.helm.Owners.AdoptForeign(ctx, e.scope, e.release, a.proof, labels); err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("adopting release %s: %w", e.release, err),
 			call: callFailed}
 	}

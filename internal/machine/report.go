@@ -87,7 +87,7 @@ func (rp reporter) report(o *outcome) (reconcile.Result, error) {
 	o.requeueIn(periodic(rp.sub.w.Clock.Now(), rp.sub.w.Period))
 	if h := o.head; h != nil && h.Status == release.StatusDeployed && h.MadeByRudder() {
 		// The next run of the tests (test.interval), at least a second on.
-		interval := rp.sub.w.Watch.Policies().TestInterval()
+		interval := rp.sub.w.Watch.Policies().Tests().Interval()
 		in, again := testsIn(h, interval, rp.sub.w.Clock)
 		if o.taken[plan.Test] && interval > 0 {
 			in, again = interval, true // the run of this pass, which h does not show yet

@@ -47,7 +47,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg,
 				a.to, err)}}
 	}
-	now, err := e.helm.Last(ctx, e.scope, e.release)
+	now, err := e.helm.History.Last(ctx, e.scope, e.release)
 	if err != nil || now == nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err),
 			call: callOK}
@@ -78,7 +78,7 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 func rollbackTo(ctx context.Context, e *env, to int, desc string) ([]note, error) {
 	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.Policies().HistoryLimit(),
 		Description: desc, Force: e.watch.Policies().Forces()}
-	err := e.helm.Rollback(ctx, e.scope, req)
+	err := e.helm.Actions.Rollback(ctx, e.scope, req)
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {
 		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
@@ -115,7 +115,7 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 	to, err := RollbackRevision(v)
 	var target *records.Head
 	if err == nil && to > 0 {
-		rel, err := e.helm.Revision(ctx, e.scope, e.release, to)
+		rel, err := e.helm.History.Revision(ctx, e.scope, e.release, to)
 		if err != nil {
 			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, e.release, err)}
 		}

@@ -160,15 +160,15 @@ func keptOn(ro *rolloutv1.Rollout, held bool, keep, to string) condition {
 // (a release whose first revision maxHistory pruned is long in the cache); only then is the
 // newest read.
 func releaseHead(ctx context.Context, sub *subject, relName string) (*records.Head, error) {
-	h, err := sub.w.Helm.Head(ctx, sub.scope, relName)
+	h, err := sub.w.Helm.History.Head(ctx, sub.scope, relName)
 	if err != nil || h != nil {
 		return h, err
 	}
-	first, err := sub.w.Helm.Revision(ctx, sub.scope, relName, 1)
+	first, err := sub.w.Helm.History.Revision(ctx, sub.scope, relName, 1)
 	if err != nil || first == nil {
 		return nil, err
 	}
-	rel, err := sub.w.Helm.Last(ctx, sub.scope, relName)
+	rel, err := sub.w.Helm.History.Last(ctx, sub.scope, relName)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func releaseHead(ctx context.Context, sub *subject, relName string) (*records.He
 // not digest and that was deployed (0: none in the history).
 func revisionBefore(ctx context.Context, sub *subject, relName string, head *records.Head, digest string) (int, error) {
 	for v := head.Revision - 1; v > 0; v-- {
-		rel, err := sub.w.Helm.Revision(ctx, sub.scope, relName, v)
+		rel, err := sub.w.Helm.History.Revision(ctx, sub.scope, relName, v)
 		if err != nil {
 			return 0, err
 		}

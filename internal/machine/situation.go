@@ -32,7 +32,7 @@ const ForeignPendingGrace = 5 * time.Minute
 func situation(sub *subject, obs *observation, rel observed, o *outcome) plan.Situation {
 	p, clk := sub.w.Watch.Policies(), sub.w.Clock
 	s := plan.Situation{State: rel.state, Held: obs.held != nil, Waits: obs.waitsFor != "", RollsBack: p.RollsBack(), Failed: o.failed(),
-		Taken: o.taken, TestRollsBack: p.TestRollsBack(), Made: o.madeStep() != nil, Deployed: rel.deployed}
+		Taken: o.taken, TestRollsBack: p.Tests().RollsBack(), Made: o.madeStep() != nil, Deployed: rel.deployed}
 	if v, due := requestDue(sub, AnnotationRollbackTo, obs.facts.RollbackTo); due {
 		s.RollbackTo = v
 	}
@@ -47,8 +47,8 @@ func situation(sub *subject, obs *observation, rel observed, o *outcome) plan.Si
 	s.Retries = retriesLeft(f, p.Retries())
 	if h := rel.head; h != nil {
 		s.Revision, s.OlderDeployed, s.Kept, s.Unkept = h.Revision, len(h.OlderDeployed) > 0, h.Kept(), h.Unkept()
-		s.TestDue = p.Tests() && rel.state == records.StateInSync && h.MadeByRudder() &&
-			(h.Tested() == "" || testsExpired(h, p.TestInterval(), clk) && h.Status == release.StatusDeployed)
+		s.TestDue = p.Tests().Enabled() && rel.state == records.StateInSync && h.MadeByRudder() &&
+			(h.Tested() == "" || testsExpired(h, p.Tests().Interval(), clk) && h.Status == release.StatusDeployed)
 		if obs.pin.back > 0 && h.ChartDigest == obs.want.ChartDigest && h.Status == release.StatusDeployed && !o.taken[plan.RolloutRollback] {
 			s.RolloutBack = obs.pin.back
 		}

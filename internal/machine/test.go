@@ -36,7 +36,7 @@ func (test) name() plan.Action { return plan.Test }
 
 func (a test) run(ctx context.Context, e *env, obs observed) result {
 	p := e.watch.Policies()
-	rel, err := e.helm.Test(ctx, e.scope, e.release, p.TestTimeout())
+	rel, err := e.helm.Actions.Test(ctx, e.scope, e.release, p.Tests().Timeout())
 	ran, failedHooks := helm.Tests(rel)
 	if err != nil && len(failedHooks) == 0 {
 		// The tests could not run (the API server refused or failed): tried again.
@@ -62,24 +62,24 @@ func (a test) run(ctx context.Context, e *env, obs observed) result {
 	}
 	end := ""
 	if a.again {
-		end = fmt.Sprintf("; a periodic run (test.interval %s): reported only", p.TestInterval())
+		end = fmt.Sprintf("; a periodic run (test.interval %s): reported only", p.Tests().Interval())
 	}
 	msg, withLogs := msg+failedPods(rel, false)+end, msg+failedPods(rel, true)+end
-	if p.TestShowsLogs() {
+	if p.Tests().ShowsLogs() {
 		msg = withLogs
 	}
 	// The release is as it was (Helm recorded how the hooks ran in its record).
 	res := result{verdict: succeeded, after: &obs, conditions: map[string]*condition{rstatus.TypeTested: {metav1.ConditionFalse,
 		rstatus.ReasonTestFailed, msg}},
 		notes: []note{{corev1.EventTypeWarning, rstatus.ReasonTestFailed, "Test", withLogs}}, record: record{tested: tested}, call: callFailed}
-	if p.TestRollsBack() && !a.again {
+	if p.Tests().RollsBack() && !a.again {
 		res.verdict, res.reason, res.message = failed, rstatus.ReasonTestFailed, "testing release "+e.release+": "+msg
 		res.record.failed = e.failedRecord(rstatus.ReasonTestFailed, errors.New(res.message)).failed
 	}
 	return res
 }
 
-// failedPods is what the run read of its failed test Pods (helm.Client.Test): how each ended,
+// failedPods is what the run read of its failed test Pods (helm.Actions.Test): how each ended,
 // and with logs the tail of its log, as "; Pod name: …" each.
 func failedPods(rel *release.Release, logs bool) string {
 	var b strings.Builder

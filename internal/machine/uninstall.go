@@ -17,7 +17,7 @@ type uninstall struct{}
 func (uninstall) name() plan.Action { return plan.Uninstall }
 
 func (uninstall) run(ctx context.Context, e *env, _ observed) result {
-	if err := e.helm.Uninstall(ctx, e.scope, e.release, "uninstalled by rudder: "+e.kind+" deleted"); err != nil {
+	if err := e.helm.Actions.Uninstall(ctx, e.scope, e.release, "uninstalled by rudder: "+e.kind+" deleted"); err != nil {
 		msg := fmt.Sprintf("uninstalling release %s: %v", e.release, err)
 		return result{verdict: retry, reason: rstatus.ReasonUninstallFailed, err: fmt.Errorf("uninstalling release %s: %w", e.release, err),
 			call: callFailed, notes: []note{{corev1.EventTypeWarning, rstatus.ReasonUninstallFailed, "Uninstall", msg}}}
@@ -27,13 +27,13 @@ func (uninstall) run(ctx context.Context, e *env, _ observed) result {
 }
 
 // letGo hands a deleted CR's release over instead of uninstalling it (plan.LetGo): its objects
-// and records stay, without rudder's marks or the CR's owner reference (helm.Client.LetGo).
+// and records stay, without rudder's marks or the CR's owner reference (helm.Owners.LetGo).
 type letGo struct{}
 
 func (letGo) name() plan.Action { return plan.LetGo }
 
 func (letGo) run(ctx context.Context, e *env, _ observed) result {
-	n, err := e.helm.LetGo(ctx, e.scope, e.release)
+	n, err := e.helm.Owners.LetGo(ctx, e.scope, e.release)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("letting release %s go: %w", e.release, err),
 			call: callFailed}

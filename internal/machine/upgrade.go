@@ -26,7 +26,7 @@ func (a upgrade) run(ctx context.Context, e *env, obs observed) result {
 	if obs.head != nil {
 		req.Revision = obs.head.Revision + 1
 	}
-	rel, err := e.helm.Upgrade(ctx, req)
+	rel, err := e.helm.Actions.Upgrade(ctx, req)
 	var res result
 	if err == nil {
 		res = e.madeRevision(req, rel, rstatus.ReasonUpgradeSucceeded, "Upgrade", fmt.Sprintf("upgraded to revision %d: %s", rel.Version,

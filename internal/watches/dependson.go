@@ -200,32 +200,43 @@ func countKind(gvks []schema.GroupVersionKind, kind string) int {
 	return n
 }
 
+// Ordering is what a watch's dependsOn says of its CRs: what each depends on, and when a
+// dependency is ready (see DependsOn).
+type Ordering struct{ w *Watch }
+
+// Ordering is the watch's dependsOn, as its passes ask it.
+func (w *Watch) Ordering() Ordering { return Ordering{w} }
+
 // MayDependIn reports whether the watch's CRs may depend on CRs of namespace ns besides their
 // own (dependsOn.allowNamespaces).
-func (w *Watch) MayDependIn(ns string) bool {
+func (o Ordering) MayDependIn(ns string) bool {
+	w := o.w
 	return w.deps != nil && (w.deps.anyNS || w.deps.ns[ns])
 }
 
-// DependencyKinds are the kinds the watch's CRs may depend on (nil: none).
-func (w *Watch) DependencyKinds() []schema.GroupVersionKind {
+// Kinds are the kinds the watch's CRs may depend on (nil: none).
+func (o Ordering) Kinds() []schema.GroupVersionKind {
+	w := o.w
 	if w.deps == nil {
 		return nil
 	}
 	return w.deps.kinds
 }
 
-// HasDependencies reports whether obj, a CR of the watch, may name dependencies: obj has the
+// Has reports whether obj, a CR of the watch, may name dependencies: obj has the
 // annotation, or the watch has defaults. It reads nothing else, for every pass asks it.
-func (w *Watch) HasDependencies(obj metav1.Object) bool {
+func (o Ordering) Has(obj metav1.Object) bool {
+	w := o.w
 	_, ok := obj.GetAnnotations()[AnnotationDependsOn]
 	return ok || (w.deps != nil && len(w.deps.defaults) > 0)
 }
 
-// DependenciesOf is what obj, a CR of the watch, depends on: the watch's defaults, then its
+// Of is what obj, a CR of the watch, depends on: the watch's defaults, then its
 // annotation's entries, each once. An entry of another kind than dependsOn.kinds, or of a
 // namespace the watch does not allow, is an error naming it.
-func (w *Watch) DependenciesOf(obj *unstructured.Unstructured) ([]Dependency, error) {
-	if !w.HasDependencies(obj) {
+func (o Ordering) Of(obj *unstructured.Unstructured) ([]Dependency, error) {
+	w := o.w
+	if !o.Has(obj) {
 		return nil, nil
 	}
 	if w.deps == nil {
@@ -309,10 +320,11 @@ func (d *dependencies) kindList() string {
 	return strings.Join(names, ", ")
 }
 
-// DependencyReady is whether dep, a CR of a kind the watch's CRs may depend on, is ready, and
+// Ready is whether dep, a CR of a kind the watch's CRs may depend on, is ready, and
 // if not why: with the kind's readyExpr, once it is true on the generation the dependency's
 // status observed; otherwise once its Ready condition is True for its current generation.
-func (w *Watch) DependencyReady(dep *unstructured.Unstructured) (bool, string) {
+func (o Ordering) Ready(dep *unstructured.Unstructured) (bool, string) {
+	w := o.w
 	gvk := dep.GroupVersionKind()
 	if w.deps != nil && w.deps.ready.Judges(gvk) {
 		verdict, msg, _ := w.deps.ready.Status(gvk, dep.Object)

@@ -44,11 +44,11 @@ func TestDependenciesOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := ws[3]
-	if got := len(app.DependencyKinds()); got != 2 {
+	if got := len(app.Ordering().Kinds()); got != 2 {
 		t.Fatalf("%d dependency kinds, want 2", got)
 	}
 	// The default, then the annotation's entries, each once; Cache is unique, so bare.
-	deps, err := app.DependenciesOf(cr(app, "team", "shop", map[string]string{
+	deps, err := app.Ordering().Of(cr(app, "team", "shop", map[string]string{
 		AnnotationDependsOn: "Cache/sessions, Database.db.io/shared/main, Database.db.io/shop-db"}))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestDependenciesOf(t *testing.T) {
 		t.Fatalf("dependencies %q, want %q", got, want)
 	}
 	// In the annotation too, a bare Kind names the one listed kind of that name.
-	if d, err := app.DependenciesOf(cr(app, "team", "shop", map[string]string{AnnotationDependsOn: "Database/x"})); err != nil ||
+	if d, err := app.Ordering().Of(cr(app, "team", "shop", map[string]string{AnnotationDependsOn: "Database/x"})); err != nil ||
 		len(d) != 2 || d[1].GVK.Group != "db.io" {
 		t.Fatalf("Database/x: %v, %v", d, err)
 	}
@@ -79,21 +79,21 @@ func TestDependenciesOf(t *testing.T) {
 		"Cache/Not_A_Name":           `name "Not_A_Name"`,
 		"Cache/ok, Deployment/other": "annotation rudder.dev/depends-on, entry 2",
 	} {
-		_, err := app.DependenciesOf(cr(app, "team", "shop", map[string]string{AnnotationDependsOn: ann}))
+		_, err := app.Ordering().Of(cr(app, "team", "shop", map[string]string{AnnotationDependsOn: ann}))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want one naming %q", ann, err, want)
 		}
 	}
 	// A kind without dependsOn has none: a CR that names some is told so.
 	db := ws[0]
-	if deps, err := db.DependenciesOf(cr(db, "team", "d", nil)); err != nil || deps != nil {
+	if deps, err := db.Ordering().Of(cr(db, "team", "d", nil)); err != nil || deps != nil {
 		t.Fatalf("a kind without dependsOn: %v, %v", deps, err)
 	}
-	if _, err := db.DependenciesOf(cr(db, "team", "d", map[string]string{AnnotationDependsOn: "App/x"})); err == nil ||
+	if _, err := db.Ordering().Of(cr(db, "team", "d", map[string]string{AnnotationDependsOn: "App/x"})); err == nil ||
 		!strings.Contains(err.Error(), "has no dependsOn") {
 		t.Fatalf("a kind without dependsOn, a CR naming a dependency: %v", err)
 	}
-	if app.MayDependIn("elsewhere") || !app.MayDependIn("shared") {
+	if app.Ordering().MayDependIn("elsewhere") || !app.Ordering().MayDependIn("shared") {
 		t.Fatal("MayDependIn does not follow allowNamespaces")
 	}
 }
@@ -146,7 +146,7 @@ func TestDependencyReady(t *testing.T) {
 		{"ready on an older generation", db(3, ready("True", 2)), false, "generation 3 is not reconciled yet"},
 		{"not ready", db(2, ready("False", 2)), false, "Ready=False, ObjectsReady: m"},
 	} {
-		if ok, why := app.DependencyReady(tc.obj); ok != tc.ok || !strings.Contains(why, tc.why) {
+		if ok, why := app.Ordering().Ready(tc.obj); ok != tc.ok || !strings.Contains(why, tc.why) {
 			t.Errorf("%s: %v %q, want %v %q", tc.name, ok, why, tc.ok, tc.why)
 		}
 	}
@@ -157,10 +157,10 @@ func TestDependencyReady(t *testing.T) {
 		u.Object["status"] = map[string]any{"phase": phase, "observedGeneration": int64(1)}
 		return u
 	}
-	if ok, why := app.DependencyReady(cache("Up")); !ok {
+	if ok, why := app.Ordering().Ready(cache("Up")); !ok {
 		t.Errorf("Cache Up: not ready: %s", why)
 	}
-	if ok, why := app.DependencyReady(cache("Starting")); ok || !strings.Contains(why, "readyExpr") {
+	if ok, why := app.Ordering().Ready(cache("Starting")); ok || !strings.Contains(why, "readyExpr") {
 		t.Errorf("Cache Starting: %v %q", ok, why)
 	}
 }

@@ -2,7 +2,6 @@ package watches
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/rudder-operator/rudder/internal/health"
 )
@@ -11,20 +10,15 @@ import (
 // readiness is status.phase): CEL expressions per apiVersion and kind, compiled when the
 // watch loads (internal/health), evaluated instead of kstatus for those kinds.
 
-func (w loading) compileHealth() error {
-	c, err := health.Compile("healthChecks", w.HealthChecks)
-	w.health = c
+func (c completing) compileHealth() error {
+	h, err := health.Compile("healthChecks", c.w.HealthChecks)
+	c.w.health = h
 	return err
 }
 
-// Judges reports whether the watch's healthChecks judge objects of gvk.
-func (w *Watch) Judges(gvk schema.GroupVersionKind) bool { return w.health.Judges(gvk) }
-
-// Health is the verdict of the watch's health check on obj, of kind gvk; ok is false when the
-// watch has none for the kind (kstatus judges it).
-func (w *Watch) Health(gvk schema.GroupVersionKind, obj map[string]any) (verdict status.Status, msg string, ok bool) {
-	return w.health.Status(gvk, obj)
-}
+// Health is the watch's healthChecks, compiled (nil: none; a nil Checker judges no kind): they
+// judge the objects of the kinds they name instead of kstatus.
+func (w *Watch) Health() *health.Checker { return w.health }
 
 // JudgedKinds are the kinds the healthChecks of ws judge: the operand cache keeps their
 // objects' spec and status for the checks to read.

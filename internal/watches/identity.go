@@ -31,7 +31,8 @@ import (
 //   - podSecurity: the Pod Security Standards level its pod templates are held to;
 //     allowExternalIPs: its Services may set externalIPs.
 
-func (w loading) checkIdentities() error {
+func (ck checking) checkIdentities() error {
+	w := ck.w
 	for i, r := range w.AllowReads {
 		kind, name, named := strings.Cut(r, "/")
 		if kind == "" || (named && name == "") || strings.ContainsAny(kind, " *") {

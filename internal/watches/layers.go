@@ -12,12 +12,10 @@ import (
 // (kustomize patches and image overrides) and common metadata, applied to every render of the
 // watch's releases (internal/postrender) before rudder's checks and marks.
 
-// PostRender is the watch's post-renderers and common metadata; nil when it has none.
-func (w *Watch) PostRender() *postrender.Spec { return w.post }
-
 // completeLayers checks the layers and keeps them, with their digest, for every release of
 // the watch: they are read on every pass.
-func (w loading) completeLayers() error {
+func (c completing) completeLayers() error {
+	w := c.w
 	s := &postrender.Spec{PostRenderers: w.PostRenderers, CommonMetadata: w.CommonMetadata}
 	if s.Empty() {
 		return nil

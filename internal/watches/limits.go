@@ -25,10 +25,11 @@ func (l *Limits) helm() helm.Limits {
 	return out
 }
 
-// ActionsPerNamespace is how many of workers the CRs of one namespace may hold in actions.
-func (w *Watch) ActionsPerNamespace(workers int) int {
-	if w.Limits != nil && w.Limits.MaxActionsPerNamespace > 0 {
-		return w.Limits.MaxActionsPerNamespace
+// ActionsPerNamespace is how many of workers the CRs of one namespace may hold in actions
+// (l may be nil: the watch sets no limits).
+func (l *Limits) ActionsPerNamespace(workers int) int {
+	if l != nil && l.MaxActionsPerNamespace > 0 {
+		return l.MaxActionsPerNamespace
 	}
 	return workers
 }

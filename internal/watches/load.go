@@ -66,7 +66,7 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 		if w == nil {
 			return nil, fmt.Errorf("entry %d: empty entry", i)
 		}
-		if err := (loading{w}).complete(baseDir, lookupEnv); err != nil {
+		if err := complete(w, baseDir, lookupEnv); err != nil {
 			return nil, fmt.Errorf("entry %d (%s/%s %s): %w", i, w.Group, w.Version, w.Kind, err)
 		}
 		if j, dup := seen[w.gvk]; dup {
@@ -82,20 +82,21 @@ func Parse(data []byte, baseDir string, lookupEnv func(string) (string, bool)) (
 
 // complete fills in what the entry derives (its kind, chart path, selector, templates and
 // layers) and checks every section of it, naming the field in its error.
-func (w loading) complete(baseDir string, lookupEnv func(string) (string, bool)) error {
+func complete(w *Watch, baseDir string, lookupEnv func(string) (string, bool)) error {
+	fill, check := completing{w}, checking{w}
 	for _, step := range []func() error{
-		w.completeGVK,
-		func() error { return w.completeChart(baseDir) },
-		w.completeSelector,
-		w.checkLimits,
-		w.checkTenancy,
+		fill.completeGVK,
+		func() error { return fill.completeChart(baseDir) },
+		fill.completeSelector,
+		check.checkLimits,
+		check.checkTenancy,
 		w.Limits.check,
-		w.checkTest,
-		w.checkValuesFrom,
-		w.checkPolicies,
-		w.completeLayers,
-		w.compileHealth,
-		func() error { return w.completeTemplates(lookupEnv) },
+		check.checkTest,
+		check.checkValuesFrom,
+		check.checkPolicies,
+		fill.completeLayers,
+		fill.compileHealth,
+		func() error { return fill.completeTemplates(lookupEnv) },
 	} {
 		if err := step(); err != nil {
 			return err
@@ -104,7 +105,8 @@ func (w loading) complete(baseDir string, lookupEnv func(string) (string, bool))
 	return nil
 }
 
-func (w loading) completeGVK() error {
+func (c completing) completeGVK() error {
+	w := c.w
 	if w.Group != "" {
 		if errs := validation.IsDNS1123Subdomain(w.Group); len(errs) > 0 {
 			return fmt.Errorf("group: %s", strings.Join(errs, "; "))
@@ -120,7 +122,8 @@ func (w loading) completeGVK() error {
 	return nil
 }
 
-func (w loading) completeChart(baseDir string) error {
+func (c completing) completeChart(baseDir string) error {
+	w := c.w
 	if w.Chart == "" {
 		return errors.New("chart: required")
 	}
@@ -132,7 +135,8 @@ func (w loading) completeChart(baseDir string) error {
 	return nil
 }
 
-func (w loading) completeSelector() error {
+func (c completing) completeSelector() error {
+	w := c.w
 	w.selector = labels.Everything()
 	if w.Selector != nil {
 		s, err := metav1.LabelSelectorAsSelector(w.Selector)
@@ -144,7 +148,8 @@ func (w loading) completeSelector() error {
 	return nil
 }
 
-func (w loading) checkLimits() error {
+func (ck checking) checkLimits() error {
+	w := ck.w
 	if w.ReconcilePeriod != nil && w.ReconcilePeriod.Duration < 0 {
 		return fmt.Errorf("reconcilePeriod: %s must not be negative", w.ReconcilePeriod.Duration)
 	}
@@ -160,7 +165,8 @@ func (w loading) checkLimits() error {
 	return nil
 }
 
-func (w loading) checkTenancy() error {
+func (ck checking) checkTenancy() error {
+	w := ck.w
 	for _, ns := range w.AllowedNamespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 && ns != "*" {
 			return fmt.Errorf("allowedNamespaces: %q: %s", ns, strings.Join(errs, "; "))
@@ -176,10 +182,11 @@ func (w loading) checkTenancy() error {
 			return fmt.Errorf("serviceAccountName: %q: %s", w.ServiceAccountName, strings.Join(errs, "; "))
 		}
 	}
-	return w.checkIdentities()
+	return ck.checkIdentities()
 }
 
-func (w loading) completeTemplates(lookupEnv func(string) (string, bool)) error {
+func (c completing) completeTemplates(lookupEnv func(string) (string, bool)) error {
+	w := c.w
 	w.overrideTmpls = map[string]*template.Template{}
 	for key, raw := range w.OverrideValues {
 		if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {

@@ -50,8 +50,8 @@ func (m *ApplyMode) UnmarshalJSON(b []byte) error {
 // revision, and the back-off doubles between them.
 const MaxRetries = 10
 
-func (w loading) checkPolicies() error {
-	for _, check := range []func() error{w.checkCRDs, w.checkDrift, w.checkApply, w.checkWait, w.checkRemediation, w.checkRollout} {
+func (ck checking) checkPolicies() error {
+	for _, check := range []func() error{ck.checkCRDs, ck.checkDrift, ck.checkApply, ck.checkWait, ck.checkRemediation, ck.checkRollout} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -59,7 +59,8 @@ func (w loading) checkPolicies() error {
 	return nil
 }
 
-func (w loading) checkCRDs() error {
+func (ck checking) checkCRDs() error {
+	w := ck.w
 	c := w.CRDs
 	if c == nil {
 		return nil
@@ -97,7 +98,8 @@ func (p Policies) CRDPolicy() helm.CRDPolicy {
 	return helm.CRDPolicy{Install: cmp.Or(c.Install, helm.CRDsCreate), Upgrade: cmp.Or(c.Upgrade, helm.CRDsSkip)}
 }
 
-func (w loading) checkDrift() error {
+func (ck checking) checkDrift() error {
+	w := ck.w
 	d := w.DriftDetection
 	if d == nil {
 		return nil
@@ -195,7 +197,8 @@ func (p Policies) DriftIgnored(obj *unstructured.Unstructured) []string {
 // Forces reports whether an upgrade replaces the objects it cannot update.
 func (p Policies) Forces() bool { return p.w.Upgrade != nil && p.w.Upgrade.Force }
 
-func (w loading) checkApply() error {
+func (ck checking) checkApply() error {
+	w := ck.w
 	if w.Upgrade == nil {
 		return nil
 	}
@@ -205,7 +208,8 @@ func (w loading) checkApply() error {
 	return nil
 }
 
-func (w loading) checkWait() error {
+func (ck checking) checkWait() error {
+	w := ck.w
 	if err := helm.CheckWait(w.Policies().WaitPolicy()); err != nil {
 		return fmt.Errorf("wait.%w", err)
 	}
@@ -233,7 +237,8 @@ func (p Policies) ApplyPolicy() helm.ApplyPolicy {
 	return a
 }
 
-func (w loading) checkRemediation() error {
+func (ck checking) checkRemediation() error {
+	w := ck.w
 	if r := w.Remediation; r != nil && (r.Retries < 0 || r.Retries > MaxRetries) {
 		return fmt.Errorf("remediation.retries: %d must be between 0 and %d", r.Retries, MaxRetries)
 	}

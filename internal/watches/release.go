@@ -1,6 +1,7 @@
 package watches
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,9 +22,13 @@ import (
 // ReleaseNameOf renders the watch's releaseName template for a CR (default: the CR name) and
 // fits it into Helm's 53 characters.
 func (w *Watch) ReleaseNameOf(obj *unstructured.Unstructured) (string, error) {
-	name, err := w.renderReleaseName(obj.Object)
-	if err != nil {
-		return "", err
+	var name string
+	if w.releaseNameTpl != nil {
+		var buf bytes.Buffer
+		if err := w.releaseNameTpl.Execute(&buf, obj.Object); err != nil {
+			return "", fmt.Errorf("releaseName: %w", err)
+		}
+		name = strings.TrimSpace(strings.ReplaceAll(buf.String(), "<no value>", ""))
 	}
 	if name == "" {
 		name = obj.GetName()
@@ -75,7 +80,7 @@ func (w *Watch) Scope(obj client.Object, defaultServiceAccount string) helm.Scop
 		ServiceAccount: sa,
 		Owner:          guard.Owner{GVK: w.GroupVersionKind(), Key: client.ObjectKeyFromObject(obj), UID: obj.GetUID()},
 		Limits:         w.Limits.helm(),
-		Post:           w.PostRender(),
+		Post:           w.post,
 		Apply:          w.Policies().ApplyPolicy(),
 		Wait:           w.Policies().WaitPolicy(),
 		CheckValues:    w.CheckValues,

@@ -32,7 +32,8 @@ func movesMore(i int, prev, wv Wave) error {
 	return nil
 }
 
-func (w loading) checkRollout() error {
+func (ck checking) checkRollout() error {
+	w := ck.w
 	r := w.Rollout
 	if r == nil {
 		return nil

@@ -15,7 +15,8 @@ const (
 	TestOnFailureRollback = "rollback"
 )
 
-func (w loading) checkTest() error {
+func (ck checking) checkTest() error {
+	w := ck.w
 	t := w.Test
 	if t == nil {
 		return nil
@@ -46,33 +47,40 @@ func (w loading) checkTest() error {
 	return nil
 }
 
-// Tests reports whether the watch runs its releases' tests.
-func (p Policies) Tests() bool { return p.w.Test != nil && p.w.Test.Enable }
+// Tests is the watch's test policy.
+func (p Policies) Tests() TestPolicy { return TestPolicy(p) }
 
-// TestRollsBack reports whether a failed test rolls the release back.
-func (p Policies) TestRollsBack() bool {
-	return p.Tests() && p.w.Test.OnFailure == TestOnFailureRollback
+// TestPolicy is when and how a watch runs its releases' tests (helm test), and what a failed
+// run does.
+type TestPolicy struct{ w *Watch }
+
+// Enabled reports whether the watch runs its releases' tests.
+func (p TestPolicy) Enabled() bool { return p.w.Test != nil && p.w.Test.Enable }
+
+// RollsBack reports whether a failed test rolls the release back.
+func (p TestPolicy) RollsBack() bool {
+	return p.Enabled() && p.w.Test.OnFailure == TestOnFailureRollback
 }
 
 // MinTestInterval is the shortest test.interval: a run of the tests takes a worker for up to
 // its timeout, and creates and deletes Pods.
 const MinTestInterval = time.Second
 
-// TestInterval is how long after a run of the tests of a deployed, unchanged revision they run
+// Interval is how long after a run of the tests of a deployed, unchanged revision they run
 // again (0: never).
-func (p Policies) TestInterval() time.Duration {
-	if !p.Tests() || p.w.Test.Interval == nil {
+func (p TestPolicy) Interval() time.Duration {
+	if !p.Enabled() || p.w.Test.Interval == nil {
 		return 0
 	}
 	return p.w.Test.Interval.Duration
 }
 
-// TestShowsLogs reports whether the Tested condition carries the tail of a failed test Pod's
-// log (the Event always does).
-func (p Policies) TestShowsLogs() bool { return p.Tests() && p.w.Test.ShowLogs }
+// ShowsLogs reports whether the Tested condition carries the tail of a failed test Pod's log
+// (the Event always does).
+func (p TestPolicy) ShowsLogs() bool { return p.Enabled() && p.w.Test.ShowLogs }
 
-// TestTimeout bounds one run of the tests.
-func (p Policies) TestTimeout() time.Duration {
+// Timeout bounds one run of the tests.
+func (p TestPolicy) Timeout() time.Duration {
 	if p.w.Test != nil && p.w.Test.Timeout != nil {
 		return p.w.Test.Timeout.Duration
 	}

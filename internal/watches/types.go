@@ -19,9 +19,14 @@ import (
 // the API types of a kubebuilder project, in one place). What a watch answers from them is in
 // the files of each section, how a watches file is loaded and checked in load.go.
 
-// loading is a Watch as Load completes and checks it: complete's steps, each in the file of
-// the section it checks. Nothing calls them once the watch is loaded.
-type loading struct{ *Watch }
+// completing and checking are a Watch as Load completes it (what the entry derives: its kind,
+// chart path, selector, layers, health expressions and templates) and checks it (every
+// section, naming the field in its error): complete's steps, each in the file of the section
+// it reads. Nothing calls them once the watch is loaded.
+type (
+	completing struct{ w *Watch }
+	checking   struct{ w *Watch }
+)
 
 // Policies are a watch's day-2 policies as its passes ask for them, each with its default:
 // how its releases are installed, upgraded, applied, waited for, tested, remedied, kept and

@@ -49,7 +49,8 @@ func (s Source) String() string {
 	return fmt.Sprintf("%s %s/%s key %q (%s)", s.Kind, s.Namespace, s.Name, s.Key, s.Field)
 }
 
-func (w loading) checkValuesFrom() error {
+func (ck checking) checkValuesFrom() error {
+	w := ck.w
 	for i := range w.ValuesFrom {
 		v := &w.ValuesFrom[i]
 		field := fmt.Sprintf("valuesFrom[%d]", i)

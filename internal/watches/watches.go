@@ -26,8 +26,8 @@ func (w *Watch) ChartPath() string { return w.chartPath }
 func (w *Watch) LabelSelector() labels.Selector { return w.selector }
 
 // WatchesDependents reports whether the release's objects are watched for drift.
-func (w *Watch) WatchesDependents() bool {
-	return w.WatchDependentResources == nil || *w.WatchDependentResources
+func (p Policies) WatchesDependents() bool {
+	return p.w.WatchDependentResources == nil || *p.w.WatchDependentResources
 }
 
 // RollsBack reports whether a failed upgrade is rolled back automatically.
@@ -60,16 +60,4 @@ func (w *Watch) Overrides(cr map[string]any) (map[string]string, error) {
 		out[key] = strings.ReplaceAll(buf.String(), "<no value>", "")
 	}
 	return out, nil
-}
-
-// renderReleaseName renders the release name template for one CR; "" when the watch has none.
-func (w *Watch) renderReleaseName(cr map[string]any) (string, error) {
-	if w.releaseNameTpl == nil {
-		return "", nil
-	}
-	var buf bytes.Buffer
-	if err := w.releaseNameTpl.Execute(&buf, cr); err != nil {
-		return "", fmt.Errorf("releaseName: %w", err)
-	}
-	return strings.TrimSpace(strings.ReplaceAll(buf.String(), "<no value>", "")), nil
 }

@@ -65,10 +65,10 @@ func TestLimitsReachTheScope(t *testing.T) {
 	cr.SetName("n")
 	s := ws[0].Scope(cr, "")
 	if s.Limits.MaxObjects != 50 || s.Limits.MaxManifestBytes != 1<<20 || s.Limits.Timeout() != 30*time.Second ||
-		s.AllowAggregationLabels[0] != "x/aggregate-to-y" || s.Owner.Key.Name != "n" || ws[0].ActionsPerNamespace(4) != 2 {
-		t.Fatalf("scope %+v, actions per namespace %d", s, ws[0].ActionsPerNamespace(4))
+		s.AllowAggregationLabels[0] != "x/aggregate-to-y" || s.Owner.Key.Name != "n" || ws[0].Limits.ActionsPerNamespace(4) != 2 {
+		t.Fatalf("scope %+v, actions per namespace %d", s, ws[0].Limits.ActionsPerNamespace(4))
 	}
-	if def, _ := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c}`), "/base", env(nil)); def[0].ActionsPerNamespace(4) != 4 ||
+	if def, _ := Parse([]byte(`- {group: a.io, version: v1, kind: A, chart: c}`), "/base", env(nil)); def[0].Limits.ActionsPerNamespace(4) != 4 ||
 		def[0].Scope(cr, "").Limits.Timeout() != 5*time.Minute {
 		t.Fatal("defaults: an action slot per worker and Helm's 5m timeout")
 	}
@@ -115,8 +115,8 @@ func TestParseDefaultsAndTemplates(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := ws[0]
-	if w.ChartPath() != "/base/charts/app" || !w.WatchesDependents() || !w.Policies().RollsBack() || w.Policies().HistoryLimit() != 10 {
-		t.Fatalf("defaults: %s %v %v %d", w.ChartPath(), w.WatchesDependents(), w.Policies().RollsBack(), w.Policies().HistoryLimit())
+	if w.ChartPath() != "/base/charts/app" || !w.Policies().WatchesDependents() || !w.Policies().RollsBack() || w.Policies().HistoryLimit() != 10 {
+		t.Fatalf("defaults: %s %v %v %d", w.ChartPath(), w.Policies().WatchesDependents(), w.Policies().RollsBack(), w.Policies().HistoryLimit())
 	}
 	cr := map[string]any{"metadata": map[string]any{"name": "x", "namespace": "ns", "labels": map[string]any{}}}
 	ov, err := w.Overrides(cr)

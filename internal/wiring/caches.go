@@ -50,7 +50,7 @@ func foreignRecordsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOpti
 func dependentsCache(cfg *rest.Config, mgr manager.Manager, opts ManagerOptions, ws []*watches.Watch, shard labels.Selector) (cache.Cache,
 	error) {
 	for _, w := range ws {
-		if !w.WatchesDependents() {
+		if !w.Policies().WatchesDependents() {
 			continue
 		}
 		dependents, err := cache.New(cfg, cache.Options{
@@ -94,7 +94,7 @@ func renderPool(opts ManagerOptions) (*render.Pool, error) {
 // may read them (and so their status must be cached).
 func hooksReadOperands(ws []*watches.Watch, hooks *hook.Registry) bool {
 	for _, w := range ws {
-		if w.WatchesDependents() && len(hooks.PostReleaseHooks(w.GroupVersionKind())) > 0 {
+		if w.Policies().WatchesDependents() && len(hooks.PostReleaseHooks(w.GroupVersionKind())) > 0 {
 			return true
 		}
 	}

@@ -71,11 +71,11 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (manager.Manager, *charts
 	rs := make([]*controllers.Reconciler, len(ws))
 	for i, w := range ws {
 		var dep cache.Cache
-		if w.WatchesDependents() {
+		if w.Policies().WatchesDependents() {
 			dep = dependents
 		}
 		rs[i], err = controllers.New(controllers.Options{
-			Watch: w, Charts: charts, Helm: hc, Hooks: opts.Hooks, Sources: sources,
+			Watch: w, Charts: charts, Helm: machine.ReleasesOf(hc), Hooks: opts.Hooks, Sources: sources,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dependents: dep,
 			Recorder: recorder, Clock: opts.Clock, OnPass: opts.OnPass, DefaultServiceAccount: opts.DefaultServiceAccount,
 			WatchAccess:     WatchAccess(mgr.GetClient(), mgr.GetRESTMapper(), opts.WatchNamespaces),

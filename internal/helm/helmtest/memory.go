@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,17 +48,42 @@ type Memory struct {
 	// instead of the chart's (Helm 4 parses what a post-renderer returns: it cannot be
 	// unreadable there).
 	Manifest string
-	// Objects are what Install and Upgrade report of the objects they made
+	// Made are what Install and Upgrade report of the objects they made
 	// (helm.Request.Objects, and as they sent them, Request.Rendered).
-	Objects []*unstructured.Unstructured
+	Made []*unstructured.Unstructured
 	// Client is what Writer returns.
 	Client client.Client
+
+	// The views, as helm.Client's: what machine.Releases holds.
+	History *MemoryHistory
+	Actions *MemoryActions
+	Owners  *MemoryOwners
+	Records *MemoryRecords
+	Objects *MemoryObjects
 }
+
+// MemoryHistory reads the memory's revisions, as helm.History.
+type MemoryHistory struct{ m *Memory }
+
+// MemoryActions runs Helm's actions over the memory, as helm.Actions.
+type MemoryActions struct{ m *Memory }
+
+// MemoryOwners is helm.Owners over storage that holds no objects.
+type MemoryOwners struct{ m *Memory }
+
+// MemoryRecords writes the memory's records, as helm.Records.
+type MemoryRecords struct{ m *Memory }
+
+// MemoryObjects is helm.Objects: it returns Memory.Client.
+type MemoryObjects struct{ m *Memory }
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	return &Memory{store: driver.NewMemory(),
+	m := &Memory{store: driver.NewMemory(),
 		Kube: &kubefake.FailingKubeClient{PrintingKubeClient: kubefake.PrintingKubeClient{Out: io.Discard}}}
+	m.History, m.Actions, m.Owners = &MemoryHistory{m}, &MemoryActions{m}, &MemoryOwners{m}
+	m.Records, m.Objects = &MemoryRecords{m}, &MemoryObjects{m}
+	return m
 }
 
 // storage is the release storage of namespace ns, marking new revisions as st says.
@@ -112,8 +135,8 @@ func (m *Memory) Seed(rel *release.Release) {
 	}
 }
 
-// History is every stored revision of a release, oldest first.
-func (m *Memory) History(ns, name string) []*release.Release {
+// Stored is every stored revision of a release, oldest first.
+func (m *Memory) Stored(ns, name string) []*release.Release {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hist, _ := records.V1sOf(m.storage(ns, helm.Marks{}).History(name))
@@ -121,26 +144,30 @@ func (m *Memory) History(ns, name string) []*release.Release {
 	return hist
 }
 
-func (m *Memory) Last(_ context.Context, s helm.Scope, name string) (*view.Release, error) {
+func (h *MemoryHistory) Last(_ context.Context, s helm.Scope, name string) (*view.Release, error) {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return viewOf(records.Last(m.storage(s.Namespace, helm.Marks{}), name))
 }
 
-func (m *Memory) LastDeployed(_ context.Context, s helm.Scope, name string, before int) (*view.Release, error) {
+func (h *MemoryHistory) LastDeployed(_ context.Context, s helm.Scope, name string, before int) (*view.Release, error) {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return viewOf(records.LastDeployed(m.storage(s.Namespace, helm.Marks{}), name, before))
 }
 
-func (m *Memory) Revision(_ context.Context, s helm.Scope, name string, version int) (*view.Release, error) {
+func (h *MemoryHistory) Revision(_ context.Context, s helm.Scope, name string, version int) (*view.Release, error) {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return viewOf(records.Revision(m.storage(s.Namespace, helm.Marks{}), name, version))
 }
 
 // Head is the newest revision as a cache of the records would show it, from their labels.
-func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.Head, error) {
+func (h *MemoryHistory) Head(_ context.Context, s helm.Scope, name string) (*records.Head, error) {
+	m := h.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hist, err := records.V1sOf(m.storage(s.Namespace, helm.Marks{}).History(name))
@@ -154,7 +181,8 @@ func (m *Memory) Head(_ context.Context, s helm.Scope, name string) (*records.He
 	return records.NewestHead(heads), nil
 }
 
-func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release, error) {
+func (a *MemoryActions) Install(ctx context.Context, req *helm.Request) (*view.Release, error) {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	marks := helm.Marks{FromSpec: records.ActionInstall, Facts: req.Facts, FailedFacts: req.FailedFacts}
@@ -173,7 +201,8 @@ func (m *Memory) Install(ctx context.Context, req *helm.Request) (*view.Release,
 	return helm.View(rel), m.made(req, err)
 }
 
-func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release, error) {
+func (a *MemoryActions) Upgrade(ctx context.Context, req *helm.Request) (*view.Release, error) {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	up := action.NewUpgrade(m.config(req.Scope.Namespace, helm.Marks{FromSpec: records.ActionUpgrade, Revision: req.Revision,
@@ -187,12 +216,13 @@ func (m *Memory) Upgrade(ctx context.Context, req *helm.Request) (*view.Release,
 func (m *Memory) made(req *helm.Request, err error) error {
 	req.Objects, req.Rendered = nil, nil
 	if err == nil {
-		req.Objects, req.Rendered = m.Objects, m.Objects
+		req.Objects, req.Rendered = m.Made, m.Made
 	}
 	return err
 }
 
-func (m *Memory) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackRequest) error {
+func (a *MemoryActions) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackRequest) error {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rb := action.NewRollback(m.config(s.Namespace, helm.Marks{Description: req.Description, Rollback: true}))
@@ -201,7 +231,8 @@ func (m *Memory) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackReq
 	return rb.Run(req.Name)
 }
 
-func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description string) error {
+func (a *MemoryActions) Uninstall(_ context.Context, s helm.Scope, name, description string) error {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	un := action.NewUninstall(m.config(s.Namespace, helm.Marks{}))
@@ -214,49 +245,9 @@ func (m *Memory) Uninstall(_ context.Context, s helm.Scope, name, description st
 	return err
 }
 
-// LetGo is Client.LetGo over the memory storage, which holds no objects: every record of the
-// release loses rudder's labels.
-func (m *Memory) LetGo(_ context.Context, s helm.Scope, name string) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := m.storage(s.Namespace, helm.Marks{})
-	hist, err := records.V1sOf(st.History(name))
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	for _, rel := range hist {
-		for k := range rel.Labels {
-			if strings.HasPrefix(k, records.LabelPrefix) {
-				delete(rel.Labels, k)
-			}
-		}
-		if err := st.Update(rel); err != nil {
-			return 0, err
-		}
-	}
-	return 0, nil
-}
-
-// ProveForeign over the memory storage, which holds no objects: nothing proves a release.
-func (m *Memory) ProveForeign(context.Context, helm.Scope, string) (*helm.Proof, error) {
-	return &helm.Proof{Why: "the memory storage holds no objects to prove it"}, nil
-}
-
-// AdoptForeign over the memory storage: nothing is ever proven to it.
-func (m *Memory) AdoptForeign(context.Context, helm.Scope, string, *helm.Proof, map[string]string) error {
-	return errors.New("the memory storage adopts nothing")
-}
-
-// MarkRevision over the memory storage, which holds no objects: there is nothing to mark.
-func (m *Memory) MarkRevision(context.Context, helm.Scope, string, int) ([]string, error) {
-	return nil, nil
-}
-
-// KeepFailed is Client.KeepFailed over the memory storage.
-func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHistory int) (*view.Release, error) {
+// KeepFailed is helm.Actions.KeepFailed over the memory storage.
+func (a *MemoryActions) KeepFailed(_ context.Context, s helm.Scope, name string, maxHistory int) (*view.Release, error) {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.storage(s.Namespace, helm.Marks{})
@@ -280,78 +271,10 @@ func (m *Memory) KeepFailed(_ context.Context, s helm.Scope, name string, maxHis
 	return helm.View(kept), err
 }
 
-func (m *Memory) Unlock(_ context.Context, s helm.Scope, v *view.Release) (*view.Release, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var rel *release.Release
-	if v != nil {
-		rel, _ = v.Source.(*release.Release)
-	}
-	now, unlocked, err := records.Unlock(m.storage(s.Namespace, helm.Marks{}), rel)
-	return helm.View(now), unlocked, err
-}
-
-func (m *Memory) Supersede(_ context.Context, s helm.Scope, name string) ([]int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return records.SupersedeOlder(m.storage(s.Namespace, helm.Marks{}), name)
-}
-
-func (m *Memory) Writer(helm.Scope) (client.Client, error) {
-	if m.Client == nil {
-		return nil, errors.New("memory helm: no writer")
-	}
-	return m.Client, nil
-}
-
-// Relabel gives every record of the release exactly the carried labels want among keys.
-func (m *Memory) Relabel(_ context.Context, s helm.Scope, name string, keys []string, want map[string]string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := m.storage(s.Namespace, helm.Marks{})
-	hist, err := records.V1sOf(st.History(name))
-	if err != nil {
-		return err
-	}
-	for _, r := range hist {
-		if helm.CarriedMatch(keys, want, r.Labels) {
-			continue
-		}
-		for _, k := range keys {
-			delete(r.Labels, k)
-		}
-		for k, v := range want {
-			r.Labels[k] = v
-		}
-		if err := st.Update(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// WriteFacts gives the record of revision version exactly the facts f.
-func (m *Memory) WriteFacts(_ context.Context, s helm.Scope, name string, version int, f records.Facts) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st := m.storage(s.Namespace, helm.Marks{})
-	r, err := records.V1Of(st.Get(name, version))
-	if err != nil {
-		return err
-	}
-	for _, k := range records.FactLabels {
-		delete(r.Labels, k)
-	}
-	if r.Labels == nil {
-		r.Labels = map[string]string{}
-	}
-	maps.Copy(r.Labels, f.Labels(version))
-	return st.Update(r)
-}
-
 // Test runs the release's test hooks on Helm's fake kube client: each succeeds unless
 // Kube.WatchUntilReadyError fails it.
-func (m *Memory) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*view.Release, error) {
+func (a *MemoryActions) Test(_ context.Context, s helm.Scope, name string, timeout time.Duration) (*view.Release, error) {
+	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rt := action.NewReleaseTesting(m.config(s.Namespace, helm.Marks{Tested: true}))
