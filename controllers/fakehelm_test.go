@@ -147,12 +147,12 @@ func (f *fakeHelm) Upgrade(ctx context.Context, req *helm.Request) (*release.Rel
 	return rel, err
 }
 
-func (f *fakeHelm) Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error {
+func (f *fakeHelm) Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) (*release.Release, error) {
 	if err := f.call("Rollback", " %d", req.To); err != nil {
-		return err
+		return nil, err
 	}
 	if f.rollbackErr != nil {
-		return f.rollbackErr
+		return nil, f.rollbackErr
 	}
 	return f.Actions.Rollback(ctx, s, req)
 }
@@ -178,9 +178,9 @@ func (f *fakeHelm) AdoptForeign(ctx context.Context, s helm.Scope, name string, 
 	return f.Owners.AdoptForeign(ctx, s, name, p, labels)
 }
 
-func (f *fakeHelm) MarkRevision(ctx context.Context, s helm.Scope, name string, version int) ([]string, error) {
+func (f *fakeHelm) MarkRevision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, []string, error) {
 	if err := f.call("MarkRevision", ""); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return f.Owners.MarkRevision(ctx, s, name, version)
 }

@@ -275,12 +275,12 @@ type RollbackRequest struct {
 // Rollback returns a release to revision req.To, as a new revision. The target's manifest and
 // hooks are checked against the scope before anything is stored or applied: the watch's
 // confinement may be stricter than when that revision was made. The new revision is marked
-// as rudder's rollback (LabelRollbackRevision).
-func (a *Actions) Rollback(ctx context.Context, s Scope, req *RollbackRequest) error {
+// as rudder's rollback (LabelRollbackRevision). It returns the revision it made.
+func (a *Actions) Rollback(ctx context.Context, s Scope, req *RollbackRequest) (*view.Release, error) {
 	c := a.core
 	r, err := c.begin(ctx, s, storing{manifest: true, description: req.Description, rollback: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.kube.force, r.kube.timeout = req.Force, s.Limits.Timeout()
 	rb := action.NewRollback(r.conf)
@@ -293,7 +293,15 @@ func (a *Actions) Rollback(ctx context.Context, s Scope, req *RollbackRequest) e
 	err = rb.Run(req.Name)
 	req.Replaced = r.kube.replaced
 	r.settle(req.Name, err)
-	return r.result(err)
+	if err := r.result(err); err != nil {
+		return nil, err
+	}
+	// Helm's rollback returns no revision: the one it made is the newest.
+	made, err := a.history.Last(ctx, s, req.Name)
+	if err == nil && made == nil {
+		err = fmt.Errorf("release %s has no revision after its rollback", req.Name)
+	}
+	return made, err
 }
 
 // Uninstall removes a release and the objects it made. A release that is already gone is not

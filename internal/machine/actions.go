@@ -207,13 +207,14 @@ func (ac *actor) choose(ctx context.Context, c plan.Choice, rel observed, o *out
 	case plan.Rollback:
 		return rollback{to: c.To, cause: o.failure}, true
 	case plan.RequestRollback:
-		return requestRollback{value: c.Value}, true
+		return requestRollback{value: c.Value, target: ac.obs.rollbackTarget}, true
 	case plan.RolloutRollback:
 		return rolloutRollback{to: c.To, rollout: ac.sub.w.rolloutName(ac.obs.want.ChartDigest)}, true
 	case plan.Test:
 		return test{revision: c.To, again: rel.head != nil && rel.head.Revision == c.To && rel.head.Tested() != ""}, true
 	case plan.Reapply:
-		return reapply{objects: o.objects, whole: o.whole, serverSide: o.serverSide}, true
+		objs, serverSide, err := ac.ob.wholeObjects(ctx, o, rel)
+		return reapply{objects: objs, serverSide: serverSide, readErr: err}, true
 	case plan.AdoptRelease:
 		if rel.proof == nil {
 			return nil, false
@@ -238,9 +239,9 @@ func (ac *actor) env() *env {
 		return ac.ev
 	}
 	sub, w := ac.sub, ac.sub.w
-	e := &env{mapper: w.Mapper, helm: w.Helm, scope: sub.scope, release: ac.obs.relName, key: sub.key, kind: w.gvk().Kind, gen: sub.gen,
-		want: ac.obs.want, watch: w.Watch, clock: w.Clock, log: sub.log, live: w.Live, carriedKeys: w.Carried, carried: sub.carried(),
-		memory: w.Memory}
+	e := &env{mapper: w.Mapper, helm: w.Helm.acting(), scope: sub.scope, release: ac.obs.relName, key: sub.key, kind: w.gvk().Kind,
+		gen: sub.gen, want: ac.obs.want, watch: w.Watch, clock: w.Clock, log: sub.log, live: w.Live, carriedKeys: w.Carried,
+		carried: sub.carried(), memory: w.Memory}
 	if held := ac.obs.heldBack; held != nil {
 		e.held = held
 		if !ac.reset {

@@ -33,12 +33,13 @@ type action interface {
 	run(ctx context.Context, e *env, obs observed) result
 }
 
-// env is all an action reaches: the release it acts on, Helm through the Releases boundary,
-// the watch's policies, and what the pass prepared for it. It holds neither the pass nor the
-// World, so an action can neither decide (plan.Next does) nor change anything but through
-// the boundary and its result, which do, report and the pass act on.
+// env is all an action reaches: the release it acts on, Helm through the Releases boundary
+// but its reader (acting), the watch's policies, and what the pass prepared for it. It holds
+// neither the pass nor the World, so an action can neither decide (plan.Next does), nor read
+// the release's storage (the observer does), nor change anything but through the boundary and
+// its result, which do, report and the pass act on.
 type env struct {
-	helm    Releases
+	helm    acting
 	scope   helm.Scope
 	release string
 	key     types.NamespacedName

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	rstatus "github.com/rudder-operator/rudder/api/status"
 	"github.com/rudder-operator/rudder/internal/chartsource"
 	"github.com/rudder-operator/rudder/internal/helm"
@@ -49,12 +51,16 @@ type observation struct {
 	// tested is the run of the newest revision's tests its record holds and the status does
 	// not report (nil: none, or the pass does not act).
 	tested *testRecord
+	// rollbackTarget is the revision a due rudder.dev/rollback-to value asks for (nil: none,
+	// or the value names no revision of the history).
+	rollbackTarget *records.Head
 }
 
 // observer is the step of a pass that reads: the chart, the values and the release once, at
 // the start (observe), and the release again as each action leaves it (readRelease, closer).
 // No other step reads the release's storage or its records' cache, but for the objects of the
-// revision a pass ends on (settler.loadObjects) and what an action does itself.
+// revision a pass ends on (settler.loadObjects): an action holds no reader (env.helm is
+// acting), and returns what it made.
 type observer struct {
 	sub *subject
 	// obs is the observation it fills in observe and no one changes after, whose release
@@ -69,10 +75,17 @@ func (ob *observer) observe(ctx context.Context) *outcome {
 	out := ob.read(ctx, obs)
 	obs.facts, obs.failureMessage = factsOf(ob.sub, obs.want.OwnerUID, obs.release.head)
 	obs.heldBack = heldBackFailure(obs.facts, obs.failureMessage, obs.want, ob.sub.read.Release)
-	if out == nil {
-		obs.tested = testedFromRecord(ctx, ob.sub, obs.relName, obs.release)
+	if out != nil {
+		return out
 	}
-	return out
+	obs.tested = testedFromRecord(ctx, ob.sub, obs.relName, obs.release)
+	if v, due := requestDue(ob.sub, AnnotationRollbackTo, obs.facts.RollbackTo); due {
+		var err error
+		if obs.rollbackTarget, err = ob.rollbackTarget(ctx, v); err != nil {
+			return retried(rstatus.ReasonReconcileError, err)
+		}
+	}
+	return nil
 }
 
 // read fills obs with the chart, the values, the hooks' word, the rollout's pin and the
@@ -278,6 +291,44 @@ func (ob *observer) pinnedRelease(ctx context.Context) (*release.Release, error)
 		return nil, fmt.Errorf("release %s: its newest revision no longer holds chart %s", obs.relName, records.DisplayDigest(obs.pin.digest))
 	}
 	return rel, nil
+}
+
+// wholeObjects are the objects of rel's head revision as its manifest has them, for drift to be
+// restored on, and whether the revision applies server-side: those the pass loaded (o), when
+// they are whole, else the revision's record, read.
+func (ob *observer) wholeObjects(ctx context.Context, o *outcome, rel observed) ([]*unstructured.Unstructured, bool, error) {
+	if o.whole {
+		return o.objects, o.serverSide, nil
+	}
+	if rel.head == nil {
+		return nil, false, fmt.Errorf("release %s has no revision to restore", ob.obs.relName)
+	}
+	r := rel.rel
+	if r == nil || r.Version != rel.head.Revision {
+		var err error
+		if r, err = ob.sub.w.Helm.History.Revision(ctx, ob.sub.scope, ob.obs.relName, rel.head.Revision); err != nil {
+			return nil, false, err
+		}
+		if r == nil {
+			return nil, false, fmt.Errorf("revision %d of release %s disappeared", rel.head.Revision, ob.obs.relName)
+		}
+	}
+	objs, err := helm.ParseManifest(r.Manifest, r.Namespace, ob.sub.w.Mapper)
+	return objs, r.ServerSideApply, err
+}
+
+// rollbackTarget is the revision a due rudder.dev/rollback-to value v asks for, as its record
+// says (nil: v names none, or no revision of the history).
+func (ob *observer) rollbackTarget(ctx context.Context, v string) (*records.Head, error) {
+	to, err := RollbackRevision(v)
+	if err != nil || to <= 0 {
+		return nil, nil // a value that names no revision is the action's to refuse, not a read to retry
+	}
+	rel, err := ob.sub.w.Helm.History.Revision(ctx, ob.sub.scope, ob.obs.relName, to)
+	if err != nil {
+		return nil, fmt.Errorf("reading revision %d of %s: %w", to, ob.obs.relName, err)
+	}
+	return records.HeadOf(rel), nil
 }
 
 // newest is the release's newest revision as the cache of records shows it, with what this

@@ -19,11 +19,11 @@ import (
 // reapply re-applies what the head revision's manifest sets on objects someone changed or
 // deleted, without a new revision: the action on drift.
 type reapply struct {
-	// objects are the revision's objects, whole or their identities; serverSide, when they
-	// are whole: the revision applies server-side.
+	// objects are the revision's objects, whole, and serverSide whether the revision applies
+	// server-side (observer.wholeObjects); readErr is why they could not be read.
 	objects    []*unstructured.Unstructured
-	whole      bool
 	serverSide bool
+	readErr    error
 }
 
 func (reapply) name() plan.Action { return plan.Reapply }
@@ -42,10 +42,10 @@ func (a reapply) run(ctx context.Context, e *env, obs observed) result {
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
 	}
-	objs, serverSide, err := wholeObjects(ctx, e, a, obs)
-	if err != nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: err}
+	if a.readErr != nil {
+		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: a.readErr}
 	}
+	objs, serverSide := a.objects, a.serverSide
 	var marked []note
 	if !obs.head.MadeByRudder() && helm.Unmarked(objs, e.scope) {
 		if objs, marked, err = markRevision(ctx, e, obs.head.Revision); err != nil {
@@ -101,38 +101,14 @@ func driftedCondition(revision int, drifted []helm.Drifted) *condition {
 			revision, strings.Join(parts, "; "))}
 }
 
-// wholeObjects are the head revision's objects as its manifest has them, and whether the
-// revision applies server-side.
-func wholeObjects(ctx context.Context, e *env, a reapply, obs observed) ([]*unstructured.Unstructured, bool, error) {
-	if a.whole {
-		return a.objects, a.serverSide, nil
-	}
-	rel := obs.rel
-	if rel == nil || rel.Version != obs.head.Revision {
-		var err error
-		if rel, err = e.helm.History.Revision(ctx, e.scope, e.release, obs.head.Revision); err != nil {
-			return nil, false, err
-		}
-		if rel == nil {
-			return nil, false, fmt.Errorf("revision %d of release %s disappeared", obs.head.Revision, e.release)
-		}
-	}
-	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
-	return objs, rel.ServerSideApply, err
-}
-
 // markRevision marks revision, which rudder did not make and whose manifest lacks rudder's
 // marks (a person's helm upgrade), as the CR's, with the objects of it that exist
 // (helm.MarkRevision), and returns its objects as marked and the Event that says so.
 func markRevision(ctx context.Context, e *env, revision int) ([]*unstructured.Unstructured, []note, error) {
-	marked, err := e.helm.Owners.MarkRevision(ctx, e.scope, e.release, revision)
+	rel, marked, err := e.helm.Owners.MarkRevision(ctx, e.scope, e.release, revision)
 	if err != nil {
 		return nil, nil, fmt.Errorf("revision %d, which rudder did not make, lacks rudder's marks and is not marked: %w",
 			revision, err)
-	}
-	rel, err := e.helm.History.Revision(ctx, e.scope, e.release, revision)
-	if err != nil || rel == nil {
-		return nil, nil, fmt.Errorf("reading revision %d of release %s again: %w", revision, e.release, err)
 	}
 	objs, err := helm.ParseManifest(rel.Manifest, rel.Namespace, e.mapper)
 	msg := fmt.Sprintf("revision %d, made without rudder (helm upgrade), marked as this CR's in place", revision)

@@ -40,6 +40,21 @@ type Releases struct {
 	Objects ObjectWriter
 }
 
+// acting is the boundary as the actions hold it: all but History. The observer reads the
+// release (observe, and again as each action leaves it); an action acts on what it is given
+// and returns what it made, so that no decision rests on a read the observation does not hold.
+type acting struct {
+	Actions ReleaseActions
+	Owners  ReleaseOwners
+	Records ReleaseRecords
+	Objects ObjectWriter
+}
+
+// acting is r without its reader.
+func (r Releases) acting() acting {
+	return acting{Actions: r.Actions, Owners: r.Owners, Records: r.Records, Objects: r.Objects}
+}
+
 // ReleasesOf is the boundary as hc implements it.
 func ReleasesOf(hc *helm.Client) Releases {
 	return Releases{History: hc.History, Actions: hc.Actions, Owners: hc.Owners, Records: hc.Records, Objects: hc.Objects}
@@ -64,7 +79,8 @@ type ReleaseActions interface {
 	// returns helm.ErrNameInUse and writes nothing.
 	Install(ctx context.Context, req *helm.Request) (*release.Release, error)
 	Upgrade(ctx context.Context, req *helm.Request) (*release.Release, error)
-	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) error
+	// Rollback returns the revision it made.
+	Rollback(ctx context.Context, s helm.Scope, req *helm.RollbackRequest) (*release.Release, error)
 	Uninstall(ctx context.Context, s helm.Scope, name, description string) error
 	// KeepFailed removes the objects of a failed install, the newest revision, and keeps its
 	// record as the failure's (records.KeepFailed), with a history of at most maxHistory
@@ -88,8 +104,9 @@ type ReleaseOwners interface {
 	AdoptForeign(ctx context.Context, s helm.Scope, name string, p *helm.Proof, labels map[string]string) error
 	// MarkRevision marks a revision of the CR's release that rudder's post-renderer did not
 	// write (a person's helm upgrade), and its objects, as the CR's, on the proof
-	// helm.MarkRevision reads; it names the objects it marked.
-	MarkRevision(ctx context.Context, s helm.Scope, name string, version int) ([]string, error)
+	// helm.MarkRevision reads; it returns the revision as marked and names the objects it
+	// marked.
+	MarkRevision(ctx context.Context, s helm.Scope, name string, version int) (*release.Release, []string, error)
 }
 
 // ReleaseRecords writes a release's records apart from an action.

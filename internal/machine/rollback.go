@@ -14,6 +14,7 @@ import (
 	"github.com/rudder-operator/rudder/internal/helm"
 	"github.com/rudder-operator/rudder/internal/plan"
 	"github.com/rudder-operator/rudder/internal/records"
+	"github.com/rudder-operator/rudder/internal/release"
 )
 
 // rollback returns the release to its last deployed revision after a failed upgrade (or the
@@ -39,18 +40,13 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 		msg = fmt.Sprintf("upgrading release %s: %s", e.release, f.failed.Message)
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: %s", a.to, why)
-	replaced, err := rollbackTo(ctx, e, a.to, desc)
+	replaced, now, err := rollbackTo(ctx, e, a.to, desc)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: err, call: callFailed,
 			notes: append(replaced, note{corev1.EventTypeWarning, rstatus.ReasonRollbackFailed, "Rollback",
 				fmt.Sprintf("rolling back %s to revision %d: %v", e.release, a.to, err)}),
 			released: &condition{metav1.ConditionFalse, rstatus.ReasonRollbackFailed, fmt.Sprintf("%s; rollback to revision %d failed: %v", msg,
 				a.to, err)}}
-	}
-	now, err := e.helm.History.Last(ctx, e.scope, e.release)
-	if err != nil || now == nil {
-		return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading release after rollback: %w", err),
-			call: callOK}
 	}
 	h := records.HeadOf(now)
 	res := result{verdict: failed, forbidden: forbidden, call: callOK, after: &observed{head: h, rel: now},
@@ -72,20 +68,20 @@ func (a rollback) run(ctx context.Context, e *env, _ observed) result {
 	return res
 }
 
-// rollbackTo rolls e's release back to revision to, as a new revision described by desc; with
-// the watch's upgrade.force, objects a forced upgrade replaced are replaced back, and the notes
-// are the Events that say so.
-func rollbackTo(ctx context.Context, e *env, to int, desc string) ([]note, error) {
+// rollbackTo rolls e's release back to revision to, as a new revision described by desc, and
+// returns it; with the watch's upgrade.force, objects a forced upgrade replaced are replaced
+// back, and the notes are the Events that say so.
+func rollbackTo(ctx context.Context, e *env, to int, desc string) ([]note, *release.Release, error) {
 	req := &helm.RollbackRequest{Name: e.release, To: to, MaxHistory: e.watch.Policies().HistoryLimit(),
 		Description: desc, Force: e.watch.Policies().Forces()}
-	err := e.helm.Actions.Rollback(ctx, e.scope, req)
+	made, err := e.helm.Actions.Rollback(ctx, e.scope, req)
 	notes := make([]note, 0, len(req.Replaced))
 	for _, obj := range req.Replaced {
 		notes = append(notes, note{corev1.EventTypeNormal, rstatus.ReasonReplaced, "Rollback",
 			fmt.Sprintf("replaced %s (deleted and created) in the rollback to revision %d: its update changes an immutable field (upgrade.force)",
 				obj, to)})
 	}
-	return notes, err
+	return notes, made, err
 }
 
 // RollbackValue is a value of AnnotationRollbackTo that asks for revision rev: "<rev>@<at>",
@@ -106,21 +102,17 @@ func RollbackRevision(v string) (int, error) {
 // revision (a new revision whose description names the request), or, for a revision the
 // history does not hold, a refusal. Either way the RollbackRequest condition and an Event say
 // what became of it. Only a transient failure leaves the value to be tried again.
-type requestRollback struct{ value string }
+type requestRollback struct {
+	value string
+	// target is the revision value asks for, as observe read it (nil: none of the history).
+	target *records.Head
+}
 
 func (requestRollback) name() plan.Action { return plan.RequestRollback }
 
 func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
-	v := a.value
-	to, err := RollbackRevision(v)
-	var target *records.Head
-	if err == nil && to > 0 {
-		rel, err := e.helm.History.Revision(ctx, e.scope, e.release, to)
-		if err != nil {
-			return result{verdict: retry, reason: rstatus.ReasonReconcileError, err: fmt.Errorf("reading revision %d of %s: %w", to, e.release, err)}
-		}
-		target = records.HeadOf(rel)
-	}
+	v, target := a.value, a.target
+	to, _ := RollbackRevision(v)
 	// Handled, whatever becomes of it (the pass goes on from the release as it was).
 	res := result{verdict: succeeded, after: &obs, record: record{rollbackRequest: &v}}
 	refused := func(reason, msg string) result {
@@ -134,7 +126,7 @@ func (a requestRollback) run(ctx context.Context, e *env, obs observed) result {
 				AnnotationRollbackTo, v, e.release, e.release, e.key.Namespace))
 	}
 	desc := fmt.Sprintf("rudder rollback to revision %d: requested by %s=%q", to, AnnotationRollbackTo, v)
-	replaced, err := rollbackTo(ctx, e, to, desc)
+	replaced, _, err := rollbackTo(ctx, e, to, desc)
 	if err != nil {
 		if isTransient(err) {
 			// This value is tried again.
@@ -169,7 +161,7 @@ func (rolloutRollback) name() plan.Action { return plan.RolloutRollback }
 func (a rolloutRollback) run(ctx context.Context, e *env, _ observed) result {
 	name := a.rollout
 	desc := fmt.Sprintf("rudder rollback to revision %d: rollout %s halted", a.to, name)
-	replaced, err := rollbackTo(ctx, e, a.to, desc)
+	replaced, _, err := rollbackTo(ctx, e, a.to, desc)
 	if err != nil {
 		return result{verdict: retry, reason: rstatus.ReasonRollbackFailed, err: fmt.Errorf("rolling %s back to revision %d: %w", e.release,
 			a.to, err), call: callFailed,

@@ -221,14 +221,17 @@ func (m *Memory) made(req *helm.Request, err error) error {
 	return err
 }
 
-func (a *MemoryActions) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackRequest) error {
+func (a *MemoryActions) Rollback(_ context.Context, s helm.Scope, req *helm.RollbackRequest) (*view.Release, error) {
 	m := a.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rb := action.NewRollback(m.config(s.Namespace, helm.Marks{Description: req.Description, Rollback: true}))
 	rb.Version, rb.MaxHistory = req.To, req.MaxHistory
 	rb.WaitStrategy, rb.ServerSideApply = kube.HookOnlyStrategy, "auto"
-	return rb.Run(req.Name)
+	if err := rb.Run(req.Name); err != nil {
+		return nil, err
+	}
+	return viewOf(records.Last(m.storage(s.Namespace, helm.Marks{}), req.Name))
 }
 
 func (a *MemoryActions) Uninstall(_ context.Context, s helm.Scope, name, description string) error {

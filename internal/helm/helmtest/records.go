@@ -54,9 +54,14 @@ func (*MemoryOwners) AdoptForeign(context.Context, helm.Scope, string, *helm.Pro
 	return errors.New("the memory storage adopts nothing")
 }
 
-// MarkRevision over the memory storage, which holds no objects: there is nothing to mark.
-func (*MemoryOwners) MarkRevision(context.Context, helm.Scope, string, int) ([]string, error) {
-	return nil, nil
+// MarkRevision over the memory storage, which holds no objects: there is nothing to mark,
+// and the revision is as stored.
+func (o *MemoryOwners) MarkRevision(_ context.Context, s helm.Scope, name string, version int) (*view.Release, []string, error) {
+	m := o.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rel, err := viewOf(records.Revision(m.storage(s.Namespace, helm.Marks{}), name, version))
+	return rel, nil, err
 }
 
 func (rs *MemoryRecords) Unlock(_ context.Context, s helm.Scope, v *view.Release) (*view.Release, bool, error) {
