@@ -57,7 +57,7 @@ func renderBudget(budget, reserve, limit int64) int64 {
 // grow to twice what was live at the last collection before it collects again, so that each CR
 // costs rudder's resident memory twice what its caches hold. At 50 it costs one and a half, for
 // collections twice as frequent: rudder's CPU per install and per idle pass, and the cost of
-// its heap, are in docs/bench.md ("the heap goal, not the live heap").
+// its heap, are in docs/bench-archive.md ("the heap goal, not the live heap").
 const defaultGCPercent = 50
 
 // memoryPolicy is the Go runtime's collection target (GOGC) and soft memory limit (GOMEMLIMIT)
@@ -99,8 +99,8 @@ func setMemory(log logr.Logger, budgetFlag, reserve int64) (budget int64) {
 }
 
 // defaultRenderReserve is what rudder itself needs of its container's memory by default:
-// about 6,000 CRs' caches and release records at GOGC=50 (docs/bench.md, "the heap goal, not
-// the live heap").
+// about 6,000 CRs' caches and release records at GOGC=50 (docs/bench-archive.md, "the heap
+// goal, not the live heap").
 const defaultRenderReserve = 256 << 20
 
 // quantityFlag is a flag of bytes written as a Kubernetes quantity ("512Mi").

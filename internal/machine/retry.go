@@ -2,8 +2,9 @@ package machine
 
 import (
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	rstatus "github.com/rudder-operator/rudder/api/status"
 )
@@ -26,10 +27,16 @@ const (
 )
 
 // retryBackoff is how long after its failures-th failure a pair is tried again: retryBase,
-// doubled for each failure after the first, never more than retryCap.
+// doubled for each failure after the first, never more than retryCap. It is apimachinery's
+// exponential back-off stepped once per failure from the durable count (the release's facts),
+// not a back-off held in memory, so a restart neither forgets nor repeats a step.
 func retryBackoff(failures int) time.Duration {
-	d := float64(retryBase) * math.Exp2(float64(max(failures, 1)-1))
-	return time.Duration(min(d, float64(retryCap)))
+	b := wait.Backoff{Duration: retryBase, Factor: 2, Steps: math.MaxInt32, Cap: retryCap}
+	d := b.Step()
+	for i := 1; i < failures && d < retryCap; i++ {
+		d = b.Step()
+	}
+	return d
 }
 
 // retriable reports whether a failure of reason is retried: an install's or an upgrade's. A
@@ -56,19 +63,20 @@ func retriesLeft(f *failure, retries int) bool {
 	return f != nil && retriable(f.failed.Reason) && failures(f) <= retries
 }
 
-// Jitter spreads periodic passes of many CRs over ±10% of the period.
+// Jitter spreads periodic passes of many CRs over ±10% of the period: apimachinery's Jitter,
+// which adds up to a factor on top, from 0.9 of d by up to 2/9 of that.
 func Jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+	return wait.Jitter(d*9/10, 2.0/9)
 }
 
 // periodic is how long from now until a CR's next periodic pass: the period jittered (see
 // Jitter), then rounded up onto the clock's grid of a twelfth of the period (5 s of a minute),
 // so that the passes of the CRs whose turns fall within one step of it run together. An idle
 // process then wakes once a step for a batch, not once for each CR: at 300 CRs and a 1-minute
-// period, passes 200 ms apart cost twice the CPU of passes run back to back (docs/bench.md,
+// period, passes 200 ms apart cost twice the CPU of passes run back to back (docs/bench-archive.md,
 // "periodic passes on a grid"). The jitter still spreads the fleet over the period's twelve steps, and a pass
 // comes at most a twelfth of the period later than the jitter alone would have it.
 func periodic(now time.Time, period time.Duration) time.Duration {

@@ -14,3 +14,24 @@ func TestRetryBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestJitterSpreadsTenPercent: every jittered period is within ±10% of the period, and the
+// draws cover both sides of it.
+func TestJitterSpreadsTenPercent(t *testing.T) {
+	t.Parallel()
+	const d = time.Minute
+	below, above := false, false
+	for range 10000 {
+		got := Jitter(d)
+		if got < d*9/10 || got >= d*11/10 {
+			t.Fatalf("Jitter(%s) = %s, outside ±10%%", d, got)
+		}
+		below, above = below || got < d, above || got > d
+	}
+	if !below || !above {
+		t.Fatalf("10,000 draws all on one side of %s (below %v, above %v)", d, below, above)
+	}
+	if Jitter(0) != 0 || Jitter(-time.Second) != 0 {
+		t.Fatal("Jitter of no period is not 0")
+	}
+}
