@@ -17,7 +17,7 @@ const (
 type AtSpec struct {
 	// Schedule is when to run, as an RFC 3339 UTC time such as 2020-11-16T10:12:00Z. A time in
 	// the past runs at once.
-	// +kubebuilder:validation:Pattern=`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?Z$`
+	// +kubebuilder:validation:Pattern=`^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3])(:[0-5]\d){2}(\.\d+)?Z$`
 	Schedule string `json:"schedule"`
 	// Command is a shell command line, run with `sh -c` in a Pod named after the At.
 	// +kubebuilder:validation:MinLength=1
